@@ -1,0 +1,127 @@
+//! Write [udf-host](https://example.invalid/udf-host) plugins in Rust.
+//!
+//! A plugin is a LiberTEM-style user-defined function (UDF) compiled to a WebAssembly
+//! component. The host splits a dataset into partitions, gives each partition a fresh
+//! plugin instance, feeds it tiles of frames and merges the partitions' result buffers.
+//! This crate hides the generated bindings of `wit/udf.wit` behind:
+//!
+//! - [`Udf`]: the trait a plugin implements (describe, declare buffers, process, merge),
+//! - [`Tile`] / [`Frame`]: typed views of the data,
+//! - [`Buffers`]: typed views of the result buffers with LiberTEM's view shapes,
+//! - [`Params`] / [`Context`]: typed parameters and meta,
+//! - [`export_udf!`]: exports a `Udf` as the component's interface,
+//! - [`log!`]: log lines the host shows to the user.
+//!
+//! # Example: the sum of all frames
+//!
+//! ```
+//! use udf_sdk::prelude::*;
+//!
+//! struct Sum;
+//!
+//! impl Udf for Sum {
+//!     fn describe() -> Description {
+//!         Description::new("my-sum", "0.1.0", "Sum of all frames").custom_merge()
+//!     }
+//!     fn result_buffers(_: &Params, _: &DatasetMeta) -> Result<Vec<BufferDecl>> {
+//!         Ok(vec![BufferDecl::sig("intensity", DType::Float32)])
+//!     }
+//!     fn new(_: &Context) -> Result<Self> {
+//!         Ok(Sum)
+//!     }
+//!     fn process_tile(&mut self, tile: &Tile<'_>, results: &mut Buffers) -> Result<()> {
+//!         let mut intensity = results.view_mut::<f32>("intensity")?;
+//!         intensity += &tile.data::<f32>()?.sum_axis(Axis(0));
+//!         Ok(())
+//!     }
+//!     fn merge(_: &MergeContext, dest: &mut Buffers, src: &Buffers) -> Result<()> {
+//!         *&mut dest.view_mut::<f32>("intensity")? += &src.view::<f32>("intensity")?;
+//!         Ok(())
+//!     }
+//! }
+//!
+//! udf_sdk::export_udf!(Sum);
+//! ```
+//!
+//! Build it with `cargo build --release --target wasm32-wasip2` (crate type `cdylib`) and
+//! run it with `udf-host run target/wasm32-wasip2/release/my_sum.wasm data.npy`.
+//!
+//! If the run's input dtype is not `f32` (float64 data, say), `tile.data::<f32>()` fails
+//! with a clear error; plugins that follow LiberTEM's "result dtype = input dtype" rule
+//! use [`with_float_type!`] to handle every float type with one body.
+
+#[doc(hidden)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "udf-plugin",
+        pub_export_macro: true,
+        export_macro_name: "export_udf_bindings",
+        default_bindings_module: "udf_sdk::bindings",
+        additional_derives: [PartialEq],
+    });
+}
+
+mod adapter;
+mod buffers;
+mod describe;
+mod element;
+mod error;
+mod params;
+mod tile;
+mod udf;
+
+pub use bindings::udf::plugin::host::LogLevel;
+pub use bindings::udf::plugin::types::{
+    BufferDecl, BufferKind, BufferUse, DataAccess, DatasetMeta, Description, Dtype as DType,
+    DtypePreference, Method, ParamSpec, ParamType, ParamValue, PartitionMeta, RunPlan, SigSlice,
+    TileDepth, TileSize, TilingPreferences,
+};
+pub use buffers::{BufferMut, Buffers, ResultOut};
+pub use element::{Element, Float, Numeric, dtype_from_name, dtype_name, dtype_size};
+pub use error::{ErrorKind, Result, UdfError};
+pub use ndarray;
+pub use num_complex::{Complex32, Complex64};
+pub use params::{Context, Params};
+pub use tile::{Frame, Tile};
+pub use udf::{MergeContext, ResultsContext, Udf};
+
+/// Everything a plugin usually needs: `use udf_sdk::prelude::*;`.
+pub mod prelude {
+    pub use crate::{
+        BufferDecl, Buffers, Context, DType, DatasetMeta, Description, Float, Frame, MergeContext,
+        Method, Numeric, ParamSpec, Params, Result, ResultOut, ResultsContext, Tile, Udf, UdfError,
+    };
+    pub use ndarray::{Array1, ArrayD, ArrayView1, ArrayViewD, ArrayViewMutD, Axis, Zip};
+}
+
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::adapter::Adapter;
+}
+
+/// Send a log line to the host: `log!(info, "x = {}", x)`, or `log!("...")` for info.
+/// Levels: `trace`, `debug`, `info`, `warn`, `error`.
+#[macro_export]
+macro_rules! log {
+    (trace, $($arg:tt)+) => { $crate::__log($crate::LogLevel::Trace, &format!($($arg)+)) };
+    (debug, $($arg:tt)+) => { $crate::__log($crate::LogLevel::Debug, &format!($($arg)+)) };
+    (info, $($arg:tt)+) => { $crate::__log($crate::LogLevel::Info, &format!($($arg)+)) };
+    (warn, $($arg:tt)+) => { $crate::__log($crate::LogLevel::Warn, &format!($($arg)+)) };
+    (error, $($arg:tt)+) => { $crate::__log($crate::LogLevel::Error, &format!($($arg)+)) };
+    ($($arg:tt)+) => { $crate::__log($crate::LogLevel::Info, &format!($($arg)+)) };
+}
+
+#[doc(hidden)]
+pub fn __log(level: LogLevel, message: &str) {
+    bindings::udf::plugin::host::log(level, message);
+}
+
+/// Export a [`Udf`] as this component's `udf:plugin/udf` interface.
+#[macro_export]
+macro_rules! export_udf {
+    ($udf:ty) => {
+        type __UdfSdkExport = $crate::__private::Adapter<$udf>;
+        $crate::bindings::export_udf_bindings!(__UdfSdkExport with_types_in $crate::bindings);
+    };
+}
