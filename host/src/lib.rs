@@ -1,1 +1,29 @@
+//! udf-host: run LiberTEM-style user-defined functions (UDFs) over 4D-STEM datasets.
+//!
+//! A UDF is either a WebAssembly component built against `wit/udf.wit` (run sandboxed
+//! by [`wasm::WasmRuntime`]) or a native built-in; the executor sees both through the
+//! [`udf::Udf`] trait.
+//!
+//! | module | role |
+//! |--------|------|
+//! | [`dataset`] | formats, memory-mapped reading, partitions, tiling negotiation |
+//! | [`exec`] | planning a run, parallel partitions, merge, results |
+//! | [`udf`] | the `Udf` abstraction and the contract's types |
+//! | [`wasm`] | wasmtime engine, compile cache, limits, plugins as `Udf`s |
+//! | [`output`] | writing results (`.npy`, `results.json`) atomically |
+//! | [`dtype`], [`array`], [`npy`] | element types, arrays, the `.npy` format |
+//! | [`params`], [`roi`], [`log`] | parameters, regions of interest, plugin logs |
+//!
+//! See `docs/architecture.md` for how the pieces fit together.
 
+pub mod array;
+pub mod dataset;
+pub mod dtype;
+pub mod exec;
+pub mod log;
+pub mod npy;
+pub mod output;
+pub mod params;
+pub mod roi;
+pub mod udf;
+pub mod wasm;

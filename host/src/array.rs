@@ -1,0 +1,199 @@
+//! Owned n-dimensional arrays: parameters, result buffers and results.
+
+use crate::dtype::{DType, Element};
+use std::fmt;
+
+/// Bytes with 16-byte alignment, so they can be viewed as any element type.
+#[derive(Clone, Default)]
+pub struct AlignedBytes {
+    words: Vec<u128>,
+    len: usize,
+}
+
+impl AlignedBytes {
+    /// `len` zero bytes.
+    pub fn zeroed(len: usize) -> Self {
+        AlignedBytes { words: vec![0; len.div_ceil(16)], len }
+    }
+
+    /// A copy of `bytes`.
+    pub fn from_slice(bytes: &[u8]) -> Self {
+        let mut out = Self::zeroed(bytes.len());
+        out.as_mut_slice().copy_from_slice(bytes);
+        out
+    }
+
+    /// Resize to `len` bytes, keeping the allocation when it is big enough. New bytes
+    /// are unspecified (zero on first growth).
+    pub fn resize(&mut self, len: usize) {
+        let words = len.div_ceil(16);
+        if self.words.len() < words {
+            self.words.resize(words, 0);
+        }
+        self.len = len;
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        &bytemuck::cast_slice(&self.words)[..self.len]
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut bytemuck::cast_slice_mut(&mut self.words)[..self.len]
+    }
+}
+
+impl fmt::Debug for AlignedBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AlignedBytes({} bytes)", self.len)
+    }
+}
+
+/// An owned n-d array in C order with native-endian elements.
+#[derive(Clone)]
+pub struct NdArray {
+    dtype: DType,
+    shape: Vec<usize>,
+    data: AlignedBytes,
+}
+
+/// Why an array could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("an array of shape {shape:?} and dtype {dtype} needs {expected} bytes, got {actual}")]
+pub struct ShapeMismatch {
+    pub shape: Vec<usize>,
+    pub dtype: DType,
+    pub expected: usize,
+    pub actual: usize,
+}
+
+impl NdArray {
+    /// A zero-filled array.
+    pub fn zeros(dtype: DType, shape: &[usize]) -> Self {
+        let len = shape.iter().product::<usize>() * dtype.size();
+        NdArray { dtype, shape: shape.to_vec(), data: AlignedBytes::zeroed(len) }
+    }
+
+    /// An array from native-endian bytes.
+    ///
+    /// # Errors
+    /// If `bytes` is not `product(shape) * dtype.size()` long.
+    pub fn from_bytes(dtype: DType, shape: &[usize], bytes: &[u8]) -> Result<Self, ShapeMismatch> {
+        Self::check(dtype, shape, bytes.len())?;
+        Ok(NdArray { dtype, shape: shape.to_vec(), data: AlignedBytes::from_slice(bytes) })
+    }
+
+    /// An array from typed values.
+    ///
+    /// # Errors
+    /// If `values` does not hold `product(shape)` elements.
+    pub fn from_vec<T: Element>(shape: &[usize], values: Vec<T>) -> Result<Self, ShapeMismatch> {
+        Self::from_bytes(T::DTYPE, shape, bytemuck::cast_slice(&values))
+    }
+
+    /// A boolean array.
+    ///
+    /// # Errors
+    /// If `values` does not hold `product(shape)` elements.
+    pub fn from_bools(shape: &[usize], values: &[bool]) -> Result<Self, ShapeMismatch> {
+        let bytes: Vec<u8> = values.iter().map(|&b| u8::from(b)).collect();
+        Self::from_bytes(DType::Bool, shape, &bytes)
+    }
+
+    fn check(dtype: DType, shape: &[usize], actual: usize) -> Result<(), ShapeMismatch> {
+        let expected = shape.iter().product::<usize>() * dtype.size();
+        if expected == actual {
+            Ok(())
+        } else {
+            Err(ShapeMismatch { shape: shape.to_vec(), dtype, expected, actual })
+        }
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The elements as native-endian bytes.
+    pub fn bytes(&self) -> &[u8] {
+        self.data.as_slice()
+    }
+
+    /// The elements as mutable native-endian bytes.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        self.data.as_mut_slice()
+    }
+
+    /// Typed elements; `None` if `T` is not the array's dtype.
+    pub fn as_slice<T: Element>(&self) -> Option<&[T]> {
+        (T::DTYPE == self.dtype).then(|| bytemuck::cast_slice(self.bytes()))
+    }
+
+    /// Typed mutable elements; `None` if `T` is not the array's dtype.
+    pub fn as_mut_slice<T: Element>(&mut self) -> Option<&mut [T]> {
+        (T::DTYPE == self.dtype).then(|| bytemuck::cast_slice_mut(self.bytes_mut()))
+    }
+
+    /// Boolean elements (for `bool` arrays).
+    pub fn to_bools(&self) -> Option<Vec<bool>> {
+        (self.dtype == DType::Bool).then(|| self.bytes().iter().map(|&b| b != 0).collect())
+    }
+
+    /// Same data, new shape with the same number of elements.
+    ///
+    /// # Errors
+    /// If the element counts differ.
+    pub fn reshape(mut self, shape: &[usize]) -> Result<Self, ShapeMismatch> {
+        Self::check(self.dtype, shape, self.data.len())?;
+        self.shape = shape.to_vec();
+        Ok(self)
+    }
+
+    /// Rows `rows` along the first axis (a copy).
+    pub fn slice_rows(&self, rows: std::ops::Range<usize>) -> NdArray {
+        let row_bytes = self.shape[1..].iter().product::<usize>() * self.dtype.size();
+        let mut shape = self.shape.clone();
+        shape[0] = rows.len();
+        let bytes = &self.bytes()[rows.start * row_bytes..rows.end * row_bytes];
+        NdArray { dtype: self.dtype, shape, data: AlignedBytes::from_slice(bytes) }
+    }
+
+    /// The given rows (indices along the first axis), in order (a copy).
+    pub fn select_rows(&self, rows: impl IntoIterator<Item = usize>) -> NdArray {
+        let row_bytes = self.shape[1..].iter().product::<usize>() * self.dtype.size();
+        let mut out = Vec::new();
+        let mut count = 0;
+        for row in rows {
+            out.extend_from_slice(&self.bytes()[row * row_bytes..(row + 1) * row_bytes]);
+            count += 1;
+        }
+        let mut shape = self.shape.clone();
+        shape[0] = count;
+        NdArray { dtype: self.dtype, shape, data: AlignedBytes::from_slice(&out) }
+    }
+}
+
+impl fmt::Debug for NdArray {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "NdArray({}, {:?})", self.dtype, self.shape)
+    }
+}

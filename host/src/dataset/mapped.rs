@@ -1,0 +1,214 @@
+//! Frames at a fixed stride in a memory-mapped file: the reader behind raw and `.npy`
+//! (and any format that is "header + frames with optional per-frame header/footer").
+
+use super::{DatasetError, DatasetShape, SigSlice};
+use crate::dtype::{DType, StoredDType, converter};
+use memmap2::Mmap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+/// A memory-mapped file holding frames of one stored dtype at a fixed stride.
+pub struct MappedFrames {
+    path: PathBuf,
+    map: Mmap,
+    /// Byte offset of frame 0.
+    offset: usize,
+    /// Bytes from one frame's first pixel to the next frame's.
+    stride: usize,
+    stored: StoredDType,
+    shape: DatasetShape,
+}
+
+impl MappedFrames {
+    /// Map `path` and check that `shape.nav_len()` frames of `shape.sig` pixels, the
+    /// first at `offset` and each `stride` bytes after the previous, fit in the file.
+    ///
+    /// # Errors
+    /// The file cannot be opened or mapped, or is too short.
+    pub fn open(
+        path: &Path,
+        offset: usize,
+        stride: usize,
+        stored: StoredDType,
+        shape: DatasetShape,
+    ) -> Result<Self, DatasetError> {
+        let file = File::open(path).map_err(|source| DatasetError::Open { path: path.to_owned(), source })?;
+        // SAFETY: the mapping is read-only. If another process truncates or rewrites the
+        // file while it is mapped, reads may fault or see new bytes; that is the
+        // documented risk of reading a dataset that is being modified (docs/security.md).
+        let map = unsafe { Mmap::map(&file) }.map_err(|source| DatasetError::Open { path: path.to_owned(), source })?;
+        #[cfg(unix)]
+        let _ = map.advise(memmap2::Advice::Sequential);
+        let frame_bytes = shape.sig_len() * stored.dtype.size();
+        let frames = shape.nav_len();
+        let needed = if frames == 0 {
+            offset
+        } else {
+            (frames - 1)
+                .checked_mul(stride)
+                .and_then(|n| n.checked_add(offset + frame_bytes))
+                .ok_or_else(|| DatasetError::invalid(path, "the dataset shape is too large"))?
+        };
+        if map.len() < needed {
+            return Err(DatasetError::invalid(
+                path,
+                format!(
+                    "truncated: {frames} frames of shape {:?} ({}) need {needed} bytes, the file has {}",
+                    shape.sig,
+                    stored,
+                    map.len()
+                ),
+            ));
+        }
+        Ok(MappedFrames { path: path.to_owned(), map, offset, stride, stored, shape })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn shape(&self) -> &DatasetShape {
+        &self.shape
+    }
+
+    pub fn stored(&self) -> StoredDType {
+        self.stored
+    }
+
+    pub fn file_len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// See [`Dataset::read_tile`](super::Dataset::read_tile).
+    pub fn read_tile(&self, frames: &[u64], sig: &SigSlice, dtype: DType, out: &mut [u8]) -> Result<(), DatasetError> {
+        let src_size = self.stored.dtype.size();
+        let dst_size = dtype.size();
+        let expected = frames.len() * sig.len() * dst_size;
+        if out.len() != expected {
+            return Err(DatasetError::invalid(
+                &self.path,
+                format!("internal: tile buffer of {} bytes for {expected}", out.len()),
+            ));
+        }
+        let nav_len = self.shape.nav_len() as u64;
+        if let Some(&bad) = frames.iter().find(|&&f| f >= nav_len) {
+            return Err(DatasetError::invalid(&self.path, format!("frame {bad} is outside the dataset ({nav_len} frames)")));
+        }
+        let convert = converter(self.stored, dtype);
+        let runs = ContiguousRuns::new(&self.shape.sig, sig);
+        let frame_bytes = self.shape.sig_len() * src_size;
+
+        // Whole frames stored back to back: convert runs of consecutive frames at once.
+        if runs.run_len == self.shape.sig_len() && self.stride == frame_bytes {
+            let mut dst = 0;
+            let mut i = 0;
+            while i < frames.len() {
+                let mut j = i + 1;
+                while j < frames.len() && frames[j] == frames[j - 1] + 1 {
+                    j += 1;
+                }
+                let start = self.offset + frames[i] as usize * self.stride;
+                let n = (j - i) * frame_bytes;
+                let out_n = (j - i) * runs.run_len * dst_size;
+                convert(&self.map[start..start + n], &mut out[dst..dst + out_n]);
+                dst += out_n;
+                i = j;
+            }
+            return Ok(());
+        }
+
+        let run_src = runs.run_len * src_size;
+        let run_dst = runs.run_len * dst_size;
+        let mut dst = 0;
+        for &frame in frames {
+            let base = self.offset + frame as usize * self.stride;
+            for start in runs.starts() {
+                let src = base + start * src_size;
+                convert(&self.map[src..src + run_src], &mut out[dst..dst + run_dst]);
+                dst += run_dst;
+            }
+        }
+        Ok(())
+    }
+
+    /// See [`Dataset::direct_frames`](super::Dataset::direct_frames).
+    pub fn direct_frames(&self, frames: std::ops::Range<u64>, dtype: DType) -> Option<&[u8]> {
+        let frame_bytes = self.shape.sig_len() * dtype.size();
+        if self.stored.needs_conversion_to(dtype) || self.stride != frame_bytes || frames.end > self.shape.nav_len() as u64 {
+            return None;
+        }
+        let start = self.offset + frames.start as usize * frame_bytes;
+        let bytes = &self.map[start..start + (frames.end - frames.start) as usize * frame_bytes];
+        (bytes.as_ptr() as usize % dtype.size().min(16) == 0).then_some(bytes)
+    }
+}
+
+/// The element offsets (within a frame) of the contiguous runs that make up a signal
+/// slice: trailing axes the slice covers fully are merged into one run.
+struct ContiguousRuns {
+    /// Elements per run.
+    run_len: usize,
+    /// Outer axes iterated one index at a time: (origin, count, element stride).
+    outer: Vec<(usize, usize, usize)>,
+    /// Element offset of the first run.
+    first: usize,
+}
+
+impl ContiguousRuns {
+    fn new(frame: &[usize], slice: &SigSlice) -> Self {
+        let dims = frame.len();
+        if dims == 0 {
+            return ContiguousRuns { run_len: 1, outer: Vec::new(), first: 0 };
+        }
+        let mut strides = vec![1; dims];
+        for d in (0..dims - 1).rev() {
+            strides[d] = strides[d + 1] * frame[d + 1];
+        }
+        // Merge trailing axes while the slice spans them completely.
+        let mut d = dims - 1;
+        let mut run_len = slice.shape[d];
+        while d > 0 && slice.shape[d] == frame[d] && slice.origin[d] == 0 {
+            d -= 1;
+            run_len *= slice.shape[d];
+        }
+        let first = slice.origin[d] * strides[d];
+        let outer = (0..d).map(|a| (slice.origin[a], slice.shape[a], strides[a])).collect();
+        ContiguousRuns { run_len, outer, first }
+    }
+
+    /// Element offsets of each run, in C order.
+    fn starts(&self) -> impl Iterator<Item = usize> + '_ {
+        let total: usize = self.outer.iter().map(|&(_, n, _)| n).product();
+        (0..total).map(move |mut k| {
+            let mut offset = self.first;
+            for &(origin, count, stride) in self.outer.iter().rev() {
+                offset += (origin + k % count) * stride;
+                k /= count;
+            }
+            offset
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offsets(frame: &[usize], origin: &[usize], shape: &[usize]) -> (usize, Vec<usize>) {
+        let runs = ContiguousRuns::new(frame, &SigSlice { origin: origin.to_vec(), shape: shape.to_vec() });
+        (runs.run_len, runs.starts().collect())
+    }
+
+    #[test]
+    fn merges_full_rows_into_one_run() {
+        assert_eq!(offsets(&[4, 5], &[1, 0], &[2, 5]), (10, vec![5]));
+        assert_eq!(offsets(&[4, 5], &[0, 0], &[4, 5]), (20, vec![0]));
+    }
+
+    #[test]
+    fn splits_partial_rows() {
+        assert_eq!(offsets(&[4, 5], &[1, 2], &[2, 3]), (3, vec![7, 12]));
+        assert_eq!(offsets(&[2, 3, 4], &[1, 1, 0], &[1, 2, 4]), (8, vec![16]));
+        assert_eq!(offsets(&[2, 3, 4], &[0, 1, 1], &[2, 2, 2]), (2, vec![5, 9, 17, 21]));
+    }
+}

@@ -1,0 +1,246 @@
+//! Datasets: shapes, formats, and reading tiles with the dtype conversion fused in.
+//!
+//! | type | role |
+//! |------|------|
+//! | [`Dataset`] | a stack of frames: shape, native dtype, `read_tile` |
+//! | [`MappedFrames`] | frames at a fixed stride in a memory-mapped file (raw, npy, ...) |
+//! | [`OpenOptions`], [`open`] | pick the format and open a file |
+//! | [`Partition`], [`plan_partitions`] | contiguous nav ranges processed by one instance each |
+//! | [`TilingScheme`], [`negotiate`] | the tile shape agreed by all UDFs of a run |
+//!
+//! A frame is addressed by its *true flat nav index*: its position in C order over the
+//! nav shape, before any ROI.
+
+mod mapped;
+mod npy;
+mod partition;
+mod raw;
+mod tiling;
+
+pub use mapped::MappedFrames;
+pub use partition::{Partition, default_partition_count, plan_partitions};
+pub use tiling::{TileRequest, TilingScheme, negotiate};
+
+use crate::dtype::{DType, StoredDType};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Navigation and signal shape of a dataset.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DatasetShape {
+    /// Scan shape, e.g. `[ny, nx]`.
+    pub nav: Vec<usize>,
+    /// Frame shape, e.g. `[sy, sx]`.
+    pub sig: Vec<usize>,
+}
+
+impl DatasetShape {
+    /// Number of frames.
+    pub fn nav_len(&self) -> usize {
+        self.nav.iter().product()
+    }
+
+    /// Pixels per frame.
+    pub fn sig_len(&self) -> usize {
+        self.sig.iter().product()
+    }
+
+    /// Nav and sig dimensions together.
+    pub fn full(&self) -> Vec<usize> {
+        self.nav.iter().chain(&self.sig).copied().collect()
+    }
+}
+
+/// A rectangular part of the frame: `origin` and `shape` per signal axis.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct SigSlice {
+    pub origin: Vec<usize>,
+    pub shape: Vec<usize>,
+}
+
+impl SigSlice {
+    /// The whole frame of shape `sig`.
+    pub fn full(sig: &[usize]) -> Self {
+        SigSlice { origin: vec![0; sig.len()], shape: sig.to_vec() }
+    }
+
+    /// Pixels in the slice.
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Descriptive facts about an opened dataset, for `results.json` and `udf-host info`.
+#[derive(Debug, Clone, Serialize)]
+pub struct DatasetInfo {
+    /// Format name (`raw`, `npy`, ...).
+    pub format: &'static str,
+    /// The file(s) read.
+    pub path: PathBuf,
+    /// Format-specific details as key/value pairs.
+    pub details: Vec<(String, String)>,
+}
+
+/// A stack of frames that can be read tile by tile.
+pub trait Dataset: Send + Sync {
+    /// Nav and sig shape.
+    fn shape(&self) -> &DatasetShape;
+
+    /// Native element type and byte order.
+    fn stored_dtype(&self) -> StoredDType;
+
+    /// Format, path and details.
+    fn info(&self) -> DatasetInfo;
+
+    /// The smallest natural block of a frame (LiberTEM's base shape): one row by default.
+    fn base_shape(&self) -> Vec<usize> {
+        let sig = &self.shape().sig;
+        let mut base = vec![1; sig.len()];
+        if let (Some(last), Some(&width)) = (base.last_mut(), sig.last()) {
+            *last = width;
+        }
+        base
+    }
+
+    /// Read frames `frames` (true flat nav indices, ascending) times `sig` into `out`,
+    /// converted to `dtype`, in C order `[frames, ..sig.shape]`.
+    ///
+    /// # Errors
+    /// I/O or decoding errors, naming the file and offset.
+    fn read_tile(&self, frames: &[u64], sig: &SigSlice, dtype: DType, out: &mut [u8]) -> Result<(), DatasetError>;
+
+    /// The bytes of full frames `frames` straight from the file, when they are stored
+    /// contiguously as `dtype` in native byte order and aligned (zero-copy reads).
+    fn direct_frames(&self, frames: std::ops::Range<u64>, dtype: DType) -> Option<&[u8]> {
+        let _ = (frames, dtype);
+        None
+    }
+}
+
+/// What went wrong opening or reading a dataset.
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetError {
+    #[error("cannot open {path}: {source}")]
+    Open { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+    #[error("{0}")]
+    Options(String),
+}
+
+impl DatasetError {
+    pub(crate) fn invalid(path: &Path, message: impl Into<String>) -> Self {
+        DatasetError::Invalid { path: path.to_owned(), message: message.into() }
+    }
+}
+
+/// Dataset formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Headerless binary, C order; needs dtype and shapes.
+    Raw,
+    /// NumPy `.npy`.
+    Npy,
+}
+
+impl Format {
+    /// Parse a `--format` value.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name.to_ascii_lowercase().as_str() {
+            "raw" | "bin" => Some(Format::Raw),
+            "npy" => Some(Format::Npy),
+            _ => None,
+        }
+    }
+
+    /// Guess from the file name, then the first bytes.
+    pub fn detect(path: &Path) -> Self {
+        let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+        if ext.as_deref() == Some("npy") {
+            return Format::Npy;
+        }
+        let mut magic = [0u8; 6];
+        if let Ok(mut file) = std::fs::File::open(path) {
+            use std::io::Read;
+            if file.read_exact(&mut magic).is_ok() && &magic == b"\x93NUMPY" {
+                return Format::Npy;
+            }
+        }
+        Format::Raw
+    }
+}
+
+/// How to open a dataset; everything is optional where the format says it.
+#[derive(Debug, Clone, Default)]
+pub struct OpenOptions {
+    /// Force a format instead of detecting it.
+    pub format: Option<Format>,
+    /// Element type and byte order (raw: required).
+    pub dtype: Option<StoredDType>,
+    /// Nav shape (raw: inferred from the file size if absent; npy: a reshape).
+    pub nav_shape: Option<Vec<usize>>,
+    /// Sig shape (raw: required; npy: a reshape; default the last two axes).
+    pub sig_shape: Option<Vec<usize>>,
+    /// Bytes to skip at the start of the file (raw).
+    pub offset: u64,
+}
+
+/// Open a dataset file.
+///
+/// # Errors
+/// [`DatasetError`] naming the file: unreadable, too short or long for the shape,
+/// malformed header, missing options.
+pub fn open(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Dataset>, DatasetError> {
+    match options.format.unwrap_or_else(|| Format::detect(path)) {
+        Format::Raw => Ok(Arc::new(raw::open(path, options)?)),
+        Format::Npy => Ok(Arc::new(npy::open(path, options)?)),
+    }
+}
+
+/// Check that `nav` × `sig` covers `total` elements, for reshaping options.
+pub(crate) fn reshape(
+    path: &Path,
+    total_shape: &[usize],
+    nav: Option<&[usize]>,
+    sig: Option<&[usize]>,
+) -> Result<DatasetShape, DatasetError> {
+    let total: usize = total_shape.iter().product();
+    let sig = match sig {
+        Some(sig) => sig.to_vec(),
+        None if total_shape.len() >= 3 => total_shape[total_shape.len() - 2..].to_vec(),
+        None => {
+            return Err(DatasetError::invalid(
+                path,
+                format!("shape {total_shape:?} has fewer than 3 axes; give --sig-shape"),
+            ));
+        }
+    };
+    let sig_len: usize = sig.iter().product();
+    if sig_len == 0 || total % sig_len != 0 {
+        return Err(DatasetError::invalid(
+            path,
+            format!("the data ({total} elements, shape {total_shape:?}) cannot be split into frames of shape {sig:?}"),
+        ));
+    }
+    let frames = total / sig_len;
+    let nav = match nav {
+        Some(nav) => nav.to_vec(),
+        None if sig.len() < total_shape.len() && total_shape[total_shape.len() - sig.len()..] == sig[..] => {
+            total_shape[..total_shape.len() - sig.len()].to_vec()
+        }
+        None => vec![frames],
+    };
+    let nav_len: usize = nav.iter().product();
+    if nav_len != frames {
+        return Err(DatasetError::invalid(
+            path,
+            format!("nav shape {nav:?} has {nav_len} frames, but the data holds {frames} frames of shape {sig:?}"),
+        ));
+    }
+    Ok(DatasetShape { nav, sig })
+}

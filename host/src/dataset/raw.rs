@@ -1,0 +1,84 @@
+//! Raw binary files: frames in C order with no header, after an optional offset.
+
+use super::{Dataset, DatasetError, DatasetInfo, DatasetShape, MappedFrames, OpenOptions, SigSlice};
+use crate::dtype::{DType, StoredDType};
+use std::path::Path;
+
+/// A headerless binary dataset.
+pub struct RawDataset {
+    frames: MappedFrames,
+}
+
+pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<RawDataset, DatasetError> {
+    let stored = options.dtype.ok_or_else(|| {
+        DatasetError::invalid(path, "raw data needs --dtype (e.g. --dtype float32 or --dtype '>u2')")
+    })?;
+    let sig = options
+        .sig_shape
+        .clone()
+        .ok_or_else(|| DatasetError::invalid(path, "raw data needs --sig-shape (e.g. --sig-shape 128,128)"))?;
+    let len = std::fs::metadata(path).map_err(|source| DatasetError::Open { path: path.to_owned(), source })?.len();
+    let offset = options.offset;
+    if offset > len {
+        return Err(DatasetError::invalid(path, format!("--offset {offset} is beyond the end of the file ({len} bytes)")));
+    }
+    let frame_bytes = (sig.iter().product::<usize>() * stored.dtype.size()) as u64;
+    if frame_bytes == 0 {
+        return Err(DatasetError::invalid(path, format!("sig shape {sig:?} is empty")));
+    }
+    let available = len - offset;
+    let nav = match &options.nav_shape {
+        Some(nav) => nav.clone(),
+        None if available % frame_bytes == 0 => vec![(available / frame_bytes) as usize],
+        None => {
+            return Err(DatasetError::invalid(
+                path,
+                format!(
+                    "{available} bytes after the offset are not a whole number of {frame_bytes}-byte frames \
+                     ({stored}, {sig:?}); check --dtype, --sig-shape and --offset"
+                ),
+            ));
+        }
+    };
+    let shape = DatasetShape { nav, sig };
+    let needed = shape.nav_len() as u64 * frame_bytes;
+    if available != needed {
+        let what = if available < needed { "too short" } else { "too long" };
+        return Err(DatasetError::invalid(
+            path,
+            format!(
+                "{what}: nav {:?} × sig {:?} of {stored} is {needed} bytes, but the file has {available} bytes \
+                 after the offset; check --dtype, --nav-shape, --sig-shape and --offset",
+                shape.nav, shape.sig
+            ),
+        ));
+    }
+    let frames = MappedFrames::open(path, offset as usize, frame_bytes as usize, stored, shape)?;
+    Ok(RawDataset { frames })
+}
+
+impl Dataset for RawDataset {
+    fn shape(&self) -> &DatasetShape {
+        self.frames.shape()
+    }
+
+    fn stored_dtype(&self) -> StoredDType {
+        self.frames.stored()
+    }
+
+    fn info(&self) -> DatasetInfo {
+        DatasetInfo {
+            format: "raw",
+            path: self.frames.path().to_owned(),
+            details: vec![("file_bytes".into(), self.frames.file_len().to_string())],
+        }
+    }
+
+    fn read_tile(&self, frames: &[u64], sig: &SigSlice, dtype: DType, out: &mut [u8]) -> Result<(), DatasetError> {
+        self.frames.read_tile(frames, sig, dtype, out)
+    }
+
+    fn direct_frames(&self, frames: std::ops::Range<u64>, dtype: DType) -> Option<&[u8]> {
+        self.frames.direct_frames(frames, dtype)
+    }
+}

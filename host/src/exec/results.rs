@@ -1,0 +1,222 @@
+//! Final results: `get_results` (or the default pass-through), the declaration rules of
+//! API.md §5, valid masks (§9), and nav buffers expanded to the nav shape with the ROI
+//! fill values (§3.1).
+
+use super::{FailurePoint, RunError, RunShared, RunStats, merge::MergedState};
+use crate::array::NdArray;
+use crate::dtype::DType;
+use crate::udf::{BufferKind, BufferUse, CallError, Method, NamedBuffer, Params, ResultEntry, ResultsContext};
+
+/// The results of a run.
+#[derive(Debug, Clone)]
+pub struct RunResults {
+    pub udfs: Vec<UdfResults>,
+    pub stats: RunStats,
+    /// Merged nav positions (compressed).
+    pub damage: Vec<bool>,
+    /// The input dtype of the run.
+    pub input_dtype: DType,
+}
+
+/// The results of one UDF.
+#[derive(Debug, Clone)]
+pub struct UdfResults {
+    /// Unique name in the run (output directory).
+    pub name: String,
+    /// File path or `builtin:NAME`.
+    pub source: String,
+    pub version: String,
+    pub method: Method,
+    pub params: Params,
+    /// In declaration order; private buffers are not included.
+    pub buffers: Vec<ResultBuffer>,
+}
+
+impl UdfResults {
+    /// A result buffer by name.
+    pub fn buffer(&self, name: &str) -> Option<&ResultBuffer> {
+        self.buffers.iter().find(|b| b.name == name)
+    }
+}
+
+/// One result buffer.
+#[derive(Debug, Clone)]
+pub struct ResultBuffer {
+    pub name: String,
+    pub kind: BufferKind,
+    pub extra_shape: Vec<usize>,
+    /// Flat, ROI-compressed storage (LiberTEM's `.raw_data`): nav `(N, *E)`.
+    pub raw: NdArray,
+    /// Nav buffers reshaped to `(*nav_shape, *E)`, positions outside the ROI filled
+    /// with NaN / 0 / false (LiberTEM's `.data`); sig and single as stored.
+    pub data: NdArray,
+    /// Valid mask in the layout of `data` (bool).
+    pub valid: NdArray,
+    /// Whether every element of `valid` is true.
+    pub all_valid: bool,
+}
+
+impl ResultBuffer {
+    pub fn dtype(&self) -> DType {
+        self.data.dtype()
+    }
+}
+
+/// Produce the results of UDF `u` from its merged state.
+pub(crate) fn finish(
+    shared: &RunShared,
+    u: usize,
+    params: &Params,
+    state: &MergedState,
+    damage: &[bool],
+) -> Result<UdfResults, RunError> {
+    let planned = &shared.udfs[u];
+    let desc = planned.udf.description();
+    let frames = shared.meta.frames();
+    let sig = &shared.meta.sig_shape;
+    let contract = |e: CallError| shared.udf_error(u, FailurePoint { method: "get_results", partition: None, frames: None }, e);
+
+    let entries: Vec<ResultEntry> = if desc.custom_results {
+        let ctx = ResultsContext {
+            params,
+            dataset: &shared.meta,
+            valid_nav_mask: damage,
+            roi: shared.roi.as_ref().map(|r| r.mask()),
+        };
+        planned.udf.get_results(ctx, &state.buffers).map_err(contract)?
+    } else {
+        Vec::new()
+    };
+    for (i, e) in entries.iter().enumerate() {
+        let decl = planned
+            .decls
+            .iter()
+            .find(|d| d.name == e.name)
+            .ok_or_else(|| contract(CallError::Contract(format!("get_results returned undeclared buffer '{}'", e.name))))?;
+        if decl.usage == BufferUse::Private {
+            return Err(contract(CallError::Contract(format!("get_results returned private buffer '{}'", e.name))));
+        }
+        if entries[..i].iter().any(|f| f.name == e.name) {
+            return Err(contract(CallError::Contract(format!("get_results returned '{}' twice", e.name))));
+        }
+        if e.array.dtype().kind() != decl.dtype.kind() {
+            return Err(contract(CallError::Contract(format!(
+                "get_results returned '{}' as {}, but it is declared {} (the kind must match)",
+                e.name,
+                e.array.dtype(),
+                decl.dtype
+            ))));
+        }
+        let expected = decl.storage_shape(frames, sig);
+        if e.array.shape() != expected.as_slice() {
+            return Err(contract(CallError::Contract(format!(
+                "get_results returned '{}' with shape {:?}, expected {expected:?}",
+                e.name,
+                e.array.shape()
+            ))));
+        }
+    }
+
+    let mut buffers = Vec::new();
+    for decl in &planned.decls {
+        let returned = entries.iter().find(|e| e.name == decl.name);
+        let (raw, custom_valid) = match (returned, decl.usage) {
+            (Some(e), _) => (e.array.clone(), e.valid.clone()),
+            (None, BufferUse::Private) => continue,
+            (None, BufferUse::ResultOnly) => {
+                return Err(contract(CallError::Contract(format!(
+                    "get_results did not produce result-only buffer '{}'",
+                    decl.name
+                ))));
+            }
+            (None, BufferUse::Normal) => (merged(&state.buffers, &decl.name).clone(), None),
+        };
+        let valid_raw = valid_mask(decl.kind, &raw, custom_valid.as_deref(), damage, frames)
+            .map_err(|m| contract(CallError::Contract(format!("valid mask of '{}': {m}", decl.name))))?;
+        let (data, valid) = expand(shared, decl.kind, &decl.extra_shape, &raw, &valid_raw);
+        let all_valid = valid.bytes().iter().all(|&b| b != 0);
+        buffers.push(ResultBuffer {
+            name: decl.name.clone(),
+            kind: decl.kind,
+            extra_shape: decl.extra_shape.clone(),
+            raw,
+            data,
+            valid,
+            all_valid,
+        });
+    }
+    Ok(UdfResults {
+        name: planned.name.clone(),
+        source: planned.udf.source().to_owned(),
+        version: desc.version.clone(),
+        method: planned.plan.method,
+        params: params.clone(),
+        buffers,
+    })
+}
+
+fn merged<'a>(buffers: &'a [NamedBuffer], name: &str) -> &'a NdArray {
+    let found = buffers.iter().find(|b| b.name == name);
+    &found.unwrap_or_else(|| unreachable!("every normal buffer is merged")).array
+}
+
+/// The valid mask of a raw result, one bool per element: the default (nav: merged
+/// positions; else all valid) or a custom one broadcast from one value, one per nav
+/// position, or one per element.
+fn valid_mask(
+    kind: BufferKind,
+    raw: &NdArray,
+    custom: Option<&[bool]>,
+    damage: &[bool],
+    frames: usize,
+) -> Result<Vec<bool>, String> {
+    let len = raw.len();
+    let per_row = if kind == BufferKind::Nav && frames > 0 { len / frames } else { 0 };
+    match custom {
+        None if kind == BufferKind::Nav => Ok(damage.iter().flat_map(|&d| std::iter::repeat_n(d, per_row)).collect()),
+        None => Ok(vec![true; len]),
+        Some([one]) => Ok(vec![*one; len]),
+        Some(mask) if mask.len() == len => Ok(mask.to_vec()),
+        Some(mask) if kind == BufferKind::Nav && mask.len() == frames => {
+            Ok(mask.iter().flat_map(|&d| std::iter::repeat_n(d, per_row)).collect())
+        }
+        Some(mask) => Err(format!(
+            "{} values, expected 1, {} (one per element){}",
+            mask.len(),
+            len,
+            if kind == BufferKind::Nav { format!(" or {frames} (one per nav position)") } else { String::new() }
+        )),
+    }
+}
+
+/// Nav results to the full nav shape (fill outside the ROI); others unchanged.
+fn expand(shared: &RunShared, kind: BufferKind, extra: &[usize], raw: &NdArray, valid: &[bool]) -> (NdArray, NdArray) {
+    let valid_raw = NdArray::from_bools(raw.shape(), valid).unwrap_or_else(|_| unreachable!("one per element"));
+    if kind != BufferKind::Nav {
+        return (raw.clone(), valid_raw);
+    }
+    let mut shape = shared.meta.nav_shape.clone();
+    shape.extend_from_slice(extra);
+    let Some(roi) = &shared.roi else {
+        let reshape = |a: &NdArray| a.clone().reshape(&shape).unwrap_or_else(|_| unreachable!("same size"));
+        return (reshape(raw), reshape(&valid_raw));
+    };
+    let dtype = raw.dtype();
+    let row = extra.iter().product::<usize>() * dtype.size();
+    let vrow = extra.iter().product::<usize>();
+    let mut data = NdArray::zeros(dtype, &shape);
+    let mut full_valid = NdArray::zeros(DType::Bool, &shape);
+    let fill = dtype.fill_outside_roi();
+    if fill.iter().any(|&b| b != 0) {
+        for chunk in data.bytes_mut().chunks_exact_mut(dtype.size()) {
+            chunk.copy_from_slice(&fill);
+        }
+    }
+    for (compressed, position) in roi.selected().enumerate() {
+        data.bytes_mut()[position * row..(position + 1) * row]
+            .copy_from_slice(&raw.bytes()[compressed * row..(compressed + 1) * row]);
+        full_valid.bytes_mut()[position * vrow..(position + 1) * vrow]
+            .copy_from_slice(&valid_raw.bytes()[compressed * vrow..(compressed + 1) * vrow]);
+    }
+    (data, full_valid)
+}

@@ -1,0 +1,337 @@
+//! Conversions between the host's [`crate::udf`] types and the generated bindings.
+//!
+//! Host → guest conversions borrow (arrays are cast in place, never copied here); guest
+//! → host conversions validate everything a plugin returns before the host trusts it.
+
+use super::bindings::udf::plugin::types as wit;
+use crate::array::NdArray;
+use crate::dataset::{SigSlice, TilingScheme};
+use crate::dtype::DType;
+use crate::udf::{
+    BufferDecl, BufferKind, BufferUse, CallError, DTypePreference, DataAccess, DatasetMeta, Description,
+    DeviceClass, ErrorKind, Method, Param, ParamSpec, ParamType, ParamValue, PartitionMeta, RunPlan, TileDepth,
+    TileSize, TilingPreferences,
+};
+use std::sync::Arc;
+
+#[cfg(not(target_pointer_width = "64"))]
+compile_error!("udf-host needs a 64-bit host (shapes are passed to plugins as u64 without copying)");
+
+/// Shapes and indices are `usize` on the host and `u64` in the contract.
+pub fn u64s(values: &[usize]) -> &[u64] {
+    bytemuck::cast_slice(values)
+}
+
+pub fn dtype_to_wit(d: DType) -> wit::Dtype {
+    match d {
+        DType::Bool => wit::Dtype::Boolean,
+        DType::U8 => wit::Dtype::Uint8,
+        DType::U16 => wit::Dtype::Uint16,
+        DType::U32 => wit::Dtype::Uint32,
+        DType::U64 => wit::Dtype::Uint64,
+        DType::I8 => wit::Dtype::Int8,
+        DType::I16 => wit::Dtype::Int16,
+        DType::I32 => wit::Dtype::Int32,
+        DType::I64 => wit::Dtype::Int64,
+        DType::F32 => wit::Dtype::Float32,
+        DType::F64 => wit::Dtype::Float64,
+        DType::C64 => wit::Dtype::Complex64,
+        DType::C128 => wit::Dtype::Complex128,
+    }
+}
+
+pub fn dtype_from_wit(d: wit::Dtype) -> DType {
+    match d {
+        wit::Dtype::Boolean => DType::Bool,
+        wit::Dtype::Uint8 => DType::U8,
+        wit::Dtype::Uint16 => DType::U16,
+        wit::Dtype::Uint32 => DType::U32,
+        wit::Dtype::Uint64 => DType::U64,
+        wit::Dtype::Int8 => DType::I8,
+        wit::Dtype::Int16 => DType::I16,
+        wit::Dtype::Int32 => DType::I32,
+        wit::Dtype::Int64 => DType::I64,
+        wit::Dtype::Float32 => DType::F32,
+        wit::Dtype::Float64 => DType::F64,
+        wit::Dtype::Complex64 => DType::C64,
+        wit::Dtype::Complex128 => DType::C128,
+    }
+}
+
+/// Borrow native-endian bytes of `dtype` as the contract's array data, typed or raw.
+///
+/// `bool` arrays always go as raw bytes: the host cannot promise every byte is 0 or 1,
+/// which a typed `list<bool>` would require.
+pub fn array_data(dtype: DType, bytes: &[u8], access: DataAccess) -> wit::ArrayDataParam<'_> {
+    use bytemuck::cast_slice as cast;
+    if access == DataAccess::Bytes {
+        return wit::ArrayDataParam::Bytes(bytes);
+    }
+    match dtype {
+        DType::Bool => wit::ArrayDataParam::Bytes(bytes),
+        DType::U8 => wit::ArrayDataParam::Uint8(bytes),
+        DType::U16 => wit::ArrayDataParam::Uint16(cast(bytes)),
+        DType::U32 => wit::ArrayDataParam::Uint32(cast(bytes)),
+        DType::U64 => wit::ArrayDataParam::Uint64(cast(bytes)),
+        DType::I8 => wit::ArrayDataParam::Int8(cast(bytes)),
+        DType::I16 => wit::ArrayDataParam::Int16(cast(bytes)),
+        DType::I32 => wit::ArrayDataParam::Int32(cast(bytes)),
+        DType::I64 => wit::ArrayDataParam::Int64(cast(bytes)),
+        DType::F32 => wit::ArrayDataParam::Float32(cast(bytes)),
+        DType::F64 => wit::ArrayDataParam::Float64(cast(bytes)),
+        DType::C64 => wit::ArrayDataParam::Complex64(cast(bytes)),
+        DType::C128 => wit::ArrayDataParam::Complex128(cast(bytes)),
+    }
+}
+
+pub fn ndarray_param(array: &NdArray, access: DataAccess) -> wit::NdarrayParam<'_> {
+    wit::NdarrayParam {
+        dtype: dtype_to_wit(array.dtype()),
+        shape: u64s(array.shape()),
+        data: array_data(array.dtype(), array.bytes(), access),
+    }
+}
+
+pub fn params_to_wit(params: &[Param], access: DataAccess) -> Vec<wit::Param<'_>> {
+    params
+        .iter()
+        .map(|p| wit::Param {
+            name: &p.name,
+            value: match &p.value {
+                ParamValue::Bool(b) => wit::ParamValueParam::Boolean(*b),
+                ParamValue::Int(i) => wit::ParamValueParam::Int(*i),
+                ParamValue::Float(f) => wit::ParamValueParam::Float(*f),
+                ParamValue::Text(s) => wit::ParamValueParam::Text(s),
+                ParamValue::Array(a) => wit::ParamValueParam::Array(ndarray_param(a, access)),
+            },
+        })
+        .collect()
+}
+
+pub fn dataset_to_wit(meta: &DatasetMeta) -> wit::DatasetMeta<'_> {
+    wit::DatasetMeta {
+        nav_shape: u64s(&meta.nav_shape),
+        sig_shape: u64s(&meta.sig_shape),
+        dataset_dtype: dtype_to_wit(meta.dataset_dtype),
+        input_dtype: dtype_to_wit(meta.input_dtype),
+        roi_count: meta.roi_count.map(|n| n as u64),
+        device_class: match meta.device_class {
+            DeviceClass::Cpu => wit::DeviceClass::Cpu,
+            DeviceClass::Cuda => wit::DeviceClass::Cuda,
+        },
+        threads_per_worker: meta.threads_per_worker,
+    }
+}
+
+pub fn method_to_wit(m: Method) -> wit::Method {
+    match m {
+        Method::Tile => wit::Method::Tile,
+        Method::Frame => wit::Method::Frame,
+        Method::Partition => wit::Method::Partition,
+    }
+}
+
+fn method_from_wit(m: wit::Method) -> Method {
+    match m {
+        wit::Method::Tile => Method::Tile,
+        wit::Method::Frame => Method::Frame,
+        wit::Method::Partition => Method::Partition,
+    }
+}
+
+pub fn sig_slice_to_wit(s: &SigSlice) -> wit::SigSlice<'_> {
+    wit::SigSlice { origin: u64s(&s.origin), shape: u64s(&s.shape) }
+}
+
+/// The scheme's slices in contract form (kept alive by the caller while the partition
+/// meta borrows them).
+pub fn scheme_to_wit(scheme: &TilingScheme) -> Vec<wit::SigSlice<'_>> {
+    scheme.slices.iter().map(sig_slice_to_wit).collect()
+}
+
+pub fn partition_to_wit<'a>(p: &PartitionMeta, slices: &'a [wit::SigSlice<'a>]) -> wit::PartitionMeta<'a> {
+    wit::PartitionMeta {
+        index: p.index as u32,
+        origin: p.origin,
+        frames: p.frames as u64,
+        method: method_to_wit(p.method),
+        tiling_scheme: slices,
+        tile_depth: p.tiling.depth as u64,
+    }
+}
+
+pub fn error_from_wit(e: wit::UdfError) -> CallError {
+    let kind = match e.kind {
+        wit::ErrorKind::BadParam => ErrorKind::BadParam,
+        wit::ErrorKind::InvalidData => ErrorKind::InvalidData,
+        wit::ErrorKind::Internal => ErrorKind::Internal,
+    };
+    CallError::Returned { kind, message: super::state::truncate_message(&e.message) }
+}
+
+fn usize_of(v: u64, what: &str) -> Result<usize, CallError> {
+    usize::try_from(v).map_err(|_| CallError::Contract(format!("{what} {v} is too large")))
+}
+
+fn shape_from_wit(shape: &[u64], what: &str) -> Result<Vec<usize>, CallError> {
+    let shape = shape.iter().map(|&d| usize_of(d, what)).collect::<Result<Vec<_>, _>>()?;
+    shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| CallError::Contract(format!("{what} {shape:?} is too large")))?;
+    Ok(shape)
+}
+
+/// An array returned by a plugin, checked: the data holds exactly `product(shape)`
+/// elements of `dtype`.
+pub fn ndarray_from_wit(array: wit::NdarrayResult, what: &str) -> Result<NdArray, CallError> {
+    let dtype = dtype_from_wit(array.dtype);
+    let shape = shape_from_wit(&array.shape, &format!("shape of {what}"))?;
+    let expected = shape.iter().product::<usize>();
+    let mismatch = |found: &str| {
+        CallError::Contract(format!("{what}: declared {dtype} of shape {shape:?} but sent {found}"))
+    };
+    macro_rules! typed {
+        ($v:expr, $want:expr, $per:expr) => {{
+            if dtype != $want {
+                return Err(mismatch(&format!("{} data", $want)));
+            }
+            if $v.len() != expected * $per {
+                return Err(mismatch(&format!("{} values", $v.len())));
+            }
+            bytemuck::cast_slice(&$v).to_vec()
+        }};
+    }
+    let bytes: Vec<u8> = match array.data {
+        wit::ArrayDataResult::Boolean(v) => {
+            if dtype != DType::Bool || v.len() != expected {
+                return Err(mismatch(&format!("{} booleans", v.len())));
+            }
+            v.iter().map(|&b| u8::from(b)).collect()
+        }
+        wit::ArrayDataResult::Uint8(v) => typed!(v, DType::U8, 1),
+        wit::ArrayDataResult::Uint16(v) => typed!(v, DType::U16, 1),
+        wit::ArrayDataResult::Uint32(v) => typed!(v, DType::U32, 1),
+        wit::ArrayDataResult::Uint64(v) => typed!(v, DType::U64, 1),
+        wit::ArrayDataResult::Int8(v) => typed!(v, DType::I8, 1),
+        wit::ArrayDataResult::Int16(v) => typed!(v, DType::I16, 1),
+        wit::ArrayDataResult::Int32(v) => typed!(v, DType::I32, 1),
+        wit::ArrayDataResult::Int64(v) => typed!(v, DType::I64, 1),
+        wit::ArrayDataResult::Float32(v) => typed!(v, DType::F32, 1),
+        wit::ArrayDataResult::Float64(v) => typed!(v, DType::F64, 1),
+        wit::ArrayDataResult::Complex64(v) => typed!(v, DType::C64, 2),
+        wit::ArrayDataResult::Complex128(v) => typed!(v, DType::C128, 2),
+        wit::ArrayDataResult::Bytes(v) => {
+            if v.len() != expected * dtype.size() {
+                return Err(mismatch(&format!("{} bytes", v.len())));
+            }
+            if dtype == DType::Bool {
+                v.iter().map(|&b| u8::from(b != 0)).collect()
+            } else {
+                v
+            }
+        }
+    };
+    NdArray::from_bytes(dtype, &shape, &bytes).map_err(|e| CallError::Contract(format!("{what}: {e}")))
+}
+
+fn param_value_from_wit(v: wit::ParamValueResult, what: &str) -> Result<ParamValue, CallError> {
+    Ok(match v {
+        wit::ParamValueResult::Boolean(b) => ParamValue::Bool(b),
+        wit::ParamValueResult::Int(i) => ParamValue::Int(i),
+        wit::ParamValueResult::Float(f) => ParamValue::Float(f),
+        wit::ParamValueResult::Text(s) => ParamValue::Text(s),
+        wit::ParamValueResult::Array(a) => ParamValue::Array(Arc::new(ndarray_from_wit(a, what)?)),
+    })
+}
+
+fn dtype_pref_from_wit(p: wit::DtypePreference) -> DTypePreference {
+    match p {
+        wit::DtypePreference::Native => DTypePreference::Native,
+        wit::DtypePreference::Prefer(d) => DTypePreference::Prefer(dtype_from_wit(d)),
+    }
+}
+
+fn tiling_from_wit(t: wit::TilingPreferences) -> TilingPreferences {
+    TilingPreferences {
+        depth: match t.depth {
+            wit::TileDepth::Default => TileDepth::Default,
+            wit::TileDepth::Max => TileDepth::Max,
+            wit::TileDepth::Frames(n) => TileDepth::Frames(n),
+        },
+        total_size: match t.total_size {
+            wit::TileSize::BestFit => TileSize::BestFit,
+            wit::TileSize::Max => TileSize::Max,
+            wit::TileSize::Bytes(n) => TileSize::Bytes(n),
+        },
+    }
+}
+
+pub fn description_from_wit(d: wit::Description) -> Result<Description, CallError> {
+    let params = d
+        .params
+        .into_iter()
+        .map(|p| {
+            let ty = match p.ty {
+                wit::ParamType::Boolean => ParamType::Bool,
+                wit::ParamType::Int => ParamType::Int,
+                wit::ParamType::Float => ParamType::Float,
+                wit::ParamType::Text => ParamType::Text,
+                wit::ParamType::Array => ParamType::Array,
+            };
+            let default = p
+                .default
+                .map(|v| param_value_from_wit(v, &format!("default of parameter '{}'", p.name)))
+                .transpose()?;
+            Ok(ParamSpec { name: p.name, ty, doc: p.doc, default, nav_aux: p.nav_aux })
+        })
+        .collect::<Result<Vec<_>, CallError>>()?;
+    if d.name.is_empty() || d.name.contains(['/', '\\']) || d.name.starts_with('.') {
+        return Err(CallError::Contract(format!(
+            "name {:?} is not usable as a directory name",
+            d.name
+        )));
+    }
+    Ok(Description {
+        name: d.name,
+        version: d.version,
+        summary: d.summary,
+        params,
+        methods: d.methods.into_iter().map(method_from_wit).collect(),
+        input_dtype: dtype_pref_from_wit(d.input_dtype),
+        tiling: tiling_from_wit(d.tiling),
+        custom_merge: d.custom_merge,
+        custom_results: d.custom_results,
+        main_preprocess: d.main_preprocess,
+        data_access: match d.data_access {
+            wit::DataAccess::Typed => DataAccess::Typed,
+            wit::DataAccess::Bytes => DataAccess::Bytes,
+        },
+    })
+}
+
+pub fn plan_from_wit(p: wit::RunPlan) -> RunPlan {
+    RunPlan {
+        method: method_from_wit(p.method),
+        input_dtype: dtype_pref_from_wit(p.input_dtype),
+        tiling: tiling_from_wit(p.tiling),
+    }
+}
+
+pub fn buffer_decl_from_wit(b: wit::BufferDecl) -> Result<BufferDecl, CallError> {
+    Ok(BufferDecl {
+        extra_shape: shape_from_wit(&b.extra_shape, &format!("extra shape of buffer '{}'", b.name))?,
+        name: b.name,
+        kind: match b.kind {
+            wit::BufferKind::Nav => BufferKind::Nav,
+            wit::BufferKind::Sig => BufferKind::Sig,
+            wit::BufferKind::Single => BufferKind::Single,
+        },
+        dtype: dtype_from_wit(b.dtype),
+        usage: match b.usage {
+            wit::BufferUse::Normal => BufferUse::Normal,
+            wit::BufferUse::Private => BufferUse::Private,
+            wit::BufferUse::ResultOnly => BufferUse::ResultOnly,
+        },
+    })
+}

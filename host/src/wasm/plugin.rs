@@ -1,0 +1,319 @@
+//! A loaded plugin as a [`Udf`]: one `InstancePre`, a fresh instance per partition, and
+//! a main-side instance for the pure functions (plan, buffers, merge, results).
+
+use super::bindings::{UdfPlugin, UdfPluginPre, udf::plugin::types as wit};
+use super::convert::*;
+use super::state::{HostState, LogOrigin};
+use super::{LoadError, LoadErrorKind, Shared};
+use crate::udf::{
+    BufferDecl, BufferViewMut, CallError, DataAccess, DatasetMeta, Description, InitContext, MergeContext,
+    NamedBuffer, Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile, Udf,
+};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use wasmtime::Store;
+use wasmtime::component::Component;
+
+/// A wasm plugin.
+pub struct WasmUdf {
+    shared: Arc<Shared>,
+    source: String,
+    name: Arc<str>,
+    description: Description,
+    pre: UdfPluginPre<HostState>,
+    /// Instance for the main-side calls, created on first use, dropped after a trap.
+    main: Mutex<Option<Instance>>,
+}
+
+/// A store and the plugin instantiated in it.
+struct Instance {
+    store: Store<HostState>,
+    plugin: UdfPlugin,
+}
+
+impl WasmUdf {
+    pub(super) fn new(shared: Arc<Shared>, path: &Path, component: &Component) -> Result<Self, LoadError> {
+        let source = path.display().to_string();
+        let err = |kind, message: String| LoadError { path: path.to_owned(), kind, message };
+        let pre = shared
+            .linker
+            .instantiate_pre(component)
+            .and_then(UdfPluginPre::new)
+            .map_err(|e| err(LoadErrorKind::Interface, format!("cannot be linked: {e:#}")))?;
+        let mut udf = WasmUdf {
+            shared,
+            source: source.clone(),
+            name: Arc::from(source.as_str()),
+            description: placeholder_description(),
+            pre,
+            main: Mutex::new(None),
+        };
+        let description = udf
+            .with_main(|plugin, store| plugin.udf_plugin_udf().call_describe(store).map(Ok))
+            .and_then(description_from_wit)
+            .map_err(|e| err(LoadErrorKind::Describe, format!("describe failed: {e}")))?;
+        udf.name = Arc::from(description.name.as_str());
+        udf.description = description;
+        Ok(udf)
+    }
+
+    fn instantiate(&self, partition: Option<usize>) -> Result<Instance, CallError> {
+        let origin = LogOrigin { plugin: self.name.clone(), partition };
+        let state = HostState::new(self.shared.options.max_memory, origin, self.shared.options.logger.clone());
+        let mut store = Store::new(&self.shared.engine, state);
+        store.limiter(|s| &mut s.limits);
+        if let Some(ticks) = self.shared.deadline_ticks {
+            store.set_epoch_deadline(ticks);
+        }
+        let plugin = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| trap(&self.shared, e, Vec::new()))?;
+        Ok(Instance { store, plugin })
+    }
+
+    /// Call into the main-side instance; a trap discards it so the next call starts fresh.
+    fn with_main<R>(
+        &self,
+        f: impl FnOnce(&UdfPlugin, &mut Store<HostState>) -> wasmtime::Result<Result<R, wit::UdfError>>,
+    ) -> Result<R, CallError> {
+        let mut main = self.main.lock().map_err(|_| CallError::internal("main instance lock poisoned"))?;
+        if main.is_none() {
+            *main = Some(self.instantiate(None)?);
+        }
+        let instance = main.as_mut().ok_or_else(|| CallError::internal("no main instance"))?;
+        let result = instance.call(&self.shared, f);
+        if matches!(result, Err(CallError::Trap { .. })) {
+            *main = None;
+        }
+        result
+    }
+
+    fn access(&self) -> DataAccess {
+        self.description.data_access
+    }
+}
+
+impl Instance {
+    fn call<R>(
+        &mut self,
+        shared: &Shared,
+        f: impl FnOnce(&UdfPlugin, &mut Store<HostState>) -> wasmtime::Result<Result<R, wit::UdfError>>,
+    ) -> Result<R, CallError> {
+        if let Some(ticks) = shared.deadline_ticks {
+            self.store.set_epoch_deadline(ticks);
+        }
+        match f(&self.plugin, &mut self.store) {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => Err(error_from_wit(e)),
+            Err(e) => Err(trap(shared, e, self.store.data().log_tail())),
+        }
+    }
+}
+
+/// Describe a trap for a human: the reason first, then where.
+fn trap(shared: &Shared, error: wasmtime::Error, log_tail: Vec<String>) -> CallError {
+    let chain = format!("{error:#}");
+    let message = if let Some(code) = error.downcast_ref::<wasmtime::Trap>() {
+        match code {
+            wasmtime::Trap::Interrupt => format!(
+                "timed out: the call ran longer than --timeout {:.1} s",
+                shared.options.timeout.as_secs_f64()
+            ),
+            wasmtime::Trap::StackOverflow => "stack overflow".to_owned(),
+            wasmtime::Trap::UnreachableCodeReached => "trapped: unreachable code (a panic or abort)".to_owned(),
+            other => format!("trapped: {other}"),
+        }
+    } else if chain.contains("forcing trap when growing memory") || chain.contains("growing memory") {
+        format!(
+            "exceeded the memory limit of {} MiB (--max-memory)",
+            shared.options.max_memory >> 20
+        )
+    } else {
+        format!("trapped: {}", chain.lines().next().unwrap_or("unknown error"))
+    };
+    let backtrace = error
+        .downcast_ref::<wasmtime::WasmBacktrace>()
+        .map(|bt| {
+            bt.frames()
+                .iter()
+                .take(4)
+                .map(|f| f.func_name().unwrap_or("<unnamed>").to_owned())
+                .collect::<Vec<_>>()
+                .join(" <- ")
+        })
+        .filter(|s| !s.is_empty());
+    let message = match backtrace {
+        Some(bt) => format!("{message} (in {bt})"),
+        None => message,
+    };
+    CallError::Trap { message, log_tail }
+}
+
+fn placeholder_description() -> Description {
+    Description {
+        name: String::new(),
+        version: String::new(),
+        summary: String::new(),
+        params: Vec::new(),
+        methods: Vec::new(),
+        input_dtype: crate::udf::DTypePreference::Native,
+        tiling: Default::default(),
+        custom_merge: false,
+        custom_results: false,
+        main_preprocess: false,
+        data_access: DataAccess::Typed,
+    }
+}
+
+impl Udf for WasmUdf {
+    fn description(&self) -> &Description {
+        &self.description
+    }
+
+    fn source(&self) -> &str {
+        &self.source
+    }
+
+    fn plan(&self, params: &Params, dataset: &DatasetMeta) -> Result<RunPlan, CallError> {
+        let params = params_to_wit(&params.0, self.access());
+        let meta = dataset_to_wit(dataset);
+        self.with_main(|p, s| p.udf_plugin_udf().call_plan(s, &params, meta)).map(plan_from_wit)
+    }
+
+    fn result_buffers(&self, params: &Params, dataset: &DatasetMeta) -> Result<Vec<BufferDecl>, CallError> {
+        let params = params_to_wit(&params.0, self.access());
+        let meta = dataset_to_wit(dataset);
+        let decls = self.with_main(|p, s| p.udf_plugin_udf().call_result_buffers(s, &params, meta))?;
+        decls.into_iter().map(buffer_decl_from_wit).collect()
+    }
+
+    fn start(&self, ctx: InitContext<'_>) -> Result<Box<dyn PartitionRunner + '_>, CallError> {
+        let mut instance = self.instantiate(ctx.partition.map(|p| p.index))?;
+        let params = params_to_wit(&ctx.params.0, self.access());
+        let slices = ctx.partition.map(|p| scheme_to_wit(&p.tiling)).unwrap_or_default();
+        let init = wit::InitContext {
+            params: &params,
+            dataset: dataset_to_wit(ctx.dataset),
+            partition: ctx.partition.map(|p| partition_to_wit(p, &slices)),
+        };
+        instance.call(&self.shared, |p, s| p.udf_plugin_udf().call_init(s, init))?;
+        Ok(Box::new(WasmPartition { udf: self, instance }))
+    }
+
+    fn merge(&self, ctx: MergeContext<'_>, dest: &mut [BufferViewMut<'_>], src: &[NamedBuffer]) -> Result<(), CallError> {
+        let access = self.access();
+        let params = params_to_wit(&ctx.params.0, access);
+        let slices = scheme_to_wit(&ctx.partition.tiling);
+        let merge_ctx = wit::MergeContext {
+            params: &params,
+            dataset: dataset_to_wit(ctx.dataset),
+            partition: partition_to_wit(ctx.partition, &slices),
+            valid_nav_mask: ctx.valid_nav_mask,
+        };
+        let dest_wit: Vec<wit::NamedArrayParam<'_>> = dest
+            .iter()
+            .map(|d| wit::NamedArrayParam {
+                name: d.name,
+                data: wit::NdarrayParam {
+                    dtype: dtype_to_wit(d.dtype),
+                    shape: u64s(&d.shape),
+                    data: array_data(d.dtype, d.bytes, access),
+                },
+            })
+            .collect();
+        let src_wit: Vec<wit::NamedArrayParam<'_>> = src
+            .iter()
+            .map(|b| wit::NamedArrayParam { name: &b.name, data: ndarray_param(&b.array, access) })
+            .collect();
+        let merged = self.with_main(|p, s| p.udf_plugin_udf().call_merge(s, merge_ctx, &dest_wit, &src_wit))?;
+        drop(dest_wit);
+        if merged.len() != dest.len() {
+            return Err(CallError::Contract(format!(
+                "merge returned {} buffers for {} given",
+                merged.len(),
+                dest.len()
+            )));
+        }
+        for out in merged {
+            let slot = dest.iter_mut().find(|d| d.name == out.name).ok_or_else(|| {
+                CallError::Contract(format!("merge returned a buffer '{}' it was not given", out.name))
+            })?;
+            let array = ndarray_from_wit(out.data, &format!("merged buffer '{}'", out.name))?;
+            if array.dtype() != slot.dtype || array.shape() != slot.shape.as_slice() {
+                return Err(CallError::Contract(format!(
+                    "merge returned buffer '{}' as {} {:?}, expected {} {:?}",
+                    out.name,
+                    array.dtype(),
+                    array.shape(),
+                    slot.dtype,
+                    slot.shape
+                )));
+            }
+            slot.bytes.copy_from_slice(array.bytes());
+        }
+        Ok(())
+    }
+
+    fn get_results(&self, ctx: ResultsContext<'_>, buffers: &[NamedBuffer]) -> Result<Vec<ResultEntry>, CallError> {
+        let access = self.access();
+        let params = params_to_wit(&ctx.params.0, access);
+        let results_ctx = wit::ResultsContext {
+            params: &params,
+            dataset: dataset_to_wit(ctx.dataset),
+            valid_nav_mask: ctx.valid_nav_mask,
+            roi: ctx.roi,
+        };
+        let bufs: Vec<wit::NamedArrayParam<'_>> = buffers
+            .iter()
+            .map(|b| wit::NamedArrayParam { name: &b.name, data: ndarray_param(&b.array, access) })
+            .collect();
+        let entries = self.with_main(|p, s| p.udf_plugin_udf().call_get_results(s, results_ctx, &bufs))?;
+        entries
+            .into_iter()
+            .map(|e| {
+                let array = ndarray_from_wit(e.data, &format!("result '{}'", e.name))?;
+                Ok(ResultEntry { name: e.name, array, valid: e.valid })
+            })
+            .collect()
+    }
+}
+
+/// One partition's instance.
+struct WasmPartition<'a> {
+    udf: &'a WasmUdf,
+    instance: Instance,
+}
+
+impl PartitionRunner for WasmPartition<'_> {
+    fn preprocess(&mut self) -> Result<(), CallError> {
+        self.instance.call(&self.udf.shared, |p, s| p.udf_plugin_udf().call_preprocess(s))
+    }
+
+    fn process(&mut self, tile: &Tile<'_>) -> Result<(), CallError> {
+        let wit_tile = wit::Tile {
+            origin: tile.origin,
+            frames: tile.frames as u64,
+            scheme_index: tile.scheme_index as u32,
+            sig: sig_slice_to_wit(tile.sig),
+            true_nav_indices: tile.true_nav_indices,
+            data: array_data(tile.dtype, tile.data, self.udf.access()),
+        };
+        self.instance.call(&self.udf.shared, |p, s| p.udf_plugin_udf().call_process(s, wit_tile))
+    }
+
+    fn postprocess(&mut self) -> Result<(), CallError> {
+        self.instance.call(&self.udf.shared, |p, s| p.udf_plugin_udf().call_postprocess(s))
+    }
+
+    fn export(&mut self) -> Result<Vec<NamedBuffer>, CallError> {
+        let arrays = self.instance.call(&self.udf.shared, |p, s| p.udf_plugin_udf().call_export_buffers(s))?;
+        arrays
+            .into_iter()
+            .map(|a| {
+                let array = ndarray_from_wit(a.data, &format!("buffer '{}'", a.name))?;
+                Ok(NamedBuffer { name: a.name, array })
+            })
+            .collect()
+    }
+}
