@@ -25,5 +25,6 @@ pub mod npy;
 pub mod output;
 pub mod params;
 pub mod roi;
+pub mod sample;
 pub mod udf;
 pub mod wasm;

@@ -428,6 +428,29 @@ fn forced_tiling(forced: &[usize], sig: &[usize], udfs: &[PlannedUdf]) -> Result
     Ok(TilingScheme::from_tile_shape(forced[0], slice, sig, intent))
 }
 
+/// Progress of a running run, readable (and cancellable) from any thread.
+#[derive(Clone)]
+pub struct Progress {
+    shared: Arc<RunShared>,
+}
+
+impl Progress {
+    /// Frames processed so far (updated per tile).
+    pub fn frames_done(&self) -> u64 {
+        self.shared.frames_done.load(Ordering::Relaxed)
+    }
+
+    /// Frames the run processes.
+    pub fn frames_total(&self) -> u64 {
+        self.shared.meta.frames() as u64
+    }
+
+    /// Ask the run to stop: no new partitions start, running ones stop at the next tile.
+    pub fn cancel(&self) {
+        self.shared.cancel.store(true, Ordering::Relaxed);
+    }
+}
+
 /// One merged partition, as yielded by [`RunIter`].
 #[derive(Debug, Clone)]
 pub struct MergeStep {
@@ -482,20 +505,9 @@ impl RunIter {
         }
     }
 
-    /// Frames processed so far (for progress bars; updated per tile).
-    pub fn frames_done(&self) -> u64 {
-        self.shared.frames_done.load(Ordering::Relaxed)
-    }
-
-    /// Frames the run processes.
-    pub fn frames_total(&self) -> u64 {
-        self.shared.meta.frames() as u64
-    }
-
-    /// A handle to cancel the run from another thread (e.g. on Ctrl-C).
-    pub fn cancel_flag(&self) -> Arc<dyn Fn() + Send + Sync> {
-        let shared = self.shared.clone();
-        Arc::new(move || shared.cancel.store(true, Ordering::Relaxed))
+    /// A handle for progress displays and cancellation from other threads.
+    pub fn progress(&self) -> Progress {
+        Progress { shared: self.shared.clone() }
     }
 
     /// Merged nav positions so far (compressed; LiberTEM's `damage`).

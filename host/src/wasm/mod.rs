@@ -323,12 +323,12 @@ fn check_interface(component: &Component, engine: &Engine) -> Result<(), (LoadEr
             continue;
         }
         match parse_interface(name) {
-            Some(("host", v)) if compatible(v) => {}
-            Some(("host", v)) => {
+            Some(("host" | "types", v)) if compatible(v) => {}
+            Some((iface @ ("host" | "types"), v)) => {
                 return Err((
                     LoadErrorKind::WitVersion,
                     format!(
-                        "it imports {WIT_PACKAGE}/host@{}, but this udf-host supports {supported}",
+                        "it imports {WIT_PACKAGE}/{iface}@{}, but this udf-host supports {supported}",
                         version_text(v)
                     ),
                 ));

@@ -1,0 +1,108 @@
+//! `udf-host inspect PLUGIN`: print what a plugin declares.
+
+use super::{Failure, RuntimeArgs};
+use clap::Args;
+use std::path::PathBuf;
+use udf_host::udf::{DTypePreference, DataAccess, Description, TileDepth, TileSize};
+use udf_host::wasm::{WIT_PACKAGE, WIT_VERSION, WasmRuntime};
+
+#[derive(Args)]
+pub struct InspectArgs {
+    /// The plugin (.wasm component).
+    plugin: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
+}
+
+pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
+    let runtime = WasmRuntime::new(args.runtime.options(udf_host::log::stderr(udf_host::log::LogLevel::Warn), 4)?)?;
+    let (udf, stats) = runtime.load(&args.plugin)?;
+    let d = udf_host::udf::Udf::description(&udf);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&description_json(d))?);
+        return Ok(());
+    }
+    let (major, minor, patch) = WIT_VERSION;
+    println!("{} {} — {}", d.name, d.version, d.summary);
+    println!("  contract      {WIT_PACKAGE}@{major}.{minor}.{patch} (compatible)");
+    println!("  methods       {}", d.methods.iter().map(|m| m.name()).collect::<Vec<_>>().join(", "));
+    println!("  input dtype   {}", dtype_pref(d.input_dtype));
+    println!("  tiling        depth {}, size {}", depth(d.tiling.depth), size(d.tiling.total_size));
+    println!("  custom merge  {}", yes_no(d.custom_merge));
+    println!("  get_results   {}", yes_no(d.custom_results));
+    println!("  main preprocess {}", yes_no(d.main_preprocess));
+    println!(
+        "  data access   {}",
+        match d.data_access {
+            DataAccess::Typed => "typed lists",
+            DataAccess::Bytes => "bytes",
+        }
+    );
+    println!("  loaded in     {:.1} ms ({:?})", stats.load_time.as_secs_f64() * 1e3, stats.cache);
+    if d.params.is_empty() {
+        println!("  parameters    none");
+    } else {
+        println!("  parameters:");
+        for p in &d.params {
+            let default = p.default.as_ref().map_or_else(|| "required".to_owned(), |v| format!("default {v}"));
+            let aux = if p.nav_aux { ", per-frame aux data" } else { "" };
+            println!("    {:<14} {:<6} {default}{aux}", p.name, p.ty.name());
+            if !p.doc.is_empty() {
+                println!("    {:<14} {}", "", p.doc);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+fn dtype_pref(p: DTypePreference) -> String {
+    match p {
+        DTypePreference::Native => "native".into(),
+        DTypePreference::Prefer(d) => d.name().into(),
+    }
+}
+
+fn depth(d: TileDepth) -> String {
+    match d {
+        TileDepth::Default => "default (32)".into(),
+        TileDepth::Max => "max".into(),
+        TileDepth::Frames(n) => format!("{n} frames"),
+    }
+}
+
+fn size(s: TileSize) -> String {
+    match s {
+        TileSize::BestFit => "best fit (1 MiB)".into(),
+        TileSize::Max => "max".into(),
+        TileSize::Bytes(n) => format!("{n} bytes"),
+    }
+}
+
+pub fn description_json(d: &Description) -> serde_json::Value {
+    serde_json::json!({
+        "name": d.name,
+        "version": d.version,
+        "summary": d.summary,
+        "methods": d.methods.iter().map(|m| m.name()).collect::<Vec<_>>(),
+        "input_dtype": dtype_pref(d.input_dtype),
+        "tiling": {"depth": depth(d.tiling.depth), "total_size": size(d.tiling.total_size)},
+        "custom_merge": d.custom_merge,
+        "custom_results": d.custom_results,
+        "main_preprocess": d.main_preprocess,
+        "data_access": match d.data_access { DataAccess::Typed => "typed", DataAccess::Bytes => "bytes" },
+        "params": d.params.iter().map(|p| serde_json::json!({
+            "name": p.name,
+            "type": p.ty.name(),
+            "doc": p.doc,
+            "default": p.default.as_ref().map(|v| v.to_json()),
+            "nav_aux": p.nav_aux,
+        })).collect::<Vec<_>>(),
+    })
+}

@@ -1,0 +1,165 @@
+//! Command-line definitions and dispatch.
+
+mod generate;
+mod inspect;
+mod progress;
+mod run;
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use udf_host::wasm::{ComponentCache, MAX_WASM_MEMORY, RuntimeOptions};
+
+/// Run sandboxed LiberTEM-style UDFs (WebAssembly components) over 4D-STEM datasets.
+#[derive(Parser)]
+#[command(name = "udf-host", version, about, max_term_width = 100)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one or more plugins over a dataset in one pass and write their results.
+    Run(run::RunArgs),
+    /// Print a plugin's description: parameters, methods, preferences.
+    Inspect(inspect::InspectArgs),
+    /// Write a sample dataset (synthetic 4D-STEM scan or test pattern).
+    Generate(generate::GenerateArgs),
+}
+
+/// Options of the WebAssembly runtime, shared by the commands that load plugins.
+#[derive(Args, Debug, Clone)]
+pub struct RuntimeArgs {
+    /// Wall-clock limit per call into a plugin, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
+    timeout: f64,
+    /// Memory limit per plugin instance (e.g. 512M, 2G; at most 4G).
+    #[arg(long, value_name = "SIZE", default_value = "4G", value_parser = parse_size)]
+    max_memory: usize,
+    /// Trust the plugins: no per-call timeout (epoch checks off), faster tight loops.
+    #[arg(long)]
+    trusted: bool,
+    /// Don't read or write the compiled-plugin cache.
+    #[arg(long)]
+    no_cache: bool,
+    /// Directory of the compiled-plugin cache [default: ~/.cache/udf-host].
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+}
+
+impl RuntimeArgs {
+    fn options(&self, logger: udf_host::log::Logger, instances: u32) -> anyhow::Result<RuntimeOptions> {
+        anyhow::ensure!(
+            self.timeout.is_finite() && self.timeout > 0.0,
+            "--timeout must be a positive number of seconds, got {}",
+            self.timeout
+        );
+        let cache_dir = if self.no_cache { None } else { self.cache_dir.clone().or_else(ComponentCache::default_dir) };
+        Ok(RuntimeOptions {
+            max_memory: self.max_memory,
+            timeout: std::time::Duration::from_secs_f64(self.timeout),
+            trusted: self.trusted,
+            cache: ComponentCache::new(cache_dir),
+            max_instances: instances,
+            logger,
+        })
+    }
+}
+
+/// Parse `512M`, `2G`, `4096K`, `1048576` into bytes.
+fn parse_size(text: &str) -> Result<usize, String> {
+    let t = text.trim().to_ascii_uppercase();
+    let t = t.strip_suffix("IB").or_else(|| t.strip_suffix('B')).unwrap_or(&t).to_owned();
+    let (number, shift) = match t.chars().last() {
+        Some('K') => (&t[..t.len() - 1], 10),
+        Some('M') => (&t[..t.len() - 1], 20),
+        Some('G') => (&t[..t.len() - 1], 30),
+        _ => (t.as_str(), 0),
+    };
+    let value: f64 = number.trim().parse().map_err(|_| format!("'{text}' is not a size like 512M or 2G"))?;
+    let bytes = value * (1u64 << shift) as f64;
+    if !(1.0..=MAX_WASM_MEMORY as f64).contains(&bytes) {
+        return Err(format!("'{text}' must be between 1 byte and 4G (32-bit wasm)"));
+    }
+    Ok(bytes as usize)
+}
+
+/// A shape given on the command line: `16,16` or `16x16`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shape(pub Vec<usize>);
+
+impl std::str::FromStr for Shape {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        text.split([',', 'x', 'X'])
+            .map(|d| d.trim().parse::<usize>().map_err(|_| format!("'{text}' is not a shape like 16,16")))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Shape)
+    }
+}
+
+/// Exit codes (docs/cli.md).
+pub mod exit {
+    pub const OK: u8 = 0;
+    /// Bad input: arguments, files, params.
+    pub const USER_ERROR: u8 = 1;
+    /// A plugin failed (trap, limit, error, contract violation).
+    pub const PLUGIN_FAILURE: u8 = 2;
+}
+
+/// An error with the exit code it maps to.
+pub struct Failure {
+    pub code: u8,
+    pub error: anyhow::Error,
+}
+
+impl<E: Into<anyhow::Error>> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Failure { code: exit::USER_ERROR, error: e.into() }
+    }
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Inspect(args) => inspect::inspect(args),
+        Command::Generate(args) => generate::generate(args),
+    };
+    match result {
+        Ok(()) => ExitCode::from(exit::OK),
+        Err(failure) => {
+            let broken_pipe = failure
+                .error
+                .chain()
+                .any(|e| e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe));
+            if !broken_pipe {
+                eprintln!("error: {:#}", failure.error);
+            }
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("4G"), Ok(4 << 30));
+        assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
+        assert!(parse_size("5G").is_err());
+        assert!(parse_size("lots").is_err());
+    }
+
+    #[test]
+    fn shapes() {
+        assert_eq!("16,16".parse(), Ok(Shape(vec![16, 16])));
+        assert_eq!("4x5x6".parse(), Ok(Shape(vec![4, 5, 6])));
+        assert!("a,b".parse::<Shape>().is_err());
+    }
+}
