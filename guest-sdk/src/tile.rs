@@ -146,6 +146,11 @@ impl<'t> Frame<'t> {
         self.tile.origin() + self.index as u64
     }
 
+    /// True (uncompressed) flat nav index of this frame.
+    pub fn true_nav_index(&self) -> u64 {
+        self.tile.true_nav_index(self.index)
+    }
+
     /// True nav coordinates of this frame.
     pub fn coordinates(&self) -> Vec<u64> {
         self.tile.ctx.dataset.nav_coordinates(self.tile.true_nav_index(self.index))

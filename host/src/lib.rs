@@ -17,6 +17,7 @@
 //! See `docs/architecture.md` for how the pieces fit together.
 
 pub mod array;
+pub mod cli;
 pub mod dataset;
 pub mod dtype;
 pub mod exec;

@@ -1,7 +1,5 @@
-//! The `udf-host` command line. It wires the library together and owns no logic.
-
-mod cli;
+//! The `udf-host` command line; everything lives in [`udf_host::cli`].
 
 fn main() -> std::process::ExitCode {
-    cli::main()
+    udf_host::cli::main()
 }

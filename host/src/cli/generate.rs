@@ -4,8 +4,8 @@ use super::{Failure, Shape};
 use anyhow::Context;
 use clap::Args;
 use std::path::PathBuf;
-use udf_host::dtype::{ByteOrder, StoredDType};
-use udf_host::sample::{self, Pattern};
+use crate::dtype::{ByteOrder, StoredDType};
+use crate::sample::{self, Pattern};
 
 #[derive(Args)]
 pub struct GenerateArgs {

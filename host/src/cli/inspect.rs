@@ -3,8 +3,8 @@
 use super::{Failure, RuntimeArgs};
 use clap::Args;
 use std::path::PathBuf;
-use udf_host::udf::{DTypePreference, DataAccess, Description, TileDepth, TileSize};
-use udf_host::wasm::{WIT_PACKAGE, WIT_VERSION, WasmRuntime};
+use crate::udf::{DTypePreference, DataAccess, Description, TileDepth, TileSize};
+use crate::wasm::{WIT_PACKAGE, WIT_VERSION, WasmRuntime};
 
 #[derive(Args)]
 pub struct InspectArgs {
@@ -18,9 +18,9 @@ pub struct InspectArgs {
 }
 
 pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
-    let runtime = WasmRuntime::new(args.runtime.options(udf_host::log::stderr(udf_host::log::LogLevel::Warn), 4)?)?;
+    let runtime = WasmRuntime::new(args.runtime.options(crate::log::stderr(crate::log::LogLevel::Warn), 4)?)?;
     let (udf, stats) = runtime.load(&args.plugin)?;
-    let d = udf_host::udf::Udf::description(&udf);
+    let d = crate::udf::Udf::description(&udf);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&description_json(d))?);
         return Ok(());

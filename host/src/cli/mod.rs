@@ -1,4 +1,6 @@
-//! Command-line definitions and dispatch.
+//! The command line: argument definitions and dispatch to the library. It owns no
+//! logic; [`execute`] runs a command and returns its outcome (used by `main` and by
+//! in-process tests).
 
 mod generate;
 mod inspect;
@@ -8,7 +10,7 @@ mod run;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use udf_host::wasm::{ComponentCache, MAX_WASM_MEMORY, RuntimeOptions};
+use crate::wasm::{ComponentCache, MAX_WASM_MEMORY, RuntimeOptions};
 
 /// Run sandboxed LiberTEM-style UDFs (WebAssembly components) over 4D-STEM datasets.
 #[derive(Parser)]
@@ -49,7 +51,7 @@ pub struct RuntimeArgs {
 }
 
 impl RuntimeArgs {
-    fn options(&self, logger: udf_host::log::Logger, instances: u32) -> anyhow::Result<RuntimeOptions> {
+    fn options(&self, logger: crate::log::Logger, instances: u32) -> anyhow::Result<RuntimeOptions> {
         anyhow::ensure!(
             self.timeout.is_finite() && self.timeout > 0.0,
             "--timeout must be a positive number of seconds, got {}",
@@ -100,7 +102,7 @@ impl std::str::FromStr for Shape {
     }
 }
 
-/// Exit codes (docs/cli.md).
+/// Exit codes (also in the README).
 pub mod exit {
     pub const OK: u8 = 0;
     /// Bad input: arguments, files, params.
@@ -110,6 +112,7 @@ pub mod exit {
 }
 
 /// An error with the exit code it maps to.
+#[derive(Debug)]
 pub struct Failure {
     pub code: u8,
     pub error: anyhow::Error,
@@ -121,14 +124,38 @@ impl<E: Into<anyhow::Error>> From<E> for Failure {
     }
 }
 
-pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let result = match cli.command {
+/// Parse `args` (including the program name) and run the command.
+///
+/// # Errors
+/// A [`Failure`] with the exit code and the error chain to print.
+pub fn execute<I, T>(args: I) -> Result<(), Failure>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                return Ok(());
+            }
+            let text = e.render().to_string();
+            let text = text.strip_prefix("error: ").unwrap_or(&text).trim_end().to_owned();
+            return Err(Failure { code: exit::USER_ERROR, error: anyhow::anyhow!(text) });
+        }
+    };
+    match cli.command {
         Command::Run(args) => run::run(args),
         Command::Inspect(args) => inspect::inspect(args),
         Command::Generate(args) => generate::generate(args),
-    };
-    match result {
+    }
+}
+
+/// The `udf-host` binary: run the command line and map the outcome to an exit code.
+pub fn main() -> ExitCode {
+    match execute(std::env::args_os()) {
         Ok(()) => ExitCode::from(exit::OK),
         Err(failure) => {
             let broken_pipe = failure

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use udf_host::exec::Progress;
+use crate::exec::Progress;
 
 /// Polls a run's progress and draws it until dropped.
 pub struct ProgressDisplay {

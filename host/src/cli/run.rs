@@ -8,18 +8,18 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
-use udf_host::dataset::{self, Format, OpenOptions};
-use udf_host::dtype::StoredDType;
-use udf_host::exec::{Run, RunError, RunOptions, UdfSpec};
-use udf_host::log::LogLevel;
-use udf_host::udf::{Param, Params, Udf};
-use udf_host::wasm::{CacheOutcome, LoadErrorKind, WasmRuntime};
-use udf_host::{output, params};
+use crate::dataset::{self, Format, OpenOptions};
+use crate::dtype::StoredDType;
+use crate::exec::{Run, RunError, RunOptions, UdfSpec};
+use crate::log::LogLevel;
+use crate::udf::{Param, Params, Udf};
+use crate::wasm::{CacheOutcome, LoadErrorKind, WasmRuntime};
+use crate::{output, params};
 
 #[derive(Args)]
 pub struct RunArgs {
-    /// Plugins (.wasm components), then the dataset file last.
-    #[arg(required = true, num_args = 2.., value_name = "PLUGIN... DATA")]
+    /// Plugins (.wasm components), then the dataset: PLUGIN... DATA.
+    #[arg(required = true, num_args = 2.., value_name = "FILE")]
     inputs: Vec<PathBuf>,
     /// A parameter: NAME=VALUE, NAME=@array.npy, or UDF.NAME=VALUE for one plugin only.
     #[arg(long = "param", short = 'p', value_name = "NAME=VALUE")]
@@ -77,7 +77,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     };
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
     let instances = ((threads + 2) * plugin_paths.len()).max(4) as u32;
-    let runtime = WasmRuntime::new(args.runtime.options(udf_host::log::stderr(level), instances)?)?;
+    let runtime = WasmRuntime::new(args.runtime.options(crate::log::stderr(level), instances)?)?;
 
     // Plugins.
     let mut udfs: Vec<Arc<dyn Udf>> = Vec::new();
@@ -168,7 +168,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     let stats = &results.stats;
     let summary = json!({
         "udf_host_version": env!("CARGO_PKG_VERSION"),
-        "contract": format!("{}@{}.{}.{}", udf_host::wasm::WIT_PACKAGE, udf_host::wasm::WIT_VERSION.0, udf_host::wasm::WIT_VERSION.1, udf_host::wasm::WIT_VERSION.2),
+        "contract": format!("{}@{}.{}.{}", crate::wasm::WIT_PACKAGE, crate::wasm::WIT_VERSION.0, crate::wasm::WIT_VERSION.1, crate::wasm::WIT_VERSION.2),
         "dataset": {
             "path": info.path.display().to_string(),
             "format": info.format,
@@ -266,7 +266,7 @@ fn run_failure(e: RunError) -> Failure {
     Failure { code, error: e.into() }
 }
 
-fn print_summary(out: &Path, results: &udf_host::exec::RunResults, started: Instant) {
+fn print_summary(out: &Path, results: &crate::exec::RunResults, started: Instant) {
     let s = &results.stats;
     eprintln!(
         "processed {} frames ({:.1} MB) in {:.2} s ({:.2} GB/s), {} partitions on {} threads",

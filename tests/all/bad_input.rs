@@ -1,0 +1,227 @@
+//! Bad input of every kind gets a clear error naming the file or plugin.
+
+use udf_host::dataset::{self, OpenOptions};
+use udf_host::dtype::{DType, StoredDType};
+use udf_host::exec::{RunError, RunOptions};
+use udf_host::udf::{CallError, ErrorKind, ParamValue, Params};
+use udf_host::wasm::LoadErrorKind;
+use udf_host_tests::fixtures::{self, Ty};
+use udf_host_tests::{load, params, plugin, run_on, runtime};
+
+fn open_err(path: &std::path::Path, options: &OpenOptions) -> String {
+    match dataset::open(path, options) {
+        Ok(_) => panic!("{} opened", path.display()),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn missing_data_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nope.npy");
+    let msg = open_err(&path, &OpenOptions::default());
+    assert!(msg.contains("nope.npy") && msg.contains("cannot open"), "{msg}");
+}
+
+#[test]
+fn truncated_npy_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cut.npy");
+    fixtures::write_npy(&path, &fixtures::mk_random(&[4, 4], &[8, 8], 0), Ty::F32);
+    let len = std::fs::metadata(&path).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(len - 100).unwrap();
+    let msg = open_err(&path, &OpenOptions::default());
+    assert!(msg.contains("cut.npy") && msg.contains("truncated"), "{msg}");
+    // Cut inside the header.
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(40).unwrap();
+    let msg = open_err(&path, &OpenOptions::default());
+    assert!(msg.contains("cut.npy") && msg.contains("truncated"), "{msg}");
+}
+
+#[test]
+fn raw_shape_and_dtype_mismatch() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("u16.raw");
+    fixtures::write_raw(&path, &fixtures::mk_random(&[4, 4], &[8, 8], 0), Ty::U16, false, 0);
+    let as_f32 = OpenOptions {
+        dtype: Some(StoredDType::le(DType::F32)),
+        nav_shape: Some(vec![4, 4]),
+        sig_shape: Some(vec![8, 8]),
+        ..OpenOptions::default()
+    };
+    let msg = open_err(&path, &as_f32);
+    assert!(msg.contains("u16.raw") && msg.contains("too short") && msg.contains("--dtype"), "{msg}");
+    let as_u8 = OpenOptions { dtype: Some(StoredDType::le(DType::U8)), ..as_f32.clone() };
+    let msg = open_err(&path, &as_u8);
+    assert!(msg.contains("too long"), "{msg}");
+    let odd_sig = OpenOptions { dtype: Some(StoredDType::le(DType::U16)), nav_shape: None, sig_shape: Some(vec![7, 7]), ..OpenOptions::default() };
+    let msg = open_err(&path, &odd_sig);
+    assert!(msg.contains("not a whole number"), "{msg}");
+    let no_dtype = OpenOptions { dtype: None, ..as_f32 };
+    assert!(open_err(&path, &no_dtype).contains("needs --dtype"));
+}
+
+#[test]
+fn npy_reshape_mismatch_and_fortran_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.npy");
+    fixtures::write_npy(&path, &fixtures::mk_random(&[4, 4], &[8, 8], 0), Ty::F32);
+    let bad_nav = OpenOptions { nav_shape: Some(vec![3, 5]), ..OpenOptions::default() };
+    let msg = open_err(&path, &bad_nav);
+    assert!(msg.contains("nav shape [3, 5]") && msg.contains("16 frames"), "{msg}");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = bytes.windows(5).position(|w| w == b"False").unwrap();
+    bytes[at..at + 5].copy_from_slice(b"True ");
+    std::fs::write(&path, bytes).unwrap();
+    let msg = open_err(&path, &OpenOptions::default());
+    assert!(msg.contains("Fortran order"), "{msg}");
+}
+
+fn load_err(bytes: &[u8]) -> (LoadErrorKind, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plugin.wasm");
+    std::fs::write(&path, bytes).unwrap();
+    match runtime().load(&path) {
+        Ok(_) => panic!("loaded"),
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(msg.contains("plugin.wasm"), "names the file: {msg}");
+            (e.kind, msg)
+        }
+    }
+}
+
+#[test]
+fn a_text_file_is_not_a_plugin() {
+    let (kind, msg) = load_err(b"#!/bin/sh\necho hello\n");
+    assert_eq!(kind, LoadErrorKind::NotWasm, "{msg}");
+}
+
+#[test]
+fn a_core_module_is_not_a_component() {
+    let (kind, msg) = load_err(&wat::parse_str("(module (func (export \"f\")))").unwrap());
+    assert_eq!(kind, LoadErrorKind::CoreModule, "{msg}");
+    assert!(msg.contains("wasm32-wasip2"), "says how to fix it: {msg}");
+}
+
+/// A component that exports `udf:plugin/udf` at `version` (with one dummy function).
+fn component_exporting(version: &str) -> Vec<u8> {
+    wat::parse_str(format!(
+        r#"(component
+            (core module $m (func (export "f")))
+            (core instance $i (instantiate $m))
+            (func $f (canon lift (core func $i "f")))
+            (instance $udf (export "describe" (func $f)))
+            (export "udf:plugin/udf@{version}" (instance $udf)))"#
+    ))
+    .unwrap()
+}
+
+#[test]
+fn a_component_of_another_contract_version_is_rejected_naming_both() {
+    for version in ["0.2.0", "1.0.0"] {
+        let (kind, msg) = load_err(&component_exporting(version));
+        assert_eq!(kind, LoadErrorKind::WitVersion, "{msg}");
+        assert!(msg.contains(&format!("udf:plugin@{version}")) && msg.contains("udf:plugin@0.1.x (0.1.0)"), "{msg}");
+    }
+}
+
+#[test]
+fn a_component_importing_something_unknown_is_rejected() {
+    let bytes = wat::parse_str(
+        r#"(component
+            (import "evil:net/socket@1.0.0" (instance))
+            (core module $m (func (export "f")))
+            (core instance $i (instantiate $m))
+            (func $f (canon lift (core func $i "f")))
+            (instance $udf (export "describe" (func $f)))
+            (export "udf:plugin/udf@0.1.0" (instance $udf)))"#,
+    )
+    .unwrap();
+    let (kind, msg) = load_err(&bytes);
+    assert_eq!(kind, LoadErrorKind::Interface, "{msg}");
+    assert!(msg.contains("evil:net/socket@1.0.0"), "{msg}");
+}
+
+#[test]
+fn a_component_without_the_udf_export_is_rejected() {
+    let bytes = wat::parse_str("(component)").unwrap();
+    let (kind, msg) = load_err(&bytes);
+    assert_eq!(kind, LoadErrorKind::Interface, "{msg}");
+    assert!(msg.contains("does not export the udf:plugin/udf interface"), "{msg}");
+}
+
+fn small_dataset(dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("d.npy");
+    fixtures::write_npy(&path, &fixtures::mk_random(&[8, 4], &[6, 6], 9), Ty::F32);
+    path
+}
+
+#[test]
+fn unknown_and_mistyped_params_are_user_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = small_dataset(dir.path());
+    let unknown = params(&[("dtyp", ParamValue::Text("float32".into()))]);
+    let err = run_on(&path, &OpenOptions::default(), vec![(load("sum"), unknown)], RunOptions::default()).unwrap_err();
+    assert!(err.is_user_error());
+    let msg = err.to_string();
+    assert!(msg.contains("'sum' has no parameter 'dtyp'") && msg.contains("dtype (text)"), "{msg}");
+
+    let mistyped = params(&[("dtype", ParamValue::Int(3))]);
+    let err = run_on(&path, &OpenOptions::default(), vec![(load("sum"), mistyped)], RunOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("parameter 'dtype' of 'sum' must be text"), "{err}");
+
+    // A value the plugin itself rejects comes back as a typed error from `plan`.
+    let bad = params(&[("dtype", ParamValue::Text("float33".into()))]);
+    let err = run_on(&path, &OpenOptions::default(), vec![(load("sum"), bad)], RunOptions::default()).unwrap_err();
+    assert!(err.is_user_error(), "{err}");
+    match &err {
+        RunError::Udf { udf, at, error: CallError::Returned { kind: ErrorKind::BadParam, message }, .. } => {
+            assert_eq!(udf, "sum");
+            assert_eq!(at.method, "plan");
+            assert!(message.contains("float33"), "{message}");
+        }
+        other => panic!("expected a bad-param error from plan, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_trapping_plugin_is_reported_with_plugin_method_partition_and_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = small_dataset(dir.path());
+    // 32 frames in 4 partitions of 8: frame 19 is in partition 2.
+    let p = params(&[("mode", ParamValue::Text("panic".into())), ("frame", ParamValue::Int(19))]);
+    let options = RunOptions { partitions: Some(4), threads: Some(1), ..Default::default() };
+    let err = run_on(&path, &OpenOptions::default(), vec![(load("probe_trap"), p)], options).unwrap_err();
+    assert!(!err.is_user_error());
+    let msg = err.to_string();
+    assert!(msg.contains("'trap'") && msg.contains("probe_trap.wasm"), "names the plugin: {msg}");
+    assert!(msg.contains("process, partition 2, frames 16..=23"), "names method, partition and frames: {msg}");
+    assert!(msg.contains("unreachable"), "says it trapped: {msg}");
+    assert!(msg.contains("panic: ") && msg.contains("probe panics at frame 19"), "keeps the panic message: {msg}");
+    assert!(msg.contains("about to fail at frame 19"), "keeps the plugin's log: {msg}");
+}
+
+#[test]
+fn a_typed_error_from_process_names_the_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = small_dataset(dir.path());
+    let p = params(&[("mode", ParamValue::Text("error".into())), ("frame", ParamValue::Int(3))]);
+    let err = run_on(&path, &OpenOptions::default(), vec![(load("probe_trap"), p)], RunOptions::default()).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("invalid data: probe rejects frame 3"), "{msg}");
+    let p = params(&[("mode", ParamValue::Text("sometimes".into()))]);
+    let err = run_on(&path, &OpenOptions::default(), vec![(load("probe_trap"), p)], RunOptions::default()).unwrap_err();
+    assert!(err.is_user_error() && err.to_string().contains("mode 'sometimes'"), "{err}");
+}
+
+#[test]
+fn an_roi_of_the_wrong_size_is_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = small_dataset(dir.path());
+    let roi = udf_host::roi::Roi::from_mask(vec![true; 5]);
+    let options = RunOptions { roi: Some(roi), ..Default::default() };
+    let err = run_on(&path, &OpenOptions::default(), vec![(load("sum"), Params::default())], options).unwrap_err();
+    assert!(err.to_string().contains("the ROI has 5 positions") && err.to_string().contains("32"), "{err}");
+    let _ = plugin("sum");
+}

@@ -1,0 +1,152 @@
+//! The command line, run in-process through `udf_host::cli::execute`.
+
+use std::path::Path;
+use udf_host::cli::{exit, execute};
+use udf_host_tests::fixtures::{self, Ty};
+use udf_host_tests::plugin;
+use udf_host_tests::reference::{sum_frames, to_f64};
+
+fn cli(args: &[&str]) -> Result<(), (u8, String)> {
+    let cache = udf_host_tests::test_cache_dir();
+    let mut all = vec!["udf-host".to_owned()];
+    all.extend(args.iter().map(|s| (*s).to_owned()));
+    if args.first() == Some(&"run") || args.first() == Some(&"inspect") {
+        all.extend(["--cache-dir".to_owned(), cache.display().to_string(), "-q".to_owned()]);
+        if args.first() == Some(&"inspect") {
+            all.pop();
+        }
+    }
+    execute(all).map_err(|f| (f.code, format!("{:#}", f.error)))
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+#[test]
+fn run_writes_npy_and_results_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = fixtures::mk_random(&[6, 5], &[7, 9], 5);
+    let input = dir.path().join("in.npy");
+    fixtures::write_npy(&input, &data, Ty::U16);
+    let out = dir.path().join("out");
+    cli(&["run", &s(&plugin("sum")), &s(&plugin("sumsig")), &s(&input), "--out", &s(&out), "--partitions", "3"]).unwrap();
+    let sum = udf_host::npy::read_array(&out.join("sum/intensity.npy")).unwrap();
+    assert_eq!(sum.shape(), &[7, 9]);
+    assert_eq!(to_f64(&sum), sum_frames(&data.rounded(Ty::U16), None));
+    let sumsig = udf_host::npy::read_array(&out.join("sumsig/intensity.npy")).unwrap();
+    assert_eq!(sumsig.shape(), &[6, 5]);
+    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(summary["dataset"]["nav_shape"], serde_json::json!([6, 5]));
+    assert_eq!(summary["dataset"]["dtype"], "<u2");
+    assert_eq!(summary["input_dtype"], "float32");
+    assert_eq!(summary["partitions"]["count"], 3);
+    assert_eq!(summary["udfs"][0]["name"], "sum");
+    assert_eq!(summary["udfs"][0]["params"]["dtype"], "float32");
+    assert_eq!(summary["udfs"][0]["buffers"][0]["file"], "sum/intensity.npy");
+    assert_eq!(summary["udfs"][1]["buffers"][0]["shape"], serde_json::json!([6, 5]));
+    assert!(summary["timings"]["process_seconds"].as_f64().is_some());
+    assert!(summary["throughput_gb_per_s"].as_f64().is_some());
+}
+
+#[test]
+fn an_existing_output_is_kept_unless_forced() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.npy");
+    fixtures::write_npy(&input, &fixtures::mk_random(&[4], &[4, 4], 5), Ty::F32);
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::write(out.join("precious.txt"), "keep me").unwrap();
+    let (code, msg) = cli(&["run", &s(&plugin("sum")), &s(&input), "--out", &s(&out)]).unwrap_err();
+    assert_eq!(code, exit::USER_ERROR);
+    assert!(msg.contains("already exists") && msg.contains("--force"), "{msg}");
+    assert_eq!(std::fs::read_to_string(out.join("precious.txt")).unwrap(), "keep me");
+    cli(&["run", &s(&plugin("sum")), &s(&input), "--out", &s(&out), "--force"]).unwrap();
+    assert!(!out.join("precious.txt").exists());
+    assert!(out.join("sum/intensity.npy").exists());
+}
+
+#[test]
+fn a_failing_run_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.npy");
+    fixtures::write_npy(&input, &fixtures::mk_random(&[4, 4], &[4, 4], 5), Ty::F32);
+    let out = dir.path().join("out");
+    let (code, msg) = cli(&[
+        "run",
+        &s(&plugin("sum")),
+        &s(&plugin("probe_trap")),
+        &s(&input),
+        "--out",
+        &s(&out),
+        "--param",
+        "trap.frame=9",
+    ])
+    .unwrap_err();
+    assert_eq!(code, exit::PLUGIN_FAILURE, "{msg}");
+    assert!(msg.contains("probe panics at frame 9"), "{msg}");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("in.npy")], "no output or temporary directory is left");
+}
+
+#[test]
+fn param_flags_are_checked_and_targeted() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.npy");
+    fixtures::write_npy(&input, &fixtures::mk_random(&[4], &[4, 4], 5), Ty::F32);
+    let out = dir.path().join("out");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "--force", "--out"];
+        let out_s = s(&out);
+        let sum = s(&plugin("sum"));
+        let inp = s(&input);
+        let mut owned: Vec<String> = args.drain(..).map(str::to_owned).collect();
+        owned.push(out_s);
+        owned.extend(extra.iter().map(|e| (*e).to_owned()));
+        owned.push(sum);
+        owned.push(inp);
+        let refs: Vec<&str> = owned.iter().map(String::as_str).collect();
+        cli(&refs)
+    };
+    let (code, msg) = run(&["--param", "bogus=1"]).unwrap_err();
+    assert_eq!(code, exit::USER_ERROR);
+    assert!(msg.contains("no plugin has a parameter 'bogus'") && msg.contains("sum: dtype"), "{msg}");
+    let (code, msg) = run(&["--param", "nope.dtype=float64"]).unwrap_err();
+    assert_eq!(code, exit::USER_ERROR);
+    assert!(msg.contains("no plugin named 'nope'"), "{msg}");
+    let (code, msg) = run(&["--param", "dtype"]).unwrap_err();
+    assert_eq!(code, exit::USER_ERROR);
+    assert!(msg.contains("NAME=VALUE"), "{msg}");
+    run(&["--param", "sum.dtype=float64"]).unwrap();
+    let sum = udf_host::npy::read_array(&out.join("sum/intensity.npy")).unwrap();
+    assert_eq!(sum.dtype(), udf_host::dtype::DType::F64);
+}
+
+#[test]
+fn bad_files_exit_with_a_user_or_plugin_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.npy");
+    fixtures::write_npy(&input, &fixtures::mk_random(&[4], &[4, 4], 5), Ty::F32);
+    let out = s(&dir.path().join("out"));
+    let (code, msg) = cli(&["run", &s(&plugin("sum")), "missing.npy", "--out", &out]).unwrap_err();
+    assert_eq!(code, exit::USER_ERROR);
+    assert!(msg.contains("missing.npy"), "{msg}");
+    let not_wasm = dir.path().join("fake.wasm");
+    std::fs::write(&not_wasm, "not wasm").unwrap();
+    let (code, msg) = cli(&["run", &s(&not_wasm), &s(&input), "--out", &out]).unwrap_err();
+    assert_eq!(code, exit::PLUGIN_FAILURE);
+    assert!(msg.contains("fake.wasm") && msg.contains("not a WebAssembly file"), "{msg}");
+}
+
+#[test]
+fn generate_and_inspect() {
+    let dir = tempfile::tempdir().unwrap();
+    let sample = dir.path().join("sample.npy");
+    cli(&["generate", &s(&sample), "--nav-shape", "4,4", "--sig-shape", "8,8", "--dtype", "uint16"]).unwrap();
+    let data = udf_host::dataset::open(&sample, &Default::default()).unwrap();
+    assert_eq!(data.shape().nav, vec![4, 4]);
+    assert_eq!(data.stored_dtype().dtype, udf_host::dtype::DType::U16);
+    cli(&["inspect", &s(&plugin("sum"))]).unwrap();
+    let (code, _) = cli(&["generate", &s(&dir.path().join("x.npy")), "--dtype", "float33"]).unwrap_err();
+    assert_eq!(code, exit::USER_ERROR);
+}

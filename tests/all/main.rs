@@ -1,0 +1,5 @@
+//! The integration tests: one binary, one module per topic.
+
+mod bad_input;
+mod cli;
+mod sum;

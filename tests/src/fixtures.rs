@@ -1,0 +1,150 @@
+//! Seeded test datasets and writers for them, independent of the host's own code.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::io::Write;
+use std::path::Path;
+
+/// Element types the fixtures can write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ty {
+    U8,
+    U16,
+    U32,
+    I16,
+    I32,
+    F32,
+    F64,
+}
+
+impl Ty {
+    pub fn size(self) -> usize {
+        match self {
+            Ty::U8 => 1,
+            Ty::U16 | Ty::I16 => 2,
+            Ty::U32 | Ty::I32 | Ty::F32 => 4,
+            Ty::F64 => 8,
+        }
+    }
+
+    /// NumPy's type code without byte order.
+    pub fn code(self) -> &'static str {
+        match self {
+            Ty::U8 => "u1",
+            Ty::U16 => "u2",
+            Ty::U32 => "u4",
+            Ty::I16 => "i2",
+            Ty::I32 => "i4",
+            Ty::F32 => "f4",
+            Ty::F64 => "f8",
+        }
+    }
+
+    /// The value as stored in this type (what a reader must return).
+    pub fn round(self, v: f64) -> f64 {
+        match self {
+            Ty::U8 => f64::from(v as u8),
+            Ty::U16 => f64::from(v as u16),
+            Ty::U32 => f64::from(v as u32),
+            Ty::I16 => f64::from(v as i16),
+            Ty::I32 => f64::from(v as i32),
+            Ty::F32 => f64::from(v as f32),
+            Ty::F64 => v,
+        }
+    }
+
+    fn bytes(self, v: f64, big: bool) -> Vec<u8> {
+        macro_rules! b {
+            ($x:expr) => {
+                if big { $x.to_be_bytes().to_vec() } else { $x.to_le_bytes().to_vec() }
+            };
+        }
+        match self {
+            Ty::U8 => vec![v as u8],
+            Ty::U16 => b!(v as u16),
+            Ty::U32 => b!(v as u32),
+            Ty::I16 => b!(v as i16),
+            Ty::I32 => b!(v as i32),
+            Ty::F32 => b!(v as f32),
+            Ty::F64 => b!(v),
+        }
+    }
+}
+
+/// A dataset in memory: values in C order over `nav + sig`.
+#[derive(Debug, Clone)]
+pub struct Data {
+    pub nav: Vec<usize>,
+    pub sig: Vec<usize>,
+    pub values: Vec<f64>,
+}
+
+impl Data {
+    pub fn frames(&self) -> usize {
+        self.nav.iter().product()
+    }
+
+    pub fn frame_len(&self) -> usize {
+        self.sig.iter().product()
+    }
+
+    /// Frame `i` as a slice.
+    pub fn frame(&self, i: usize) -> &[f64] {
+        let n = self.frame_len();
+        &self.values[i * n..(i + 1) * n]
+    }
+
+    /// The values as stored in `ty`.
+    pub fn rounded(&self, ty: Ty) -> Data {
+        Data { nav: self.nav.clone(), sig: self.sig.clone(), values: self.values.iter().map(|&v| ty.round(v)).collect() }
+    }
+}
+
+/// LiberTEM's `_mk_random`: values 0 or 1, plus two planted outliers (1000 and 10000, so
+/// they fit every fixture type) at random positions.
+pub fn mk_random(nav: &[usize], sig: &[usize], seed: u64) -> Data {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let n: usize = nav.iter().chain(sig).product();
+    let mut values: Vec<f64> = (0..n).map(|_| f64::from(u8::from(rng.random_bool(0.5)))).collect();
+    let a = rng.random_range(0..n);
+    let b = rng.random_range(0..n);
+    values[a] = 1000.0;
+    values[b] = 10000.0;
+    Data { nav: nav.to_vec(), sig: sig.to_vec(), values }
+}
+
+/// Uniform random floats in [-1, 1) (for tests that need non-integer values).
+pub fn mk_uniform(nav: &[usize], sig: &[usize], seed: u64) -> Data {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let n: usize = nav.iter().chain(sig).product();
+    Data { nav: nav.to_vec(), sig: sig.to_vec(), values: (0..n).map(|_| rng.random_range(-1.0..1.0)).collect() }
+}
+
+/// Write `data` as a `.npy` file of `ty` (little-endian, version 1.0).
+pub fn write_npy(path: &Path, data: &Data, ty: Ty) {
+    let shape: Vec<String> = data.nav.iter().chain(&data.sig).map(usize::to_string).collect();
+    let shape = if shape.len() == 1 { format!("({},)", shape[0]) } else { format!("({})", shape.join(", ")) };
+    let order = if ty.size() == 1 { '|' } else { '<' };
+    let dict = format!("{{'descr': '{order}{}', 'fortran_order': False, 'shape': {shape}, }}", ty.code());
+    let total = (10 + dict.len() + 1).div_ceil(64) * 64;
+    let mut out = Vec::new();
+    out.extend_from_slice(b"\x93NUMPY\x01\x00");
+    out.extend_from_slice(&((total - 10) as u16).to_le_bytes());
+    out.extend_from_slice(dict.as_bytes());
+    out.resize(total - 1, b' ');
+    out.push(b'\n');
+    for &v in &data.values {
+        out.extend(ty.bytes(v, false));
+    }
+    std::fs::write(path, out).expect("write npy fixture");
+}
+
+/// Write `data` as raw binary of `ty`, after `offset` bytes of 0xAB.
+pub fn write_raw(path: &Path, data: &Data, ty: Ty, big_endian: bool, offset: usize) {
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path).expect("create raw fixture"));
+    file.write_all(&vec![0xAB; offset]).expect("write");
+    for &v in &data.values {
+        file.write_all(&ty.bytes(v, big_endian)).expect("write");
+    }
+    file.flush().expect("flush");
+}
