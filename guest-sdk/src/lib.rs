@@ -14,37 +14,15 @@
 //!
 //! # Example: the sum of all frames
 //!
-//! ```
-//! use udf_sdk::prelude::*;
+//! This is `guest-sdk/examples/my_sum.rs`; the tests build it as a component and
+//! check its results.
+#![doc = concat!("```\n", include_str!("../examples/my_sum.rs"), "```")]
 //!
-//! struct Sum;
-//!
-//! impl Udf for Sum {
-//!     fn describe() -> Description {
-//!         Description::new("my-sum", "0.1.0", "Sum of all frames").custom_merge()
-//!     }
-//!     fn result_buffers(_: &Params, _: &DatasetMeta) -> Result<Vec<BufferDecl>> {
-//!         Ok(vec![BufferDecl::sig("intensity", DType::Float32)])
-//!     }
-//!     fn new(_: &Context) -> Result<Self> {
-//!         Ok(Sum)
-//!     }
-//!     fn process_tile(&mut self, tile: &Tile<'_>, results: &mut Buffers) -> Result<()> {
-//!         let mut intensity = results.view_mut::<f32>("intensity")?;
-//!         intensity += &tile.data::<f32>()?.sum_axis(Axis(0));
-//!         Ok(())
-//!     }
-//!     fn merge(_: &MergeContext, dest: &mut Buffers, src: &Buffers) -> Result<()> {
-//!         *&mut dest.view_mut::<f32>("intensity")? += &src.view::<f32>("intensity")?;
-//!         Ok(())
-//!     }
-//! }
-//!
-//! udf_sdk::export_udf!(Sum);
-//! ```
-//!
-//! Build it with `cargo build --release --target wasm32-wasip2` (crate type `cdylib`) and
-//! run it with `udf-host run target/wasm32-wasip2/release/my_sum.wasm data.npy`.
+//! Build a plugin crate (crate type `cdylib`) with
+//! `cargo build --release --target wasm32-wasip2` and run it with
+//! `udf-host run target/wasm32-wasip2/release/my_sum.wasm data.npy`. (Plugins only
+//! link for wasm targets: the export names of the component model are not valid
+//! native symbol names.)
 //!
 //! If the run's input dtype is not `f32` (float64 data, say), `tile.data::<f32>()` fails
 //! with a clear error; plugins that follow LiberTEM's "result dtype = input dtype" rule

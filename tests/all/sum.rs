@@ -117,3 +117,15 @@ fn raw_files_honour_offset_and_byte_order() {
     let ss = results.udfs[0].buffer("intensity").unwrap();
     assert_eq!(to_f64(&ss.data), sum_sig(&data.rounded(Ty::U16)));
 }
+
+#[test]
+fn the_sdk_documentation_example_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = fixtures::mk_uniform(&[3, 11], &[9, 10], 6);
+    let (path, open) = write(dir.path(), &data, Ty::F32, false);
+    let options = RunOptions { partitions: Some(3), tile_shape: Some(vec![4, 4, 10]), ..Default::default() };
+    let results = run_on(&path, &open, vec![(load("probe_sdk_example"), Params::default())], options).unwrap();
+    assert_eq!(results.udfs[0].name, "my-sum");
+    let s = results.udfs[0].buffer("intensity").unwrap();
+    assert_close(&to_f64(&s.data), &sum_frames(&data.rounded(Ty::F32), None), 1e-5, "my-sum");
+}

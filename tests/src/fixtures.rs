@@ -113,11 +113,11 @@ pub fn mk_random(nav: &[usize], sig: &[usize], seed: u64) -> Data {
     Data { nav: nav.to_vec(), sig: sig.to_vec(), values }
 }
 
-/// Uniform random floats in [-1, 1) (for tests that need non-integer values).
+/// Uniform random floats in [0, 1): non-integer values without cancellation in sums.
 pub fn mk_uniform(nav: &[usize], sig: &[usize], seed: u64) -> Data {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let n: usize = nav.iter().chain(sig).product();
-    Data { nav: nav.to_vec(), sig: sig.to_vec(), values: (0..n).map(|_| rng.random_range(-1.0..1.0)).collect() }
+    Data { nav: nav.to_vec(), sig: sig.to_vec(), values: (0..n).map(|_| rng.random_range(0.0..1.0)).collect() }
 }
 
 /// Write `data` as a `.npy` file of `ty` (little-endian, version 1.0).
