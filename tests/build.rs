@@ -22,14 +22,14 @@ fn main() {
     let target_dir = root.join("target").join("wasm-plugins");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(&root)
-        .args(["build", "--release", "--target", TARGET, "--target-dir"])
-        .arg(&target_dir);
+    cmd.current_dir(&root).args(["build", "--release", "--target", TARGET, "--target-dir"]).arg(&target_dir);
     for (package, _) in &packages {
         cmd.args(["-p", package]);
     }
     // The outer build's flags are for the host; the wasm flags come from .cargo/config.toml.
-    for var in ["CARGO_ENCODED_RUSTFLAGS", "RUSTFLAGS", "CARGO_TARGET_DIR", "CARGO_BUILD_TARGET", "RUSTC_WORKSPACE_WRAPPER"] {
+    for var in
+        ["CARGO_ENCODED_RUSTFLAGS", "RUSTFLAGS", "CARGO_TARGET_DIR", "CARGO_BUILD_TARGET", "RUSTC_WORKSPACE_WRAPPER"]
+    {
         cmd.env_remove(var);
     }
     let status = cmd.status().expect("cannot run cargo to build the wasm plugins");

@@ -3,8 +3,8 @@
 use crate::bindings::exports::udf::plugin::udf::Guest;
 use crate::bindings::udf::plugin::host::{LogLevel, log};
 use crate::bindings::udf::plugin::types::{
-    self as wit, BufferDecl, DatasetMeta, Description, InitContext, MergeContext as WitMerge,
-    Method, NamedArray, Param, ResultEntry, ResultsContext as WitResults, RunPlan, UdfError,
+    self as wit, BufferDecl, DatasetMeta, Description, InitContext, MergeContext as WitMerge, Method, NamedArray,
+    Param, ResultEntry, ResultsContext as WitResults, RunPlan, UdfError,
 };
 use crate::buffers::{Buffers, Unit};
 use crate::element::{bytes_to_typed, data_dtype};

@@ -201,11 +201,7 @@ impl Buffers {
             .into_iter()
             .map(|b| NamedArray {
                 name: b.name,
-                data: Ndarray {
-                    dtype: b.dtype,
-                    shape: b.shape.iter().map(|&d| d as u64).collect(),
-                    data: b.data,
-                },
+                data: Ndarray { dtype: b.dtype, shape: b.shape.iter().map(|&d| d as u64).collect(), data: b.data },
             })
             .collect()
     }

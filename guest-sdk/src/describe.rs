@@ -1,8 +1,8 @@
 //! Builders for what a plugin declares: its description, parameters, plan and buffers.
 
 use crate::bindings::udf::plugin::types::{
-    BufferDecl, BufferKind, BufferUse, DataAccess, Description, Dtype, DtypePreference, Method,
-    ParamSpec, ParamType, ParamValue, RunPlan, TileDepth, TileSize, TilingPreferences,
+    BufferDecl, BufferKind, BufferUse, DataAccess, Description, Dtype, DtypePreference, Method, ParamSpec, ParamType,
+    ParamValue, RunPlan, TileDepth, TileSize, TilingPreferences,
 };
 
 impl Description {

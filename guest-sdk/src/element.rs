@@ -186,10 +186,7 @@ pub(crate) fn element_count(data: &ArrayData, dtype: Dtype) -> usize {
 /// plugins that ask for them, but a plugin must cope with either).
 pub(crate) fn bytes_to_typed(bytes: &[u8], dtype: Dtype) -> ArrayData {
     fn read<T: bytemuck::Pod>(bytes: &[u8]) -> Vec<T> {
-        bytes
-            .chunks_exact(std::mem::size_of::<T>())
-            .map(bytemuck::pod_read_unaligned)
-            .collect()
+        bytes.chunks_exact(std::mem::size_of::<T>()).map(bytemuck::pod_read_unaligned).collect()
     }
     match dtype {
         Dtype::Boolean => ArrayData::Boolean(bytes.iter().map(|&b| b != 0).collect()),

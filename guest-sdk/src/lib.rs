@@ -51,9 +51,8 @@ mod udf;
 
 pub use bindings::udf::plugin::host::LogLevel;
 pub use bindings::udf::plugin::types::{
-    BufferDecl, BufferKind, BufferUse, DataAccess, DatasetMeta, Description, Dtype as DType,
-    DtypePreference, Method, ParamSpec, ParamType, ParamValue, PartitionMeta, RunPlan, SigSlice,
-    TileDepth, TileSize, TilingPreferences,
+    BufferDecl, BufferKind, BufferUse, DataAccess, DatasetMeta, Description, Dtype as DType, DtypePreference, Method,
+    ParamSpec, ParamType, ParamValue, PartitionMeta, RunPlan, SigSlice, TileDepth, TileSize, TilingPreferences,
 };
 pub use buffers::{BufferMut, Buffers, ResultOut};
 pub use element::{Element, Float, Numeric, dtype_from_name, dtype_name, dtype_size};
@@ -67,8 +66,8 @@ pub use udf::{MergeContext, ResultsContext, Udf};
 /// Everything a plugin usually needs: `use udf_sdk::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        BufferDecl, Buffers, Context, DType, DatasetMeta, Description, Float, Frame, MergeContext,
-        Method, Numeric, ParamSpec, Params, Result, ResultOut, ResultsContext, Tile, Udf, UdfError,
+        BufferDecl, Buffers, Context, DType, DatasetMeta, Description, Float, Frame, MergeContext, Method, Numeric,
+        ParamSpec, Params, Result, ResultOut, ResultsContext, Tile, Udf, UdfError,
     };
     pub use ndarray::{Array1, ArrayD, ArrayView1, ArrayViewD, ArrayViewMutD, Axis, Zip};
 }

@@ -1,8 +1,6 @@
 //! Typed access to the parameters and meta a plugin receives.
 
-use crate::bindings::udf::plugin::types::{
-    ArrayData, DatasetMeta, Dtype, Ndarray, Param, ParamValue, PartitionMeta,
-};
+use crate::bindings::udf::plugin::types::{ArrayData, DatasetMeta, Dtype, Ndarray, Param, ParamValue, PartitionMeta};
 use crate::element::{Element, bytes_to_typed, data_dtype, dtype_name};
 use crate::error::{Result, UdfError};
 use ndarray::{ArrayViewD, IxDyn};
@@ -136,20 +134,14 @@ pub(crate) fn normalize(array: &mut Ndarray) {
 }
 
 pub(crate) fn to_usize_shape(shape: &[u64]) -> Result<Vec<usize>> {
-    shape
-        .iter()
-        .map(|&d| usize::try_from(d).map_err(|_| UdfError::invalid_data("array dimension too large")))
-        .collect()
+    shape.iter().map(|&d| usize::try_from(d).map_err(|_| UdfError::invalid_data("array dimension too large"))).collect()
 }
 
 /// A typed view of an n-d array.
 pub(crate) fn ndarray_view<'a, T: Element>(array: &'a Ndarray, what: &str) -> Result<ArrayViewD<'a, T>> {
     let data = T::slice(&array.data).ok_or_else(|| {
         let found = data_dtype(&array.data).map_or("bytes", dtype_name);
-        UdfError::invalid_data(format!(
-            "'{what}' holds {found}, not {}",
-            dtype_name(T::DTYPE)
-        ))
+        UdfError::invalid_data(format!("'{what}' holds {found}, not {}", dtype_name(T::DTYPE)))
     })?;
     let shape = to_usize_shape(&array.shape)?;
     Ok(ArrayViewD::from_shape(IxDyn(&shape), data)?)

@@ -158,8 +158,8 @@ impl<'t> Frame<'t> {
 
     /// The per-frame aux data `name` of this frame: `extra` shape, or `[1]` if empty.
     pub fn aux<T: Element>(&self, name: &str) -> Result<ArrayViewD<'t, T>> {
-        let view = aux_partition_view::<T>(self.tile.ctx, name)?
-            .index_axis_move(Axis(0), self.tile.nav_offset() + self.index);
+        let view =
+            aux_partition_view::<T>(self.tile.ctx, name)?.index_axis_move(Axis(0), self.tile.nav_offset() + self.index);
         Ok(if view.ndim() == 0 { view.insert_axis(Axis(0)) } else { view })
     }
 

@@ -109,11 +109,7 @@ impl NdArray {
 
     fn check(dtype: DType, shape: &[usize], actual: usize) -> Result<(), ShapeMismatch> {
         let expected = shape.iter().product::<usize>() * dtype.size();
-        if expected == actual {
-            Ok(())
-        } else {
-            Err(ShapeMismatch { shape: shape.to_vec(), dtype, expected, actual })
-        }
+        if expected == actual { Ok(()) } else { Err(ShapeMismatch { shape: shape.to_vec(), dtype, expected, actual }) }
     }
 
     pub fn dtype(&self) -> DType {

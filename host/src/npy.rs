@@ -54,11 +54,7 @@ impl NpyHeader {
             return Err(NpyError::BadMagic);
         }
         let need = |needed: usize| {
-            if bytes.len() < needed {
-                Err(NpyError::Truncated { needed, available: bytes.len() })
-            } else {
-                Ok(())
-            }
+            if bytes.len() < needed { Err(NpyError::Truncated { needed, available: bytes.len() }) } else { Ok(()) }
         };
         need(8)?;
         let (major, minor) = (bytes[6], bytes[7]);

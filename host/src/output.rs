@@ -54,11 +54,8 @@ pub fn udfs_json(results: &RunResults) -> Value {
                 .buffers
                 .iter()
                 .map(|b| {
-                    let (_, _, data, valid) = files
-                        .iter()
-                        .find(|(un, bn, _, _)| *un == u.name && *bn == b.name)
-                        .cloned()
-                        .unwrap_or_default();
+                    let (_, _, data, valid) =
+                        files.iter().find(|(un, bn, _, _)| *un == u.name && *bn == b.name).cloned().unwrap_or_default();
                     json!({
                         "name": b.name,
                         "kind": b.kind,
@@ -109,10 +106,8 @@ pub fn write_results(dir: &Path, results: &RunResults, summary: &Value, force: b
         }
     }
     let json_path = tmp.path().join("results.json");
-    let text = serde_json::to_string_pretty(summary).map_err(|e| OutputError::Io {
-        path: json_path.clone(),
-        source: std::io::Error::other(e),
-    })?;
+    let text = serde_json::to_string_pretty(summary)
+        .map_err(|e| OutputError::Io { path: json_path.clone(), source: std::io::Error::other(e) })?;
     std::fs::write(&json_path, text + "\n").map_err(io(&json_path))?;
 
     // Move into place; an existing directory (with --force) is moved aside first and

@@ -21,9 +21,9 @@ pub fn parse_value(spec: &ParamSpec, text: &str) -> Result<ParamValue, String> {
         ParamType::Int => text.trim().parse().map(ParamValue::Int).map_err(|_| bad("an integer")),
         ParamType::Float => parse_float(text).map(ParamValue::Float).ok_or_else(|| bad("a number")),
         ParamType::Text => Ok(ParamValue::Text(text.to_owned())),
-        ParamType::Array => parse_array(text).map(|a| ParamValue::Array(Arc::new(a))).map_err(|e| {
-            format!("parameter '{}' expects an array (@file.npy or numbers like 1,2,3): {e}", spec.name)
-        }),
+        ParamType::Array => parse_array(text)
+            .map(|a| ParamValue::Array(Arc::new(a)))
+            .map_err(|e| format!("parameter '{}' expects an array (@file.npy or numbers like 1,2,3): {e}", spec.name)),
     }
 }
 
@@ -72,12 +72,7 @@ pub fn resolve(udf: &str, specs: &[ParamSpec], given: &Params) -> Result<Params,
             None => match &spec.default {
                 Some(d) => d.clone(),
                 None => {
-                    return Err(format!(
-                        "'{udf}' needs parameter '{}' ({}): {}",
-                        spec.name,
-                        spec.ty.name(),
-                        spec.doc
-                    ));
+                    return Err(format!("'{udf}' needs parameter '{}' ({}): {}", spec.name, spec.ty.name(), spec.doc));
                 }
             },
         };
@@ -111,7 +106,9 @@ mod tests {
     fn parses_each_type() {
         assert!(matches!(parse_value(&spec("b", ParamType::Bool, None), "yes"), Ok(ParamValue::Bool(true))));
         assert!(matches!(parse_value(&spec("i", ParamType::Int, None), "-3"), Ok(ParamValue::Int(-3))));
-        assert!(matches!(parse_value(&spec("f", ParamType::Float, None), "inf"), Ok(ParamValue::Float(f)) if f.is_infinite()));
+        assert!(
+            matches!(parse_value(&spec("f", ParamType::Float, None), "inf"), Ok(ParamValue::Float(f)) if f.is_infinite())
+        );
         let ParamValue::Array(a) = parse_value(&spec("a", ParamType::Array, None), "1, 2.5,3").unwrap() else {
             panic!("not an array")
         };

@@ -44,10 +44,7 @@ impl Generator {
     pub fn new(pattern: Pattern, nav: &[usize], sig: &[usize], seed: u64) -> Self {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let total = nav.iter().chain(sig).product::<usize>().max(1);
-        let outliers = [
-            (rng.random_range(0..total), total as f64),
-            (rng.random_range(0..total), 10.0 * total as f64),
-        ];
+        let outliers = [(rng.random_range(0..total), total as f64), (rng.random_range(0..total), 10.0 * total as f64)];
         Generator { pattern, nav: nav.to_vec(), sig: sig.to_vec(), rng, outliers }
     }
 
@@ -95,20 +92,26 @@ impl Generator {
     }
 }
 
-/// Write a sample dataset: `.npy` (little-endian) or raw (in `order`).
+/// What sample dataset to write.
+#[derive(Debug, Clone)]
+pub struct SampleSpec {
+    pub pattern: Pattern,
+    pub nav: Vec<usize>,
+    pub sig: Vec<usize>,
+    pub dtype: DType,
+    /// Byte order (raw files only; `.npy` is little-endian).
+    pub order: ByteOrder,
+    /// `.npy` with a header, or raw binary.
+    pub npy: bool,
+    pub seed: u64,
+}
+
+/// Write a sample dataset.
 ///
 /// # Errors
 /// I/O errors.
-pub fn write(
-    path: &Path,
-    pattern: Pattern,
-    nav: &[usize],
-    sig: &[usize],
-    dtype: DType,
-    order: ByteOrder,
-    npy_format: bool,
-    seed: u64,
-) -> std::io::Result<()> {
+pub fn write(path: &Path, spec: &SampleSpec) -> std::io::Result<()> {
+    let SampleSpec { pattern, ref nav, ref sig, dtype, order, npy: npy_format, seed } = *spec;
     let mut out = BufWriter::new(std::fs::File::create(path)?);
     if npy_format {
         let mut shape = nav.to_vec();

@@ -449,7 +449,12 @@ pub trait Udf: Send + Sync {
     fn start(&self, ctx: InitContext<'_>) -> Result<Box<dyn PartitionRunner + '_>, CallError>;
 
     /// Merge a partition's buffers into the merged state.
-    fn merge(&self, ctx: MergeContext<'_>, dest: &mut [BufferViewMut<'_>], src: &[NamedBuffer]) -> Result<(), CallError>;
+    fn merge(
+        &self,
+        ctx: MergeContext<'_>,
+        dest: &mut [BufferViewMut<'_>],
+        src: &[NamedBuffer],
+    ) -> Result<(), CallError>;
 
     /// Final results from the merged buffers (only called with `custom_results`).
     fn get_results(&self, ctx: ResultsContext<'_>, buffers: &[NamedBuffer]) -> Result<Vec<ResultEntry>, CallError>;

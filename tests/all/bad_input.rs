@@ -54,7 +54,12 @@ fn raw_shape_and_dtype_mismatch() {
     let as_u8 = OpenOptions { dtype: Some(StoredDType::le(DType::U8)), ..as_f32.clone() };
     let msg = open_err(&path, &as_u8);
     assert!(msg.contains("too long"), "{msg}");
-    let odd_sig = OpenOptions { dtype: Some(StoredDType::le(DType::U16)), nav_shape: None, sig_shape: Some(vec![7, 7]), ..OpenOptions::default() };
+    let odd_sig = OpenOptions {
+        dtype: Some(StoredDType::le(DType::U16)),
+        nav_shape: None,
+        sig_shape: Some(vec![7, 7]),
+        ..OpenOptions::default()
+    };
     let msg = open_err(&path, &odd_sig);
     assert!(msg.contains("not a whole number"), "{msg}");
     let no_dtype = OpenOptions { dtype: None, ..as_f32 };
@@ -224,4 +229,37 @@ fn an_roi_of_the_wrong_size_is_rejected() {
     let err = run_on(&path, &OpenOptions::default(), vec![(load("sum"), Params::default())], options).unwrap_err();
     assert!(err.to_string().contains("the ROI has 5 positions") && err.to_string().contains("32"), "{err}");
     let _ = plugin("sum");
+}
+
+fn run_with_runtime(
+    options: udf_host::wasm::RuntimeOptions,
+    mode: &str,
+) -> Result<udf_host::exec::RunResults, RunError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = small_dataset(dir.path());
+    let runtime = udf_host::wasm::WasmRuntime::new(options).unwrap();
+    let (udf, _) = runtime.load(&plugin("probe_trap")).unwrap();
+    let p = params(&[("mode", ParamValue::Text(mode.into())), ("frame", ParamValue::Int(5))]);
+    run_on(&path, &OpenOptions::default(), vec![(std::sync::Arc::new(udf), p)], RunOptions::default())
+}
+
+#[test]
+fn an_endless_loop_hits_the_timeout() {
+    let options = udf_host::wasm::RuntimeOptions {
+        timeout: std::time::Duration::from_millis(300),
+        ..udf_host_tests::runtime_options()
+    };
+    let started = std::time::Instant::now();
+    let err = run_with_runtime(options, "spin").unwrap_err();
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "stopped in bounded time");
+    let msg = err.to_string();
+    assert!(msg.contains("timed out") && msg.contains("--timeout 0.3 s") && msg.contains("frame 5"), "{msg}");
+}
+
+#[test]
+fn a_memory_bomb_hits_the_memory_limit() {
+    let options = udf_host::wasm::RuntimeOptions { max_memory: 64 << 20, ..udf_host_tests::runtime_options() };
+    let err = run_with_runtime(options, "grow").unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("memory limit of 64 MiB"), "{msg}");
 }

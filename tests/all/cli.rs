@@ -1,7 +1,7 @@
 //! The command line, run in-process through `udf_host::cli::execute`.
 
 use std::path::Path;
-use udf_host::cli::{exit, execute};
+use udf_host::cli::{execute, exit};
 use udf_host_tests::fixtures::{self, Ty};
 use udf_host_tests::plugin;
 use udf_host_tests::reference::{sum_frames, to_f64};
@@ -30,13 +30,15 @@ fn run_writes_npy_and_results_json() {
     let input = dir.path().join("in.npy");
     fixtures::write_npy(&input, &data, Ty::U16);
     let out = dir.path().join("out");
-    cli(&["run", &s(&plugin("sum")), &s(&plugin("sumsig")), &s(&input), "--out", &s(&out), "--partitions", "3"]).unwrap();
+    cli(&["run", &s(&plugin("sum")), &s(&plugin("sumsig")), &s(&input), "--out", &s(&out), "--partitions", "3"])
+        .unwrap();
     let sum = udf_host::npy::read_array(&out.join("sum/intensity.npy")).unwrap();
     assert_eq!(sum.shape(), &[7, 9]);
     assert_eq!(to_f64(&sum), sum_frames(&data.rounded(Ty::U16), None));
     let sumsig = udf_host::npy::read_array(&out.join("sumsig/intensity.npy")).unwrap();
     assert_eq!(sumsig.shape(), &[6, 5]);
-    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     assert_eq!(summary["dataset"]["nav_shape"], serde_json::json!([6, 5]));
     assert_eq!(summary["dataset"]["dtype"], "<u2");
     assert_eq!(summary["input_dtype"], "float32");

@@ -44,9 +44,11 @@ fn sum_and_sumsig_match_the_reference_for_every_partitioning_and_tiling() {
         let expected_sum = sum_frames(&stored, None);
         let expected_sig = sum_sig(&stored);
         for partitions in [1, 2, 3, 7] {
-            for tile in [None, Some(vec![3, 5, 7]), Some(vec![1, 19, 23]), Some(vec![4, 19, 4]), Some(vec![35, 2, 23])] {
+            for tile in [None, Some(vec![3, 5, 7]), Some(vec![1, 19, 23]), Some(vec![4, 19, 4]), Some(vec![35, 2, 23])]
+            {
                 let what = format!("{ty:?} big={big} partitions={partitions} tile={tile:?}");
-                let options = RunOptions { partitions: Some(partitions), tile_shape: tile.clone(), ..Default::default() };
+                let options =
+                    RunOptions { partitions: Some(partitions), tile_shape: tile.clone(), ..Default::default() };
                 let udfs: Vec<(Arc<dyn Udf>, Params)> =
                     vec![(sum.clone(), Params::default()), (sumsig.clone(), Params::default())];
                 let results = run_on(&path, &open, udfs, options).unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -72,7 +74,8 @@ fn non_integer_float32_data_sums_within_tolerance() {
     let (path, open) = write(dir.path(), &data, Ty::F32, false);
     let stored = data.rounded(Ty::F32);
     for partitions in [1, 3, 7] {
-        let options = RunOptions { partitions: Some(partitions), tile_shape: Some(vec![5, 3, 16]), ..Default::default() };
+        let options =
+            RunOptions { partitions: Some(partitions), tile_shape: Some(vec![5, 3, 16]), ..Default::default() };
         let results = run_on(&path, &open, vec![(load("sum"), Params::default())], options).unwrap();
         let s = results.udfs[0].buffer("intensity").unwrap();
         assert_close(&to_f64(&s.data), &sum_frames(&stored, None), 1e-5, &format!("{partitions} partitions"));

@@ -96,7 +96,11 @@ impl Data {
 
     /// The values as stored in `ty`.
     pub fn rounded(&self, ty: Ty) -> Data {
-        Data { nav: self.nav.clone(), sig: self.sig.clone(), values: self.values.iter().map(|&v| ty.round(v)).collect() }
+        Data {
+            nav: self.nav.clone(),
+            sig: self.sig.clone(),
+            values: self.values.iter().map(|&v| ty.round(v)).collect(),
+        }
     }
 }
 

@@ -1,11 +1,11 @@
 //! `udf-host generate`: write a sample dataset.
 
 use super::{Failure, Shape};
+use crate::dtype::{ByteOrder, StoredDType};
+use crate::sample::{self, Pattern, SampleSpec};
 use anyhow::Context;
 use clap::Args;
 use std::path::PathBuf;
-use crate::dtype::{ByteOrder, StoredDType};
-use crate::sample::{self, Pattern};
 
 #[derive(Args)]
 pub struct GenerateArgs {
@@ -35,10 +35,20 @@ pub fn generate(args: GenerateArgs) -> Result<(), Failure> {
         .with_context(|| format!("'{}' is not a pattern (disk or random)", args.pattern))?;
     let npy = args.out.extension().is_some_and(|e| e.eq_ignore_ascii_case("npy"));
     if npy && stored.order == ByteOrder::Big {
-        return Err(anyhow::anyhow!("big-endian data can only be written as raw (use a name not ending in .npy)").into());
+        return Err(
+            anyhow::anyhow!("big-endian data can only be written as raw (use a name not ending in .npy)").into()
+        );
     }
-    sample::write(&args.out, pattern, &args.nav_shape.0, &args.sig_shape.0, stored.dtype, stored.order, npy, args.seed)
-        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    let spec = SampleSpec {
+        pattern,
+        nav: args.nav_shape.0.clone(),
+        sig: args.sig_shape.0.clone(),
+        dtype: stored.dtype,
+        order: stored.order,
+        npy,
+        seed: args.seed,
+    };
+    sample::write(&args.out, &spec).with_context(|| format!("cannot write {}", args.out.display()))?;
     let frames: usize = args.nav_shape.0.iter().product();
     let bytes = frames * args.sig_shape.0.iter().product::<usize>() * stored.dtype.size();
     eprintln!(

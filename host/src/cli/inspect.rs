@@ -1,10 +1,10 @@
 //! `udf-host inspect PLUGIN`: print what a plugin declares.
 
 use super::{Failure, RuntimeArgs};
-use clap::Args;
-use std::path::PathBuf;
 use crate::udf::{DTypePreference, DataAccess, Description, TileDepth, TileSize};
 use crate::wasm::{WIT_PACKAGE, WIT_VERSION, WasmRuntime};
+use clap::Args;
+use std::path::PathBuf;
 
 #[derive(Args)]
 pub struct InspectArgs {

@@ -7,10 +7,10 @@ mod inspect;
 mod progress;
 mod run;
 
+use crate::wasm::{ComponentCache, MAX_WASM_MEMORY, RuntimeOptions};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use crate::wasm::{ComponentCache, MAX_WASM_MEMORY, RuntimeOptions};
 
 /// Run sandboxed LiberTEM-style UDFs (WebAssembly components) over 4D-STEM datasets.
 #[derive(Parser)]
@@ -158,10 +158,9 @@ pub fn main() -> ExitCode {
     match execute(std::env::args_os()) {
         Ok(()) => ExitCode::from(exit::OK),
         Err(failure) => {
-            let broken_pipe = failure
-                .error
-                .chain()
-                .any(|e| e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe));
+            let broken_pipe = failure.error.chain().any(|e| {
+                e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            });
             if !broken_pipe {
                 eprintln!("error: {:#}", failure.error);
             }

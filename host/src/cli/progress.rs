@@ -1,12 +1,12 @@
 //! A progress bar on stderr, only when stderr is a terminal.
 
+use crate::exec::Progress;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use crate::exec::Progress;
 
 /// Polls a run's progress and draws it until dropped.
 pub struct ProgressDisplay {

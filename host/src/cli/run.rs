@@ -1,13 +1,7 @@
 //! `udf-host run PLUGIN... DATA`: run plugins over a dataset in one pass.
 
 use super::progress::ProgressDisplay;
-use super::{Failure, RuntimeArgs, exit, Shape};
-use anyhow::anyhow;
-use clap::Args;
-use serde_json::json;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Instant;
+use super::{Failure, RuntimeArgs, Shape, exit};
 use crate::dataset::{self, Format, OpenOptions};
 use crate::dtype::StoredDType;
 use crate::exec::{Run, RunError, RunOptions, UdfSpec};
@@ -15,6 +9,12 @@ use crate::log::LogLevel;
 use crate::udf::{Param, Params, Udf};
 use crate::wasm::{CacheOutcome, LoadErrorKind, WasmRuntime};
 use crate::{output, params};
+use anyhow::anyhow;
+use clap::Args;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
 
 #[derive(Args)]
 pub struct RunArgs {
@@ -106,7 +106,10 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         dtype: args
             .dtype
             .as_deref()
-            .map(|d| StoredDType::parse(d).ok_or_else(|| anyhow!("--dtype '{d}' is not a dtype (try float32, uint16, '>u2')")))
+            .map(|d| {
+                StoredDType::parse(d)
+                    .ok_or_else(|| anyhow!("--dtype '{d}' is not a dtype (try float32, uint16, '>u2')"))
+            })
             .transpose()?,
         nav_shape: args.nav_shape.clone().map(|s| s.0),
         sig_shape: args.sig_shape.clone().map(|s| s.0),
@@ -213,9 +216,8 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
 fn assign_params(udfs: &[Arc<dyn Udf>], flags: &[String]) -> anyhow::Result<Vec<UdfSpec>> {
     let mut given: Vec<Params> = vec![Params::default(); udfs.len()];
     for flag in flags {
-        let (key, value) = flag
-            .split_once('=')
-            .ok_or_else(|| anyhow!("--param '{flag}' must be NAME=VALUE (or UDF.NAME=VALUE)"))?;
+        let (key, value) =
+            flag.split_once('=').ok_or_else(|| anyhow!("--param '{flag}' must be NAME=VALUE (or UDF.NAME=VALUE)"))?;
         let (target, name) = match key.split_once('.') {
             Some((udf, name)) => (Some(udf), name),
             None => (None, key),

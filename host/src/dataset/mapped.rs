@@ -92,7 +92,10 @@ impl MappedFrames {
         }
         let nav_len = self.shape.nav_len() as u64;
         if let Some(&bad) = frames.iter().find(|&&f| f >= nav_len) {
-            return Err(DatasetError::invalid(&self.path, format!("frame {bad} is outside the dataset ({nav_len} frames)")));
+            return Err(DatasetError::invalid(
+                &self.path,
+                format!("frame {bad} is outside the dataset ({nav_len} frames)"),
+            ));
         }
         let convert = converter(self.stored, dtype);
         let runs = ContiguousRuns::new(&self.shape.sig, sig);
@@ -134,12 +137,15 @@ impl MappedFrames {
     /// See [`Dataset::direct_frames`](super::Dataset::direct_frames).
     pub fn direct_frames(&self, frames: std::ops::Range<u64>, dtype: DType) -> Option<&[u8]> {
         let frame_bytes = self.shape.sig_len() * dtype.size();
-        if self.stored.needs_conversion_to(dtype) || self.stride != frame_bytes || frames.end > self.shape.nav_len() as u64 {
+        if self.stored.needs_conversion_to(dtype)
+            || self.stride != frame_bytes
+            || frames.end > self.shape.nav_len() as u64
+        {
             return None;
         }
         let start = self.offset + frames.start as usize * frame_bytes;
         let bytes = &self.map[start..start + (frames.end - frames.start) as usize * frame_bytes];
-        (bytes.as_ptr() as usize % dtype.size().min(16) == 0).then_some(bytes)
+        (bytes.as_ptr() as usize).is_multiple_of(dtype.size().min(16)).then_some(bytes)
     }
 }
 

@@ -221,7 +221,7 @@ pub(crate) fn reshape(
         }
     };
     let sig_len: usize = sig.iter().product();
-    if sig_len == 0 || total % sig_len != 0 {
+    if sig_len == 0 || !total.is_multiple_of(sig_len) {
         return Err(DatasetError::invalid(
             path,
             format!("the data ({total} elements, shape {total_shape:?}) cannot be split into frames of shape {sig:?}"),

@@ -30,7 +30,11 @@ pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<NpyDataset, Dat
     if options.dtype.is_some_and(|d| d != header.dtype) {
         return Err(DatasetError::invalid(
             path,
-            format!("--dtype says {}, but the .npy header says {}", options.dtype.unwrap_or(header.dtype), header.dtype),
+            format!(
+                "--dtype says {}, but the .npy header says {}",
+                options.dtype.unwrap_or(header.dtype),
+                header.dtype
+            ),
         ));
     }
     let shape = reshape(path, &header.shape, options.nav_shape.as_deref(), options.sig_shape.as_deref())?;

@@ -35,7 +35,7 @@ impl Partition {
 pub fn default_partition_count(nav_len: usize, sig_len: usize, threads: usize) -> usize {
     let threads = threads.max(1);
     let num = nav_len.saturating_mul(sig_len) / PARTITION_PIXELS;
-    let per_core = num / threads + usize::from(num % threads != 0);
+    let per_core = num / threads + usize::from(!num.is_multiple_of(threads));
     let libertem = per_core.max(1) * threads;
     libertem.max(2 * threads).min(nav_len).max(1)
 }

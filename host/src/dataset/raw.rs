@@ -10,9 +10,9 @@ pub struct RawDataset {
 }
 
 pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<RawDataset, DatasetError> {
-    let stored = options.dtype.ok_or_else(|| {
-        DatasetError::invalid(path, "raw data needs --dtype (e.g. --dtype float32 or --dtype '>u2')")
-    })?;
+    let stored = options
+        .dtype
+        .ok_or_else(|| DatasetError::invalid(path, "raw data needs --dtype (e.g. --dtype float32 or --dtype '>u2')"))?;
     let sig = options
         .sig_shape
         .clone()
@@ -20,7 +20,10 @@ pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<RawDataset, Dat
     let len = std::fs::metadata(path).map_err(|source| DatasetError::Open { path: path.to_owned(), source })?.len();
     let offset = options.offset;
     if offset > len {
-        return Err(DatasetError::invalid(path, format!("--offset {offset} is beyond the end of the file ({len} bytes)")));
+        return Err(DatasetError::invalid(
+            path,
+            format!("--offset {offset} is beyond the end of the file ({len} bytes)"),
+        ));
     }
     let frame_bytes = (sig.iter().product::<usize>() * stored.dtype.size()) as u64;
     if frame_bytes == 0 {
@@ -29,7 +32,7 @@ pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<RawDataset, Dat
     let available = len - offset;
     let nav = match &options.nav_shape {
         Some(nav) => nav.clone(),
-        None if available % frame_bytes == 0 => vec![(available / frame_bytes) as usize],
+        None if available.is_multiple_of(frame_bytes) => vec![(available / frame_bytes) as usize],
         None => {
             return Err(DatasetError::invalid(
                 path,

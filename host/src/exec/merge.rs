@@ -15,10 +15,8 @@ impl MergedState {
     pub fn new(shared: &RunShared, u: usize) -> Result<Self, RunError> {
         let arrays = initial_buffers(shared, u)?;
         let decls = shared.udfs[u].decls.iter().filter(|d| d.usage != BufferUse::ResultOnly);
-        let (buffers, kinds) = decls
-            .zip(arrays)
-            .map(|(d, array)| (NamedBuffer { name: d.name.clone(), array }, d.kind))
-            .unzip();
+        let (buffers, kinds) =
+            decls.zip(arrays).map(|(d, array)| (NamedBuffer { name: d.name.clone(), array }, d.kind)).unzip();
         Ok(MergedState { buffers, kinds })
     }
 

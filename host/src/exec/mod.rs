@@ -205,19 +205,17 @@ impl Run {
         let shape = dataset.shape().clone();
         let nav_len = shape.nav_len();
         let stored = dataset.stored_dtype();
-        if let Some(roi) = &options.roi {
-            if roi.len() != nav_len {
-                return Err(RunError::Invalid(format!(
-                    "the ROI has {} positions, but the dataset's nav shape {:?} has {nav_len}",
-                    roi.len(),
-                    shape.nav
-                )));
-            }
+        if let Some(roi) = &options.roi
+            && roi.len() != nav_len
+        {
+            return Err(RunError::Invalid(format!(
+                "the ROI has {} positions, but the dataset's nav shape {:?} has {nav_len}",
+                roi.len(),
+                shape.nav
+            )));
         }
-        let threads = options
-            .threads
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-            .max(1);
+        let threads =
+            options.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
         let mut meta = DatasetMeta {
             nav_shape: shape.nav.clone(),
             sig_shape: shape.sig.clone(),
@@ -282,7 +280,11 @@ impl Run {
             None => {
                 let requests: Vec<TileRequest> = planned
                     .iter()
-                    .map(|p| TileRequest { method: p.plan.method, depth: p.plan.tiling.depth, size: p.plan.tiling.total_size })
+                    .map(|p| TileRequest {
+                        method: p.plan.method,
+                        depth: p.plan.tiling.depth,
+                        size: p.plan.tiling.total_size,
+                    })
                     .collect();
                 let first_len = partitions.first().map_or(1, Partition::len);
                 // A copy is needed unless every UDF is native and the data can be mapped
@@ -290,7 +292,15 @@ impl Run {
                 let needs_copy = stored.needs_conversion_to(meta.input_dtype)
                     || options.roi.is_some()
                     || planned.iter().any(|p| !p.udf.reads_in_place());
-                negotiate(&requests, &shape, &dataset.base_shape(), first_len, meta.input_dtype.size(), stored.dtype.size(), needs_copy)
+                negotiate(
+                    &requests,
+                    &shape,
+                    &dataset.base_shape(),
+                    first_len,
+                    meta.input_dtype.size(),
+                    stored.dtype.size(),
+                    needs_copy,
+                )
             }
         };
         debug_assert!(!intent_partition || tiling.intent == Method::Partition || options.tile_shape.is_some());
@@ -359,7 +369,10 @@ impl Run {
 fn check_declarations(name: &str, desc: &crate::udf::Description, decls: &[BufferDecl]) -> Result<(), RunError> {
     for (i, d) in decls.iter().enumerate() {
         if d.name.is_empty() || d.name.contains(['/', '\\']) || d.name.starts_with('.') {
-            return Err(RunError::Invalid(format!("'{name}' declares a buffer named {:?}, which is not a usable file name", d.name)));
+            return Err(RunError::Invalid(format!(
+                "'{name}' declares a buffer named {:?}, which is not a usable file name",
+                d.name
+            )));
         }
         if decls[..i].iter().any(|e| e.name == d.name) {
             return Err(RunError::Invalid(format!("'{name}' declares buffer '{}' twice", d.name)));
@@ -386,7 +399,12 @@ fn check_declarations(name: &str, desc: &crate::udf::Description, decls: &[Buffe
 
 /// Nav aux arrays: check the leading axes are the nav shape (or flat) and flatten them to
 /// `(nav_len, ..extra)`.
-fn flatten_aux(name: &str, specs: &[crate::udf::ParamSpec], mut params: Params, nav: &[usize]) -> Result<Params, RunError> {
+fn flatten_aux(
+    name: &str,
+    specs: &[crate::udf::ParamSpec],
+    mut params: Params,
+    nav: &[usize],
+) -> Result<Params, RunError> {
     let nav_len: usize = nav.iter().product();
     for spec in specs.iter().filter(|s| s.nav_aux) {
         let Some(ParamValue::Array(array)) = params.get(&spec.name) else { continue };
@@ -540,7 +558,8 @@ impl RunIter {
     /// A UDF's `get_results` fails or returns something that breaks the rules.
     pub fn results(&self) -> Result<RunResults, RunError> {
         let started = Instant::now();
-        let params = self.shared.params.read().map_err(|_| RunError::Invalid("parameter lock poisoned".into()))?.clone();
+        let params =
+            self.shared.params.read().map_err(|_| RunError::Invalid("parameter lock poisoned".into()))?.clone();
         let udfs = self
             .merged
             .iter()
@@ -578,9 +597,7 @@ impl Iterator for RunIter {
                     let _ = driver.join();
                 }
                 self.stats.process_seconds = self.started.elapsed().as_secs_f64();
-                if self.shared.cancel.load(Ordering::Relaxed)
-                    && self.stats.partitions_merged < self.stats.partitions
-                {
+                if self.shared.cancel.load(Ordering::Relaxed) && self.stats.partitions_merged < self.stats.partitions {
                     self.failed = true;
                     return Some(Err(RunError::Cancelled));
                 }
@@ -620,7 +637,11 @@ impl Iterator for RunIter {
         self.stats.frames += partition.len() as u64;
         self.stats.merge_seconds += merge_started.elapsed().as_secs_f64();
         self.stats.process_seconds = self.started.elapsed().as_secs_f64();
-        Some(Ok(MergeStep { partition: partition.index, merged: self.stats.partitions_merged, total: self.stats.partitions }))
+        Some(Ok(MergeStep {
+            partition: partition.index,
+            merged: self.stats.partitions_merged,
+            total: self.stats.partitions,
+        }))
     }
 }
 
@@ -636,7 +657,10 @@ pub(crate) fn initial_buffers(shared: &RunShared, u: usize) -> Result<Vec<NdArra
     let frames = shared.meta.frames();
     let decls: Vec<&BufferDecl> = planned.decls.iter().filter(|d| d.usage != BufferUse::ResultOnly).collect();
     if !planned.udf.description().main_preprocess {
-        return Ok(decls.iter().map(|d| NdArray::zeros(d.dtype, &d.storage_shape(frames, &shared.meta.sig_shape))).collect());
+        return Ok(decls
+            .iter()
+            .map(|d| NdArray::zeros(d.dtype, &d.storage_shape(frames, &shared.meta.sig_shape)))
+            .collect());
     }
     let params = shared.params.read().map_err(|_| RunError::Invalid("parameter lock poisoned".into()))?;
     let main_params = worker::partition_params(&params[u], planned.udf.description(), shared, None);

@@ -74,7 +74,8 @@ pub(crate) fn finish(
     let desc = planned.udf.description();
     let frames = shared.meta.frames();
     let sig = &shared.meta.sig_shape;
-    let contract = |e: CallError| shared.udf_error(u, FailurePoint { method: "get_results", partition: None, frames: None }, e);
+    let contract =
+        |e: CallError| shared.udf_error(u, FailurePoint { method: "get_results", partition: None, frames: None }, e);
 
     let entries: Vec<ResultEntry> = if desc.custom_results {
         let ctx = ResultsContext {
@@ -88,11 +89,9 @@ pub(crate) fn finish(
         Vec::new()
     };
     for (i, e) in entries.iter().enumerate() {
-        let decl = planned
-            .decls
-            .iter()
-            .find(|d| d.name == e.name)
-            .ok_or_else(|| contract(CallError::Contract(format!("get_results returned undeclared buffer '{}'", e.name))))?;
+        let decl = planned.decls.iter().find(|d| d.name == e.name).ok_or_else(|| {
+            contract(CallError::Contract(format!("get_results returned undeclared buffer '{}'", e.name)))
+        })?;
         if decl.usage == BufferUse::Private {
             return Err(contract(CallError::Contract(format!("get_results returned private buffer '{}'", e.name))));
         }

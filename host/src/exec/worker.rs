@@ -104,7 +104,8 @@ fn run_partition(shared: &RunShared, partition: &Partition) -> Result<Vec<Vec<Na
         runners.push(runner);
     }
 
-    let depth = if shared.tiling.intent == crate::udf::Method::Partition { partition.len() } else { shared.tiling.depth };
+    let depth =
+        if shared.tiling.intent == crate::udf::Method::Partition { partition.len() } else { shared.tiling.depth };
     let input = shared.meta.input_dtype;
     let stored_size = shared.dataset.stored_dtype().dtype.size();
     let full_frame = shared.tiling.slices.len() == 1;
@@ -177,9 +178,10 @@ pub(crate) fn check_exported(
 ) -> Result<Vec<NdArray>, CallError> {
     let mut out = Vec::new();
     for decl in decls.iter().filter(|d| d.usage != BufferUse::ResultOnly) {
-        let position = exported.iter().position(|b| b.name == decl.name).ok_or_else(|| {
-            CallError::Contract(format!("buffer '{}' was declared but not exported", decl.name))
-        })?;
+        let position = exported
+            .iter()
+            .position(|b| b.name == decl.name)
+            .ok_or_else(|| CallError::Contract(format!("buffer '{}' was declared but not exported", decl.name)))?;
         let buffer = exported.swap_remove(position);
         let expected = decl.storage_shape(frames, sig);
         if buffer.array.dtype() != decl.dtype || buffer.array.shape() != expected.as_slice() {

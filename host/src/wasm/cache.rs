@@ -89,10 +89,10 @@ impl ComponentCache {
             }
         }
         let component = Component::from_binary(engine, wasm)?;
-        if let Some(path) = entry {
-            if let Ok(bytes) = component.serialize() {
-                let _ = store(&path, &bytes);
-            }
+        if let Some(path) = entry
+            && let Ok(bytes) = component.serialize()
+        {
+            let _ = store(&path, &bytes);
         }
         Ok((component, CacheOutcome::Compiled))
     }

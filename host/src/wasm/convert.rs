@@ -8,9 +8,9 @@ use crate::array::NdArray;
 use crate::dataset::{SigSlice, TilingScheme};
 use crate::dtype::DType;
 use crate::udf::{
-    BufferDecl, BufferKind, BufferUse, CallError, DTypePreference, DataAccess, DatasetMeta, Description,
-    DeviceClass, ErrorKind, Method, Param, ParamSpec, ParamType, ParamValue, PartitionMeta, RunPlan, TileDepth,
-    TileSize, TilingPreferences,
+    BufferDecl, BufferKind, BufferUse, CallError, DTypePreference, DataAccess, DatasetMeta, Description, DeviceClass,
+    ErrorKind, Method, Param, ParamSpec, ParamType, ParamValue, PartitionMeta, RunPlan, TileDepth, TileSize,
+    TilingPreferences,
 };
 use std::sync::Arc;
 
@@ -188,9 +188,8 @@ pub fn ndarray_from_wit(array: wit::NdarrayResult, what: &str) -> Result<NdArray
     let dtype = dtype_from_wit(array.dtype);
     let shape = shape_from_wit(&array.shape, &format!("shape of {what}"))?;
     let expected = shape.iter().product::<usize>();
-    let mismatch = |found: &str| {
-        CallError::Contract(format!("{what}: declared {dtype} of shape {shape:?} but sent {found}"))
-    };
+    let mismatch =
+        |found: &str| CallError::Contract(format!("{what}: declared {dtype} of shape {shape:?} but sent {found}"));
     macro_rules! typed {
         ($v:expr, $want:expr, $per:expr) => {{
             if dtype != $want {
@@ -225,11 +224,7 @@ pub fn ndarray_from_wit(array: wit::NdarrayResult, what: &str) -> Result<NdArray
             if v.len() != expected * dtype.size() {
                 return Err(mismatch(&format!("{} bytes", v.len())));
             }
-            if dtype == DType::Bool {
-                v.iter().map(|&b| u8::from(b != 0)).collect()
-            } else {
-                v
-            }
+            if dtype == DType::Bool { v.iter().map(|&b| u8::from(b != 0)).collect() } else { v }
         }
     };
     NdArray::from_bytes(dtype, &shape, &bytes).map_err(|e| CallError::Contract(format!("{what}: {e}")))
@@ -287,10 +282,7 @@ pub fn description_from_wit(d: wit::Description) -> Result<Description, CallErro
         })
         .collect::<Result<Vec<_>, CallError>>()?;
     if d.name.is_empty() || d.name.contains(['/', '\\']) || d.name.starts_with('.') {
-        return Err(CallError::Contract(format!(
-            "name {:?} is not usable as a directory name",
-            d.name
-        )));
+        return Err(CallError::Contract(format!("name {:?} is not usable as a directory name", d.name)));
     }
     Ok(Description {
         name: d.name,

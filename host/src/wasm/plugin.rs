@@ -6,8 +6,8 @@ use super::convert::*;
 use super::state::{HostState, LogOrigin};
 use super::{LoadError, LoadErrorKind, Shared};
 use crate::udf::{
-    BufferDecl, BufferViewMut, CallError, DataAccess, DatasetMeta, Description, InitContext, MergeContext,
-    NamedBuffer, Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile, Udf,
+    BufferDecl, BufferViewMut, CallError, DataAccess, DatasetMeta, Description, InitContext, MergeContext, NamedBuffer,
+    Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile, Udf,
 };
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -65,10 +65,7 @@ impl WasmUdf {
         if let Some(ticks) = self.shared.deadline_ticks {
             store.set_epoch_deadline(ticks);
         }
-        let plugin = self
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| trap(&self.shared, e, Vec::new()))?;
+        let plugin = self.pre.instantiate(&mut store).map_err(|e| trap(&self.shared, e, Vec::new()))?;
         Ok(Instance { store, plugin })
     }
 
@@ -116,19 +113,15 @@ fn trap(shared: &Shared, error: wasmtime::Error, log_tail: Vec<String>) -> CallE
     let chain = format!("{error:#}");
     let message = if let Some(code) = error.downcast_ref::<wasmtime::Trap>() {
         match code {
-            wasmtime::Trap::Interrupt => format!(
-                "timed out: the call ran longer than --timeout {:.1} s",
-                shared.options.timeout.as_secs_f64()
-            ),
+            wasmtime::Trap::Interrupt => {
+                format!("timed out: the call ran longer than --timeout {:.1} s", shared.options.timeout.as_secs_f64())
+            }
             wasmtime::Trap::StackOverflow => "stack overflow".to_owned(),
             wasmtime::Trap::UnreachableCodeReached => "trapped: unreachable code (a panic or abort)".to_owned(),
             other => format!("trapped: {other}"),
         }
     } else if chain.contains("forcing trap when growing memory") || chain.contains("growing memory") {
-        format!(
-            "exceeded the memory limit of {} MiB (--max-memory)",
-            shared.options.max_memory >> 20
-        )
+        format!("exceeded the memory limit of {} MiB (--max-memory)", shared.options.max_memory >> 20)
     } else {
         format!("trapped: {}", chain.lines().next().unwrap_or("unknown error"))
     };
@@ -201,7 +194,12 @@ impl Udf for WasmUdf {
         Ok(Box::new(WasmPartition { udf: self, instance }))
     }
 
-    fn merge(&self, ctx: MergeContext<'_>, dest: &mut [BufferViewMut<'_>], src: &[NamedBuffer]) -> Result<(), CallError> {
+    fn merge(
+        &self,
+        ctx: MergeContext<'_>,
+        dest: &mut [BufferViewMut<'_>],
+        src: &[NamedBuffer],
+    ) -> Result<(), CallError> {
         let access = self.access();
         let params = params_to_wit(&ctx.params.0, access);
         let slices = scheme_to_wit(&ctx.partition.tiling);
@@ -222,10 +220,8 @@ impl Udf for WasmUdf {
                 },
             })
             .collect();
-        let src_wit: Vec<wit::NamedArrayParam<'_>> = src
-            .iter()
-            .map(|b| wit::NamedArrayParam { name: &b.name, data: ndarray_param(&b.array, access) })
-            .collect();
+        let src_wit: Vec<wit::NamedArrayParam<'_>> =
+            src.iter().map(|b| wit::NamedArrayParam { name: &b.name, data: ndarray_param(&b.array, access) }).collect();
         let merged = self.with_main(|p, s| p.udf_plugin_udf().call_merge(s, merge_ctx, &dest_wit, &src_wit))?;
         drop(dest_wit);
         if merged.len() != dest.len() {

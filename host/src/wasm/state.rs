@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wasmtime::StoreLimits;
 use wasmtime::component::HasData;
-use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, ResourceTable, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 /// Longest log line kept; longer ones are cut with a marker.
@@ -98,10 +98,7 @@ impl HostState {
     /// State with memory limited to `max_memory` bytes and no capabilities.
     pub fn new(max_memory: usize, origin: LogOrigin, logger: Logger) -> Self {
         let log = Arc::new(Mutex::new(PluginLog::new(origin, logger)));
-        let limits = wasmtime::StoreLimitsBuilder::new()
-            .memory_size(max_memory)
-            .trap_on_grow_failure(true)
-            .build();
+        let limits = wasmtime::StoreLimitsBuilder::new().memory_size(max_memory).trap_on_grow_failure(true).build();
         HostState { limits, wasi: deny_all_wasi(&log), table: ResourceTable::new(), log }
     }
 
