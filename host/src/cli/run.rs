@@ -6,6 +6,7 @@ use crate::dataset::{self, Format, OpenOptions};
 use crate::dtype::StoredDType;
 use crate::exec::{Run, RunError, RunOptions, UdfSpec};
 use crate::log::LogLevel;
+use crate::roi::Roi;
 use crate::udf::{Param, Params, Udf};
 use crate::wasm::{CacheOutcome, LoadErrorKind, WasmRuntime};
 use crate::{output, params};
@@ -45,6 +46,12 @@ pub struct RunArgs {
     /// Bytes to skip at the start of a raw file.
     #[arg(long, default_value_t = 0)]
     offset: u64,
+    /// Process only the frames selected by a nav-shaped .npy (nonzero = selected).
+    #[arg(long, value_name = "ROI.npy", conflicts_with = "roi_rect")]
+    roi: Option<PathBuf>,
+    /// Process only a rectangle of scan positions: y0:y1,x0:x1 (end exclusive; ';' joins several).
+    #[arg(long, value_name = "RANGES")]
+    roi_rect: Option<String>,
     /// Worker threads [default: all cores].
     #[arg(long)]
     threads: Option<usize>,
@@ -117,10 +124,20 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     };
     let data = dataset::open(data_path, &options)?;
 
-    // Params and plan.
+    // ROI, params and plan.
+    let nav = data.shape().nav.clone();
+    let roi = match (&args.roi, &args.roi_rect) {
+        (Some(path), _) => {
+            let array = crate::npy::read_array(path).map_err(|e| anyhow!("--roi: {e}"))?;
+            Some(Roi::from_array(&array, &nav).map_err(|e| anyhow!("--roi {}: {e}", path.display()))?)
+        }
+        (None, Some(spec)) => Some(Roi::from_rect(spec, &nav).map_err(|e| anyhow!("--roi-rect: {e}"))?),
+        (None, None) => None,
+    };
+    let roi_json = roi.as_ref().map(|r| json!({"count": r.count(), "positions": r.len()}));
     let specs = assign_params(&udfs, &args.params)?;
     let run_options = RunOptions {
-        roi: None,
+        roi,
         partitions: args.partitions,
         threads: Some(threads),
         tile_shape: args.tile_shape.clone().map(|s| s.0),
@@ -181,7 +198,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             "details": info.details.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
         },
         "input_dtype": results.input_dtype.name(),
-        "roi": null,
+        "roi": roi_json,
         "threads": stats.threads,
         "partitions": {"count": partitions, "merged": stats.partitions_merged},
         "tiling": {
