@@ -152,3 +152,43 @@ fn generate_and_inspect() {
     let (code, _) = cli(&["generate", &s(&dir.path().join("x.npy")), "--dtype", "float33"]).unwrap_err();
     assert_eq!(code, exit::USER_ERROR);
 }
+
+#[test]
+fn roi_options_select_frames_and_write_valid_masks() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = fixtures::mk_random(&[4, 5], &[3, 3], 7);
+    let input = dir.path().join("in.npy");
+    fixtures::write_npy(&input, &data, Ty::F32);
+    let out = dir.path().join("out");
+    cli(&["run", &s(&plugin("sum")), &s(&plugin("sumsig")), &s(&input), "--out", &s(&out), "--roi-rect", "1:3,0:2"])
+        .unwrap();
+    let selected: Vec<bool> = (0..20).map(|i| (1..3).contains(&(i / 5)) && i % 5 < 2).collect();
+    let sum = udf_host::npy::read_array(&out.join("sum/intensity.npy")).unwrap();
+    assert_eq!(to_f64(&sum), sum_frames(&data, Some(&selected)));
+    assert!(!out.join("sum/intensity.valid.npy").exists(), "sig results are all valid");
+    let sumsig = to_f64(&udf_host::npy::read_array(&out.join("sumsig/intensity.npy")).unwrap());
+    let valid = udf_host::npy::read_array(&out.join("sumsig/intensity.valid.npy")).unwrap();
+    assert_eq!(valid.shape(), &[4, 5]);
+    assert_eq!(valid.to_bools().unwrap(), selected);
+    for (f, &sel) in selected.iter().enumerate() {
+        assert_eq!(sumsig[f].is_nan(), !sel, "frame {f}: NaN outside the ROI");
+    }
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(summary["roi"]["count"], 4);
+    assert_eq!(summary["udfs"][1]["buffers"][0]["valid_file"], "sumsig/intensity.valid.npy");
+
+    // The same ROI from a .npy mask.
+    let roi_path = dir.path().join("roi.npy");
+    let mask = udf_host::array::NdArray::from_bools(&[4, 5], &selected).unwrap();
+    udf_host::npy::write_array(&mut std::fs::File::create(&roi_path).unwrap(), &mask).unwrap();
+    let out2 = dir.path().join("out2");
+    cli(&["run", &s(&plugin("sum")), &s(&input), "--out", &s(&out2), "--roi", &s(&roi_path)]).unwrap();
+    let sum2 = udf_host::npy::read_array(&out2.join("sum/intensity.npy")).unwrap();
+    assert_eq!(to_f64(&sum2), to_f64(&sum));
+    let (code, msg) =
+        cli(&["run", &s(&plugin("sum")), &s(&input), "--out", &s(&dir.path().join("out3")), "--roi-rect", "0:9,0:1"])
+            .unwrap_err();
+    assert_eq!(code, exit::USER_ERROR);
+    assert!(msg.contains("--roi-rect") && msg.contains("outside"), "{msg}");
+}

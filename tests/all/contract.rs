@@ -329,3 +329,45 @@ fn aux_data_is_sliced_per_partition_tile_and_frame_after_the_roi() {
     .unwrap_err();
     assert!(err.to_string().contains("leading axes must be the nav shape [3, 5]"), "{err}");
 }
+
+#[test]
+fn preprocess_on_the_main_side_initialises_the_merged_buffers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut data = fixtures::mk_uniform(&[4, 3], &[5, 5], 8);
+    data.values.iter_mut().for_each(|v| *v += 1.0); // all values in [1, 2): zero is no neutral element
+    let path = dir.path().join("d.npy");
+    fixtures::write_npy(&path, &data, Ty::F32);
+    let stored = data.rounded(Ty::F32);
+    let (mut lo, mut hi) = (vec![f64::INFINITY; 25], vec![f64::NEG_INFINITY; 25]);
+    for f in 0..12 {
+        for (p, &v) in stored.frame(f).iter().enumerate() {
+            lo[p] = lo[p].min(v);
+            hi[p] = hi[p].max(v);
+        }
+    }
+    let options = RunOptions { partitions: Some(3), ..Default::default() };
+    let results =
+        run_on(&path, &OpenOptions::default(), vec![(load("probe_minmax"), Params::default())], options.clone())
+            .unwrap();
+    assert_eq!(to_f64(&results.udfs[0].buffer("min").unwrap().data), lo);
+    assert_eq!(to_f64(&results.udfs[0].buffer("max").unwrap().data), hi);
+    // Without the main-side initialisation the merged minimum starts at zero.
+    let p = params(&[("main", ParamValue::Bool(false))]);
+    let results = run_on(&path, &OpenOptions::default(), vec![(load("probe_minmax"), p)], options).unwrap();
+    assert!(to_f64(&results.udfs[0].buffer("min").unwrap().data).iter().all(|&v| v == 0.0));
+}
+
+#[test]
+fn get_results_is_only_called_when_results_are_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = dataset(dir.path());
+    let ds = udf_host::dataset::open(&path, &OpenOptions::default()).unwrap();
+    // With scale NaN the probe's get_results fails; merging must not call it.
+    let spec = UdfSpec { udf: load("probe_contract"), params: params(&[("scale", ParamValue::Float(f64::NAN))]) };
+    let mut iter = Run::plan(ds, vec![spec], RunOptions { partitions: Some(3), ..Default::default() }).unwrap().iter();
+    for step in iter.by_ref() {
+        step.unwrap();
+    }
+    let err = iter.results().unwrap_err();
+    assert!(err.to_string().contains("scale is NaN"), "{err}");
+}
