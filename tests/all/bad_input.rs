@@ -263,3 +263,38 @@ fn a_memory_bomb_hits_the_memory_limit() {
     let msg = err.to_string();
     assert!(msg.contains("memory limit of 64 MiB"), "{msg}");
 }
+
+#[test]
+fn an_interrupt_stops_a_running_call_and_keeps_what_was_merged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = small_dataset(dir.path());
+    let options = udf_host::wasm::RuntimeOptions {
+        timeout: std::time::Duration::from_secs(120),
+        ..udf_host_tests::runtime_options()
+    };
+    let runtime = udf_host::wasm::WasmRuntime::new(options).unwrap();
+    let (trap, _) = runtime.load(&plugin("probe_trap")).unwrap();
+    // 32 frames in 4 partitions on one thread; the plugin spins forever at frame 9.
+    let p = params(&[("mode", ParamValue::Text("spin".into())), ("frame", ParamValue::Int(9))]);
+    let spec = udf_host::exec::UdfSpec { udf: std::sync::Arc::new(trap), params: p };
+    let ds = dataset::open(&path, &OpenOptions::default()).unwrap();
+    let options = RunOptions { partitions: Some(4), threads: Some(1), ..Default::default() };
+    let mut iter = udf_host::exec::Run::plan(ds, vec![spec], options).unwrap().iter();
+    let started = std::time::Instant::now();
+    iter.next().unwrap().unwrap(); // partition 0 merged; partition 1 is spinning
+    let progress = iter.progress();
+    let stopper = runtime.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        progress.interrupt();
+        stopper.interrupt();
+    });
+    let rest: Vec<_> = iter.by_ref().collect();
+    assert!(started.elapsed() < std::time::Duration::from_secs(30), "stopped long before the 120 s timeout");
+    assert!(matches!(rest.last(), Some(Err(RunError::Cancelled))), "{rest:?}");
+    assert!(iter.interrupted());
+    assert!(iter.failures().is_empty(), "an interrupt is not a failure: {:?}", iter.failures());
+    let results = iter.results().unwrap();
+    let valid = results.udfs[0].buffer("seen").unwrap().valid.to_bools().unwrap();
+    assert_eq!(valid, (0..32).map(|f| f < 8).collect::<Vec<_>>());
+}

@@ -68,27 +68,83 @@ fn an_existing_output_is_kept_unless_forced() {
     assert!(out.join("sum/intensity.npy").exists());
 }
 
+fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
 #[test]
-fn a_failing_run_leaves_nothing_behind() {
+fn a_failing_run_writes_what_was_merged_and_says_what_failed() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in.npy");
     fixtures::write_npy(&input, &fixtures::mk_random(&[4, 4], &[4, 4], 5), Ty::F32);
     let out = dir.path().join("out");
+    // One thread and four partitions of four frames: 0 and 1 merge, 2 fails at frame 9.
     let (code, msg) = cli(&[
         "run",
-        &s(&plugin("sum")),
+        &s(&plugin("sumsig")),
         &s(&plugin("probe_trap")),
         &s(&input),
         "--out",
         &s(&out),
         "--param",
         "trap.frame=9",
+        "--threads",
+        "1",
+        "--partitions",
+        "4",
     ])
     .unwrap_err();
     assert_eq!(code, exit::PLUGIN_FAILURE, "{msg}");
-    assert!(msg.contains("probe panics at frame 9"), "{msg}");
+    assert!(msg.contains("probe panics at frame 9") && msg.contains("the run stopped"), "{msg}");
+    let summary = read_json(&out.join("results.json"));
+    assert_eq!(summary["status"], "failed");
+    assert_eq!(summary["failures"][0]["partition"], 2);
+    assert_eq!(summary["failures"][0]["udf"], "trap");
+    assert_eq!(summary["failures"][0]["at"]["method"], "process");
+    assert_eq!(summary["partitions"]["merged"], 2);
+    let valid = udf_host::npy::read_array(&out.join("sumsig/intensity.valid.npy")).unwrap();
+    let expected: Vec<bool> = (0..16).map(|f| f < 8).collect();
+    assert_eq!(valid.to_bools().unwrap(), expected, "merged partitions are valid, the rest is not");
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert_eq!(left, vec![std::ffi::OsString::from("in.npy")], "no output or temporary directory is left");
+    assert_eq!(left.len(), 2, "only the input and the output, no temporary directories: {left:?}");
+}
+
+#[test]
+fn keep_going_skips_failed_partitions_and_exits_with_partial() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = fixtures::mk_random(&[4, 4], &[4, 4], 5);
+    let input = dir.path().join("in.npy");
+    fixtures::write_npy(&input, &data, Ty::F32);
+    let out = dir.path().join("out");
+    let (code, msg) = cli(&[
+        "run",
+        &s(&plugin("sumsig")),
+        &s(&plugin("probe_trap")),
+        &s(&input),
+        "--out",
+        &s(&out),
+        "--param",
+        "trap.frame=9",
+        "--partitions",
+        "4",
+        "--keep-going",
+    ])
+    .unwrap_err();
+    assert_eq!(code, exit::PARTIAL, "{msg}");
+    assert!(msg.contains("1 of 4 partitions failed"), "{msg}");
+    let summary = read_json(&out.join("results.json"));
+    assert_eq!(summary["status"], "partial");
+    assert_eq!(summary["partitions"]["merged"], 3);
+    assert_eq!(summary["failures"].as_array().unwrap().len(), 1);
+    assert_eq!(summary["failures"][0]["frames"], serde_json::json!([8, 11]));
+    let sumsig = to_f64(&udf_host::npy::read_array(&out.join("sumsig/intensity.npy")).unwrap());
+    let valid = udf_host::npy::read_array(&out.join("sumsig/intensity.valid.npy")).unwrap().to_bools().unwrap();
+    for f in 0..16 {
+        assert_eq!(valid[f], !(8..12).contains(&f), "frame {f}");
+        if valid[f] {
+            assert_eq!(sumsig[f], data.frame(f).iter().sum::<f64>(), "frame {f}");
+        }
+    }
 }
 
 #[test]

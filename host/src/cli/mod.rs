@@ -71,6 +71,14 @@ impl RuntimeArgs {
 
 /// Parse `512M`, `2G`, `4096K`, `1048576` into bytes.
 fn parse_size(text: &str) -> Result<usize, String> {
+    let bytes = parse_bytes(text)?;
+    if !(1.0..=MAX_WASM_MEMORY as f64).contains(&bytes) {
+        return Err(format!("'{text}' must be between 1 byte and 4G (32-bit wasm)"));
+    }
+    Ok(bytes as usize)
+}
+
+fn parse_bytes(text: &str) -> Result<f64, String> {
     let t = text.trim().to_ascii_uppercase();
     let t = t.strip_suffix("IB").or_else(|| t.strip_suffix('B')).unwrap_or(&t).to_owned();
     let (number, shift) = match t.chars().last() {
@@ -81,10 +89,15 @@ fn parse_size(text: &str) -> Result<usize, String> {
     };
     let value: f64 = number.trim().parse().map_err(|_| format!("'{text}' is not a size like 512M or 2G"))?;
     let bytes = value * (1u64 << shift) as f64;
-    if !(1.0..=MAX_WASM_MEMORY as f64).contains(&bytes) {
-        return Err(format!("'{text}' must be between 1 byte and 4G (32-bit wasm)"));
+    if !(bytes >= 1.0) {
+        return Err(format!("'{text}' is not a positive size"));
     }
-    Ok(bytes as usize)
+    Ok(bytes)
+}
+
+/// Parse a memory size like `16G` or `512M` (no upper limit).
+fn parse_memory(text: &str) -> Result<u64, String> {
+    parse_bytes(text).map(|b| b as u64)
 }
 
 /// A shape given on the command line: `16,16` or `16x16`.
@@ -107,8 +120,11 @@ pub mod exit {
     pub const OK: u8 = 0;
     /// Bad input: arguments, files, params.
     pub const USER_ERROR: u8 = 1;
-    /// A plugin failed (trap, limit, error, contract violation).
+    /// A plugin failed (trap, limit, error, contract violation); what was merged before
+    /// is written.
     pub const PLUGIN_FAILURE: u8 = 2;
+    /// Partial results: `--keep-going` with failed partitions, or interrupted (Ctrl-C).
+    pub const PARTIAL: u8 = 3;
 }
 
 /// An error with the exit code it maps to.

@@ -52,6 +52,12 @@ pub struct RunArgs {
     /// Process only a rectangle of scan positions: y0:y1,x0:x1 (end exclusive; ';' joins several).
     #[arg(long, value_name = "RANGES")]
     roi_rect: Option<String>,
+    /// When a partition fails, go on with the others (its frames stay invalid; exit code 3).
+    #[arg(long)]
+    keep_going: bool,
+    /// Refuse runs whose merged results would need more host memory than this.
+    #[arg(long, value_name = "SIZE", default_value = "16G", value_parser = super::parse_memory)]
+    max_result_memory: u64,
     /// Worker threads [default: all cores].
     #[arg(long)]
     threads: Option<usize>,
@@ -141,6 +147,8 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         partitions: args.partitions,
         threads: Some(threads),
         tile_shape: args.tile_shape.clone().map(|s| s.0),
+        keep_going: args.keep_going,
+        max_result_bytes: Some(args.max_result_memory),
     };
     let plan_started = Instant::now();
     let run = Run::plan(data.clone(), specs, run_options).map_err(run_failure)?;
@@ -172,14 +180,41 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     let tiling = run.tiling().clone();
     let partitions = run.partitions().len();
 
-    // Execute.
+    // Execute; Ctrl-C stops the run and keeps what is merged.
     let mut iter = run.iter();
-    let results = {
+    let mut stopped_by: Option<RunError> = None;
+    {
+        let progress = iter.progress();
+        let plugins = runtime.clone();
+        let _interrupt = interrupt::Guard::install(Arc::new(move || {
+            progress.interrupt();
+            plugins.interrupt();
+        }));
         let _display = ProgressDisplay::start(iter.progress(), args.quiet);
-        for step in iter.by_ref() {
-            step.map_err(run_failure)?;
+        while let Some(step) = iter.next() {
+            if let Err(e) = step {
+                if e.is_user_error() && iter.damage().iter().all(|d| !d) {
+                    return Err(run_failure(e));
+                }
+                if !args.keep_going || matches!(e, RunError::Cancelled) {
+                    stopped_by = Some(e);
+                    break;
+                }
+                eprintln!("warning: {e:#}; going on with the other partitions (--keep-going)");
+            }
         }
-        iter.results().map_err(run_failure)?
+    }
+    let results = iter.results().map_err(run_failure)?;
+    let interrupted = iter.interrupted();
+    let failures = iter.failures().to_vec();
+    let status = if interrupted {
+        "interrupted"
+    } else if stopped_by.is_some() {
+        "failed"
+    } else if !failures.is_empty() {
+        "partial"
+    } else {
+        "complete"
     };
 
     // Write.
@@ -198,9 +233,11 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             "details": info.details.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
         },
         "input_dtype": results.input_dtype.name(),
+        "status": status,
+        "failures": failures,
         "roi": roi_json,
         "threads": stats.threads,
-        "partitions": {"count": partitions, "merged": stats.partitions_merged},
+        "partitions": {"count": partitions, "merged": stats.partitions_merged, "failed": failures.len()},
         "tiling": {
             "tile_shape": tile_shape,
             "depth": tiling.depth,
@@ -225,7 +262,80 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     if !args.quiet {
         print_summary(&args.out, &results, started);
     }
-    Ok(())
+    match (stopped_by, interrupted, failures.is_empty()) {
+        (_, true, _) => Err(Failure {
+            code: exit::PARTIAL,
+            error: anyhow!(
+                "interrupted; the {} partitions merged so far are in {}",
+                stats.partitions_merged,
+                args.out.display()
+            ),
+        }),
+        (Some(e), _, _) => {
+            let mut failure = run_failure(e);
+            failure.error = failure.error.context(format!(
+                "the run stopped; the {} partitions merged before are in {} (results.json lists the failure)",
+                stats.partitions_merged,
+                args.out.display()
+            ));
+            Err(failure)
+        }
+        (None, false, false) => Err(Failure {
+            code: exit::PARTIAL,
+            error: anyhow!(
+                "{} of {} partitions failed (--keep-going); the rest is in {} and results.json lists the failures",
+                failures.len(),
+                partitions,
+                args.out.display()
+            ),
+        }),
+        (None, false, true) => Ok(()),
+    }
+}
+
+/// Ctrl-C: the first one stops the current run cleanly, a second one exits at once.
+mod interrupt {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex, Once};
+
+    type Stop = Arc<dyn Fn() + Send + Sync>;
+    static CURRENT: Mutex<Option<Stop>> = Mutex::new(None);
+    static PRESSES: AtomicUsize = AtomicUsize::new(0);
+
+    /// Routes Ctrl-C to a run while alive.
+    pub struct Guard;
+
+    impl Guard {
+        pub fn install(stop: Stop) -> Guard {
+            static HANDLER: Once = Once::new();
+            HANDLER.call_once(|| {
+                // If the handler cannot be installed, Ctrl-C keeps its default effect.
+                let _ = ctrlc::set_handler(|| {
+                    let current = CURRENT.lock().ok().and_then(|c| c.clone());
+                    match current {
+                        Some(stop) if PRESSES.fetch_add(1, Ordering::SeqCst) == 0 => {
+                            eprintln!("\ninterrupted: writing what is merged so far (Ctrl-C again to quit now)");
+                            stop();
+                        }
+                        _ => std::process::exit(130),
+                    }
+                });
+            });
+            PRESSES.store(0, Ordering::SeqCst);
+            if let Ok(mut c) = CURRENT.lock() {
+                *c = Some(stop);
+            }
+            Guard
+        }
+    }
+
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            if let Ok(mut c) = CURRENT.lock() {
+                *c = None;
+            }
+        }
+    }
 }
 
 /// Map `--param` flags onto the UDFs: `UDF.NAME=VALUE` targets one plugin by name,

@@ -61,6 +61,29 @@ pub struct RunOptions {
     pub threads: Option<usize>,
     /// Force the tile shape `[depth, ..sig slice shape]` instead of negotiating it.
     pub tile_shape: Option<Vec<usize>>,
+    /// Go on with the other partitions when one fails (the failed ones stay invalid).
+    pub keep_going: bool,
+    /// Refuse runs whose merged buffers would need more host memory than this
+    /// (default [`DEFAULT_MAX_RESULT_BYTES`]).
+    pub max_result_bytes: Option<u64>,
+}
+
+/// Default cap on the host memory of a run's merged buffers: 16 GiB.
+pub const DEFAULT_MAX_RESULT_BYTES: u64 = 16 << 30;
+
+/// A partition that failed in a run that went on (`keep_going`), or that stopped it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PartitionFailure {
+    /// Index of the partition.
+    pub partition: usize,
+    /// True flat nav indices of its first and last frame.
+    pub frames: Option<(u64, u64)>,
+    /// The UDF that failed, if it was one.
+    pub udf: Option<String>,
+    /// Where it failed.
+    pub at: Option<FailurePoint>,
+    /// The error, with its causes.
+    pub error: String,
 }
 
 /// Where in the run something failed.
@@ -136,6 +159,9 @@ pub(crate) struct RunShared {
     /// Current parameters per UDF (nav aux arrays flattened to `(nav_len, ..)`).
     pub params: RwLock<Vec<Params>>,
     pub cancel: AtomicBool,
+    /// Set when the user interrupted the run (as opposed to a failure stopping it).
+    pub interrupted: AtomicBool,
+    pub keep_going: bool,
     pub frames_done: AtomicU64,
     pub bytes_read: AtomicU64,
 }
@@ -158,6 +184,8 @@ pub struct Run {
 pub struct RunStats {
     pub partitions: usize,
     pub partitions_merged: usize,
+    /// Partitions that failed (only with `keep_going`; otherwise the run stops).
+    pub partitions_failed: usize,
     pub frames: u64,
     /// Bytes of stored (native) data read.
     pub bytes_read: u64,
@@ -305,6 +333,27 @@ impl Run {
         };
         debug_assert!(!intent_partition || tiling.intent == Method::Partition || options.tile_shape.is_some());
 
+        let frames = meta.frames();
+        let result_bytes: u64 = planned
+            .iter()
+            .flat_map(|p| p.decls.iter().filter(|d| d.usage != BufferUse::ResultOnly).map(move |d| (p, d)))
+            .map(|(_, d)| d.storage_shape(frames, &shape.sig).iter().product::<usize>() as u64 * d.dtype.size() as u64)
+            .sum();
+        let cap = options.max_result_bytes.unwrap_or(DEFAULT_MAX_RESULT_BYTES);
+        if result_bytes > cap {
+            let largest = planned
+                .iter()
+                .flat_map(|p| p.decls.iter().map(move |d| (p, d)))
+                .max_by_key(|(_, d)| d.storage_shape(frames, &shape.sig).iter().product::<usize>() * d.dtype.size())
+                .map(|(p, d)| format!("'{}' of '{}'", d.name, p.name))
+                .unwrap_or_default();
+            return Err(RunError::Invalid(format!(
+                "the merged results would need {:.1} GiB of memory, more than the limit of {:.1} GiB \
+                 (largest buffer: {largest}); process fewer frames (a ROI) or raise --max-result-memory",
+                result_bytes as f64 / (1u64 << 30) as f64,
+                cap as f64 / (1u64 << 30) as f64
+            )));
+        }
         let shared = Arc::new(RunShared {
             dataset,
             udfs: planned,
@@ -315,6 +364,8 @@ impl Run {
             roi: options.roi,
             params: RwLock::new(params),
             cancel: AtomicBool::new(false),
+            interrupted: AtomicBool::new(false),
+            keep_going: options.keep_going,
             frames_done: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
         });
@@ -463,8 +514,10 @@ impl Progress {
         self.shared.meta.frames() as u64
     }
 
-    /// Ask the run to stop: no new partitions start, running ones stop at the next tile.
-    pub fn cancel(&self) {
+    /// Ask the run to stop (e.g. on Ctrl-C): no new partitions start, running ones stop
+    /// at the next tile; what is merged stays available.
+    pub fn interrupt(&self) {
+        self.shared.interrupted.store(true, Ordering::Relaxed);
         self.shared.cancel.store(true, Ordering::Relaxed);
     }
 }
@@ -488,6 +541,11 @@ pub(crate) struct PartitionOutcome {
 
 /// A running run. Iterate to drive it; call [`RunIter::results`] at any point for the
 /// results merged so far.
+///
+/// Each item is a merged partition or an error. After an error the iterator ends —
+/// unless the run has `keep_going`, in which case a failed partition is reported and the
+/// others go on; either way [`RunIter::results`] still gives what was merged (the failed
+/// partitions' positions are invalid) and [`RunIter::failures`] says what failed.
 pub struct RunIter {
     shared: Arc<RunShared>,
     merged: Vec<MergedState>,
@@ -497,6 +555,7 @@ pub struct RunIter {
     driver: Option<std::thread::JoinHandle<()>>,
     started: Instant,
     stats: RunStats,
+    failures: Vec<PartitionFailure>,
     failed: bool,
 }
 
@@ -519,6 +578,7 @@ impl RunIter {
             driver,
             started: Instant::now(),
             stats,
+            failures: Vec::new(),
             failed: false,
         }
     }
@@ -526,6 +586,16 @@ impl RunIter {
     /// A handle for progress displays and cancellation from other threads.
     pub fn progress(&self) -> Progress {
         Progress { shared: self.shared.clone() }
+    }
+
+    /// Partitions that failed so far (with `keep_going`, or the one that stopped the run).
+    pub fn failures(&self) -> &[PartitionFailure] {
+        &self.failures
+    }
+
+    /// Whether the run was interrupted with [`Progress::interrupt`].
+    pub fn interrupted(&self) -> bool {
+        self.shared.interrupted.load(Ordering::Relaxed)
     }
 
     /// Merged nav positions so far (compressed; LiberTEM's `damage`).
@@ -572,6 +642,20 @@ impl RunIter {
         Ok(RunResults { udfs, stats, damage: self.damage.clone(), input_dtype: self.shared.meta.input_dtype })
     }
 
+    fn failure_record(&self, index: usize, error: &RunError) -> PartitionFailure {
+        let frames = self
+            .shared
+            .partitions
+            .iter()
+            .find(|p| p.index == index)
+            .and_then(|p| Some((*p.frames.first()?, *p.frames.last()?)));
+        let (udf, at) = match error {
+            RunError::Udf { udf, at, .. } => (Some(udf.clone()), Some(at.clone())),
+            _ => (None, None),
+        };
+        PartitionFailure { partition: index, frames, udf, at, error: error.to_string() }
+    }
+
     fn stop(&mut self) {
         self.shared.cancel.store(true, Ordering::Relaxed);
         self.receiver = None;
@@ -606,9 +690,24 @@ impl Iterator for RunIter {
         };
         let buffers = match outcome.result {
             Ok(buffers) => buffers,
-            Err(e) => {
+            Err(_) if self.interrupted() => {
+                // Everything failing after an interrupt is its consequence, not a failure.
                 self.failed = true;
                 self.stop();
+                return Some(Err(RunError::Cancelled));
+            }
+            Err(RunError::Cancelled) if self.shared.keep_going => return self.next(),
+            Err(e) => {
+                let failure = self.failure_record(outcome.index, &e);
+                if !matches!(e, RunError::Cancelled) {
+                    self.failures.push(failure);
+                }
+                if self.shared.keep_going && !matches!(e, RunError::Cancelled) {
+                    self.stats.partitions_failed += 1;
+                } else {
+                    self.failed = true;
+                    self.stop();
+                }
                 return Some(Err(e));
             }
         };

@@ -39,7 +39,7 @@ pub(crate) fn drive(shared: Arc<RunShared>, tx: SyncSender<PartitionOutcome>) {
                     return;
                 }
                 let result = run_partition(shared, partition);
-                if result.is_err() {
+                if result.is_err() && !shared.keep_going {
                     shared.cancel.store(true, Ordering::Relaxed);
                 }
                 // The main side may have stopped listening; then the result is moot.

@@ -22,7 +22,7 @@ use crate::log::{self, Logger};
 use state::{HostData, HostState};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
@@ -148,8 +148,10 @@ pub(crate) struct Shared {
     pub(crate) engine: Engine,
     pub(crate) linker: Linker<HostState>,
     pub(crate) options: RuntimeOptions,
-    /// Epoch ticks a call may take (`None` when trusted).
-    pub(crate) deadline_ticks: Option<u64>,
+    /// Whether epoch interruption is on (not `trusted`).
+    pub(crate) epochs: bool,
+    /// Bumped by [`WasmRuntime::interrupt`]; calls that started before trap.
+    pub(crate) interrupts: Arc<AtomicU64>,
     _ticker: Option<EpochTicker>,
 }
 
@@ -203,13 +205,17 @@ impl WasmRuntime {
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| RuntimeError(format!("{e:#}")))?;
         bindings::UdfPlugin::add_to_linker::<HostState, HostData>(&mut linker, |s| s)
             .map_err(|e| RuntimeError(format!("{e:#}")))?;
-        let (ticker, deadline_ticks) = if options.trusted {
-            (None, None)
-        } else {
-            let ticks = options.timeout.as_millis().div_ceil(EPOCH_TICK.as_millis()).max(1);
-            (Some(EpochTicker::start(engine.clone())), Some(u64::try_from(ticks).unwrap_or(u64::MAX)))
-        };
-        Ok(WasmRuntime { shared: Arc::new(Shared { engine, linker, options, deadline_ticks, _ticker: ticker }) })
+        let epochs = !options.trusted;
+        let ticker = epochs.then(|| EpochTicker::start(engine.clone()));
+        let interrupts = Arc::new(AtomicU64::new(0));
+        Ok(WasmRuntime { shared: Arc::new(Shared { engine, linker, options, epochs, interrupts, _ticker: ticker }) })
+    }
+
+    /// Stop every call into a plugin of this runtime that is running now (within one
+    /// epoch tick, 10 ms); they trap with "interrupted". Calls started later are not
+    /// affected. Has no effect on `trusted` runtimes (no epoch checks).
+    pub fn interrupt(&self) {
+        self.shared.interrupts.fetch_add(1, Ordering::SeqCst);
     }
 
     pub fn options(&self) -> &RuntimeOptions {

@@ -10,9 +10,11 @@ use crate::udf::{
     Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile, Udf,
 };
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use wasmtime::Store;
+use std::time::Instant;
 use wasmtime::component::Component;
+use wasmtime::{Store, UpdateDeadline};
 
 /// A wasm plugin.
 pub struct WasmUdf {
@@ -62,8 +64,20 @@ impl WasmUdf {
         let state = HostState::new(self.shared.options.max_memory, origin, self.shared.options.logger.clone());
         let mut store = Store::new(&self.shared.engine, state);
         store.limiter(|s| &mut s.limits);
-        if let Some(ticks) = self.shared.deadline_ticks {
-            store.set_epoch_deadline(ticks);
+        if self.shared.epochs {
+            // Every tick, check the call's deadline and whether the runtime was interrupted.
+            let interrupts = self.shared.interrupts.clone();
+            store.epoch_deadline_callback(move |ctx| {
+                let state = ctx.data();
+                if interrupts.load(Ordering::Relaxed) != state.interrupt_generation {
+                    return Err(Interrupted.into());
+                }
+                if Instant::now() >= state.call_deadline {
+                    return Ok(UpdateDeadline::Interrupt);
+                }
+                Ok(UpdateDeadline::Continue(1))
+            });
+            arm(&self.shared, &mut store);
         }
         let plugin = self.pre.instantiate(&mut store).map_err(|e| trap(&self.shared, e, Vec::new()))?;
         Ok(Instance { store, plugin })
@@ -97,8 +111,8 @@ impl Instance {
         shared: &Shared,
         f: impl FnOnce(&UdfPlugin, &mut Store<HostState>) -> wasmtime::Result<Result<R, wit::UdfError>>,
     ) -> Result<R, CallError> {
-        if let Some(ticks) = shared.deadline_ticks {
-            self.store.set_epoch_deadline(ticks);
+        if shared.epochs {
+            arm(shared, &mut self.store);
         }
         match f(&self.plugin, &mut self.store) {
             Ok(Ok(value)) => Ok(value),
@@ -108,10 +122,32 @@ impl Instance {
     }
 }
 
+/// The error a call traps with when the runtime is interrupted.
+#[derive(Debug)]
+struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("interrupted")
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// Start the clock of a call: its deadline, the interrupt generation, the next check.
+fn arm(shared: &Shared, store: &mut Store<HostState>) {
+    let state = store.data_mut();
+    state.call_deadline = Instant::now() + shared.options.timeout;
+    state.interrupt_generation = shared.interrupts.load(Ordering::Relaxed);
+    store.set_epoch_deadline(1);
+}
+
 /// Describe a trap for a human: the reason first, then where.
 fn trap(shared: &Shared, error: wasmtime::Error, log_tail: Vec<String>) -> CallError {
     let chain = format!("{error:#}");
-    let message = if let Some(code) = error.downcast_ref::<wasmtime::Trap>() {
+    let message = if error.downcast_ref::<Interrupted>().is_some() {
+        "interrupted".to_owned()
+    } else if let Some(code) = error.downcast_ref::<wasmtime::Trap>() {
         match code {
             wasmtime::Trap::Interrupt => {
                 format!("timed out: the call ran longer than --timeout {:.1} s", shared.options.timeout.as_secs_f64())

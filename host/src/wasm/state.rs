@@ -89,6 +89,10 @@ fn truncate(message: &str, max: usize) -> String {
 /// Everything a store holds for one instance.
 pub struct HostState {
     pub limits: StoreLimits,
+    /// When the current call must end (`--timeout`), checked on every epoch tick.
+    pub call_deadline: std::time::Instant,
+    /// The runtime's interrupt count when the current call started.
+    pub interrupt_generation: u64,
     pub log: Arc<Mutex<PluginLog>>,
     wasi: WasiCtx,
     table: ResourceTable,
@@ -99,7 +103,14 @@ impl HostState {
     pub fn new(max_memory: usize, origin: LogOrigin, logger: Logger) -> Self {
         let log = Arc::new(Mutex::new(PluginLog::new(origin, logger)));
         let limits = wasmtime::StoreLimitsBuilder::new().memory_size(max_memory).trap_on_grow_failure(true).build();
-        HostState { limits, wasi: deny_all_wasi(&log), table: ResourceTable::new(), log }
+        HostState {
+            limits,
+            call_deadline: std::time::Instant::now(),
+            interrupt_generation: 0,
+            wasi: deny_all_wasi(&log),
+            table: ResourceTable::new(),
+            log,
+        }
     }
 
     pub fn log_tail(&self) -> Vec<String> {
