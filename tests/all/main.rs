@@ -3,4 +3,5 @@
 mod bad_input;
 mod cli;
 mod contract;
+mod sandbox;
 mod sum;
