@@ -42,6 +42,9 @@ pub struct RuntimeArgs {
     /// Trust the plugins: no per-call timeout (epoch checks off), faster tight loops.
     #[arg(long)]
     trusted: bool,
+    /// Give up compiling a plugin after this many seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 120.0)]
+    compile_timeout: f64,
     /// Don't read or write the compiled-plugin cache.
     #[arg(long)]
     no_cache: bool,
@@ -57,6 +60,11 @@ impl RuntimeArgs {
             "--timeout must be a positive number of seconds, got {}",
             self.timeout
         );
+        anyhow::ensure!(
+            self.compile_timeout.is_finite() && self.compile_timeout > 0.0,
+            "--compile-timeout must be a positive number of seconds, got {}",
+            self.compile_timeout
+        );
         let cache_dir = if self.no_cache { None } else { self.cache_dir.clone().or_else(ComponentCache::default_dir) };
         Ok(RuntimeOptions {
             max_memory: self.max_memory,
@@ -64,6 +72,7 @@ impl RuntimeArgs {
             trusted: self.trusted,
             cache: ComponentCache::new(cache_dir),
             max_instances: instances,
+            compile_timeout: std::time::Duration::from_secs_f64(self.compile_timeout),
             logger,
         })
     }

@@ -293,7 +293,7 @@ impl Run {
         for ((spec, name), plan) in udfs.iter().zip(names).zip(plans) {
             let udf_ref = PlannedUdfRef { udf: spec.udf.as_ref(), name: &name };
             let decls = call(&udf_ref, "result_buffers", spec.udf.result_buffers(&params[planned.len()], &meta))?;
-            check_declarations(&name, spec.udf.description(), &decls)?;
+            check_declarations(&name, spec.udf.description(), &decls, meta.frames(), &shape.sig)?;
             planned.push(PlannedUdf { udf: spec.udf.clone(), name, plan, decls });
         }
 
@@ -338,7 +338,7 @@ impl Run {
             .iter()
             .flat_map(|p| p.decls.iter().filter(|d| d.usage != BufferUse::ResultOnly).map(move |d| (p, d)))
             .map(|(_, d)| d.storage_shape(frames, &shape.sig).iter().product::<usize>() as u64 * d.dtype.size() as u64)
-            .sum();
+            .fold(0u64, u64::saturating_add);
         let cap = options.max_result_bytes.unwrap_or(DEFAULT_MAX_RESULT_BYTES);
         if result_bytes > cap {
             let largest = planned
@@ -417,8 +417,21 @@ impl Run {
 }
 
 /// Check declarations against the rules of API.md §5.
-fn check_declarations(name: &str, desc: &crate::udf::Description, decls: &[BufferDecl]) -> Result<(), RunError> {
+fn check_declarations(
+    name: &str,
+    desc: &crate::udf::Description,
+    decls: &[BufferDecl],
+    frames: usize,
+    sig: &[usize],
+) -> Result<(), RunError> {
     for (i, d) in decls.iter().enumerate() {
+        let shape = d.storage_shape(frames, sig);
+        if shape.iter().try_fold(d.dtype.size(), |acc, &n| acc.checked_mul(n)).is_none_or(|b| b > isize::MAX as usize) {
+            return Err(RunError::Invalid(format!(
+                "'{name}' declares buffer '{}' of shape {shape:?} ({}), which is too large to allocate",
+                d.name, d.dtype
+            )));
+        }
         if d.name.is_empty() || d.name.contains(['/', '\\']) || d.name.starts_with('.') {
             return Err(RunError::Invalid(format!(
                 "'{name}' declares a buffer named {:?}, which is not a usable file name",

@@ -50,6 +50,8 @@ pub struct RuntimeOptions {
     pub cache: ComponentCache,
     /// Instances that may exist at once (pool size).
     pub max_instances: u32,
+    /// Give up compiling a plugin after this long (the compiler thread is abandoned).
+    pub compile_timeout: Duration,
     /// Where plugin log lines go.
     pub logger: Logger,
 }
@@ -62,6 +64,7 @@ impl Default for RuntimeOptions {
             trusted: false,
             cache: ComponentCache::new(ComponentCache::default_dir()),
             max_instances: 64,
+            compile_timeout: Duration::from_secs(120),
             logger: log::discard(),
         }
     }
@@ -75,6 +78,7 @@ impl std::fmt::Debug for RuntimeOptions {
             .field("trusted", &self.trusted)
             .field("cache", &self.cache)
             .field("max_instances", &self.max_instances)
+            .field("compile_timeout", &self.compile_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -236,15 +240,37 @@ impl WasmRuntime {
         let err = |kind, message: String| LoadError { path: path.to_owned(), kind, message };
         let wasm = std::fs::read(path).map_err(|e| err(LoadErrorKind::Read, format!("cannot read the file: {e}")))?;
         check_header(&wasm).map_err(|(kind, message)| err(kind, message))?;
-        let (component, cache) = self
-            .shared
-            .options
-            .cache
-            .load_or_compile(&self.shared.engine, &wasm)
-            .map_err(|e| err(LoadErrorKind::Compile, format!("not a valid component: {e:#}")))?;
+        let (component, cache) = self.compile(&wasm).map_err(|(kind, message)| err(kind, message))?;
         check_interface(&component, &self.shared.engine).map_err(|(kind, message)| err(kind, message))?;
         let udf = WasmUdf::new(self.shared.clone(), path, &component)?;
         Ok((udf, LoadStats { cache, load_time: started.elapsed() }))
+    }
+}
+
+impl WasmRuntime {
+    /// Compile (or load from the cache) on a separate thread, giving up after
+    /// `compile_timeout`: Cranelift cannot be interrupted, so a plugin crafted to compile
+    /// forever costs one abandoned thread, not a hung host.
+    fn compile(&self, wasm: &[u8]) -> Result<(Component, CacheOutcome), (LoadErrorKind, String)> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let cache = self.shared.options.cache.clone();
+        let engine = self.shared.engine.clone();
+        let wasm = wasm.to_vec();
+        std::thread::Builder::new()
+            .name("udf-host-compile".into())
+            .spawn(move || {
+                let _ = tx.send(cache.load_or_compile(&engine, &wasm).map_err(|e| format!("{e:#}")));
+            })
+            .map_err(|e| (LoadErrorKind::Compile, format!("cannot start the compiler thread: {e}")))?;
+        let timeout = self.shared.options.compile_timeout;
+        match rx.recv_timeout(timeout) {
+            Ok(Ok(compiled)) => Ok(compiled),
+            Ok(Err(e)) => Err((LoadErrorKind::Compile, format!("not a valid component: {e}"))),
+            Err(_) => Err((
+                LoadErrorKind::Compile,
+                format!("did not compile within {:.1} s (--compile-timeout)", timeout.as_secs_f64()),
+            )),
+        }
     }
 }
 

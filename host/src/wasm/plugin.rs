@@ -64,6 +64,9 @@ impl WasmUdf {
         let state = HostState::new(self.shared.options.max_memory, origin, self.shared.options.logger.clone());
         let mut store = Store::new(&self.shared.engine, state);
         store.limiter(|s| &mut s.limits);
+        // What one call may hand back is bounded by the instance's memory anyway; wasmtime's
+        // default (128 MiB) would refuse legitimate results such as large sig buffers.
+        store.set_hostcall_fuel(self.shared.options.max_memory);
         if self.shared.epochs {
             // Every tick, check the call's deadline and whether the runtime was interrupted.
             let interrupts = self.shared.interrupts.clone();
@@ -153,6 +156,9 @@ fn trap(shared: &Shared, error: wasmtime::Error, log_tail: Vec<String>) -> CallE
                 format!("timed out: the call ran longer than --timeout {:.1} s", shared.options.timeout.as_secs_f64())
             }
             wasmtime::Trap::StackOverflow => "stack overflow".to_owned(),
+            wasmtime::Trap::MemoryOutOfBounds => {
+                "trapped: out-of-bounds memory access (a bug in the plugin, often its stack overflowing)".to_owned()
+            }
             wasmtime::Trap::UnreachableCodeReached => "trapped: unreachable code (a panic or abort)".to_owned(),
             other => format!("trapped: {other}"),
         }
