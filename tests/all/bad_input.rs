@@ -298,3 +298,14 @@ fn an_interrupt_stops_a_running_call_and_keeps_what_was_merged() {
     let valid = results.udfs[0].buffer("seen").unwrap().valid.to_bools().unwrap();
     assert_eq!(valid, (0..32).map(|f| f < 8).collect::<Vec<_>>());
 }
+
+#[test]
+fn results_larger_than_the_memory_cap_are_refused_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = small_dataset(dir.path());
+    let options = RunOptions { max_result_bytes: Some(100), ..Default::default() };
+    let err = run_on(&path, &OpenOptions::default(), vec![(load("sum"), Params::default())], options).unwrap_err();
+    assert!(err.is_user_error());
+    let msg = err.to_string();
+    assert!(msg.contains("more than the limit") && msg.contains("'intensity' of 'sum'"), "{msg}");
+}
