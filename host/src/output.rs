@@ -68,9 +68,21 @@ pub fn udfs_json(results: &RunResults) -> Value {
                     })
                 })
                 .collect();
+            let resources = (!u.instances.is_empty()).then(|| {
+                let process_calls: u64 = u.instances.iter().map(|(_, s)| s.process_calls).sum();
+                let process_seconds: f64 = u.instances.iter().map(|(_, s)| s.process_seconds).sum();
+                json!({
+                    "peak_memory_bytes": u.instances.iter().map(|(_, s)| s.peak_memory).max(),
+                    "calls": u.instances.iter().map(|(_, s)| s.calls).sum::<u64>(),
+                    "call_seconds": u.instances.iter().map(|(_, s)| s.call_seconds).sum::<f64>(),
+                    "process_calls": process_calls,
+                    "seconds_per_process_call": if process_calls > 0 { process_seconds / process_calls as f64 } else { 0.0 },
+                })
+            });
             json!({
                 "name": u.name,
                 "source": u.source,
+                "resources": resources,
                 "version": u.version,
                 "method": u.method.name(),
                 "params": params,

@@ -460,8 +460,27 @@ pub trait Udf: Send + Sync {
     fn get_results(&self, ctx: ResultsContext<'_>, buffers: &[NamedBuffer]) -> Result<Vec<ResultEntry>, CallError>;
 }
 
+/// Resource use of one partition's instance, for reports (not limits).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct InstanceStats {
+    /// Largest linear memory the instance had, in bytes.
+    pub peak_memory: usize,
+    /// Calls into the instance (init, preprocess, every process, postprocess, export).
+    pub calls: u64,
+    /// Seconds spent in those calls.
+    pub call_seconds: f64,
+    /// Of which in `process`.
+    pub process_calls: u64,
+    pub process_seconds: f64,
+}
+
 /// One partition's instance of a UDF.
 pub trait PartitionRunner: Send {
+    /// Resource use so far, if the implementation tracks it (wasm plugins do).
+    fn stats(&self) -> Option<InstanceStats> {
+        None
+    }
+
     fn preprocess(&mut self) -> Result<(), CallError>;
     fn process(&mut self, tile: &Tile<'_>) -> Result<(), CallError>;
     fn postprocess(&mut self) -> Result<(), CallError>;

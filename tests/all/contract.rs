@@ -371,3 +371,41 @@ fn get_results_is_only_called_when_results_are_asked_for() {
     let err = iter.results().unwrap_err();
     assert!(err.to_string().contains("scale is NaN"), "{err}");
 }
+
+#[test]
+fn shuffled_merges_forced_methods_and_kept_partition_buffers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, data) = dataset(dir.path());
+    let base = RunOptions { partitions: Some(5), tile_shape: Some(vec![2, 3, 4]), ..Default::default() };
+    let run = |options: RunOptions| {
+        run_on(&path, &OpenOptions::default(), vec![(load("probe_contract"), Params::default())], options).unwrap()
+    };
+    let reference = sum_frames(&data.rounded(Ty::F32), None);
+    for seed in [1, 2, 3] {
+        let results = run(RunOptions { shuffle_merges: Some(seed), ..base.clone() });
+        assert_close(&to_f64(&results.udfs[0].buffer("sum").unwrap().data), &reference, 1e-5, "shuffled");
+        assert_eq!(
+            to_f64(&results.udfs[0].buffer("compressed").unwrap().raw),
+            (0..15).map(f64::from).collect::<Vec<_>>()
+        );
+    }
+    for method in [udf_host::udf::Method::Frame, udf_host::udf::Method::Partition] {
+        let results = run(RunOptions { force_method: Some(method), ..base.clone() });
+        let visits = to_f64(&results.udfs[0].buffer("visits").unwrap().data);
+        assert!(visits.iter().all(|&v| v == 1.0), "{method:?}: one visit per frame, not one per tile slice");
+    }
+    let ds = udf_host::dataset::open(&path, &OpenOptions::default()).unwrap();
+    let spec = UdfSpec { udf: load("probe_contract"), params: Params::default() };
+    let mut iter =
+        Run::plan(ds, vec![spec], RunOptions { keep_partition_buffers: true, ..base.clone() }).unwrap().iter();
+    for step in iter.by_ref() {
+        step.unwrap();
+    }
+    let kept = iter.partition_buffers(0);
+    assert_eq!(kept.len(), 5);
+    let frames: usize = kept.iter().map(|(_, b)| b.iter().find(|b| b.name == "visits").unwrap().array.len()).sum();
+    assert_eq!(frames, 15);
+    let results = iter.results().unwrap();
+    assert_eq!(results.udfs[0].instances.len(), 5, "wasm plugins report instance stats");
+    assert!(results.udfs[0].instances.iter().all(|(_, s)| s.peak_memory > 0 && s.process_calls > 0));
+}

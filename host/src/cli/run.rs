@@ -149,6 +149,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         tile_shape: args.tile_shape.clone().map(|s| s.0),
         keep_going: args.keep_going,
         max_result_bytes: Some(args.max_result_memory),
+        ..RunOptions::default()
     };
     let plan_started = Instant::now();
     let run = Run::plan(data.clone(), specs, run_options).map_err(run_failure)?;

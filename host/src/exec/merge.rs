@@ -3,52 +3,75 @@
 use super::{FailurePoint, RunError, RunShared, initial_buffers};
 use crate::array::NdArray;
 use crate::dataset::Partition;
-use crate::udf::{BufferKind, BufferUse, BufferViewMut, MergeContext, NamedBuffer, Params, PartitionMeta};
+use crate::udf::{
+    BufferDecl, BufferKind, BufferUse, BufferViewMut, CallError, DatasetMeta, MergeContext, NamedBuffer, Params,
+    PartitionMeta, Udf,
+};
 
-/// The dataset-sized buffers of one UDF (nav buffers flat and ROI-compressed).
-pub(crate) struct MergedState {
+/// The dataset-sized buffers of one UDF (nav buffers flat and ROI-compressed), in
+/// declaration order, without result-only buffers.
+///
+/// Public so that tools (the conformance kit) can merge partition results in orders and
+/// trees of their own.
+#[derive(Debug, Clone)]
+pub struct MergeState {
     pub buffers: Vec<NamedBuffer>,
     kinds: Vec<BufferKind>,
 }
 
-impl MergedState {
-    pub fn new(shared: &RunShared, u: usize) -> Result<Self, RunError> {
-        let arrays = initial_buffers(shared, u)?;
-        let decls = shared.udfs[u].decls.iter().filter(|d| d.usage != BufferUse::ResultOnly);
-        let (buffers, kinds) =
-            decls.zip(arrays).map(|(d, array)| (NamedBuffer { name: d.name.clone(), array }, d.kind)).unzip();
-        Ok(MergedState { buffers, kinds })
+impl MergeState {
+    /// Zeroed buffers for `decls` with `frames` nav entries.
+    pub fn zeros(decls: &[BufferDecl], frames: usize, sig: &[usize]) -> Self {
+        let arrays = decls
+            .iter()
+            .filter(|d| d.usage != BufferUse::ResultOnly)
+            .map(|d| NdArray::zeros(d.dtype, &d.storage_shape(frames, sig)))
+            .collect();
+        Self::from_arrays(decls, arrays)
     }
 
-    /// Merge a partition's buffers (in declaration order): natively for UDFs without a
-    /// custom merge (nav buffers only: copy the partition's rows), else through the UDF
-    /// with `dest` restricted to the partition's rows for nav buffers.
+    /// Buffers from arrays in declaration order (result-only declarations skipped).
+    pub fn from_arrays(decls: &[BufferDecl], arrays: Vec<NdArray>) -> Self {
+        let decls = decls.iter().filter(|d| d.usage != BufferUse::ResultOnly);
+        let (buffers, kinds) =
+            decls.zip(arrays).map(|(d, array)| (NamedBuffer { name: d.name.clone(), array }, d.kind)).unzip();
+        MergeState { buffers, kinds }
+    }
+
+    pub(crate) fn new(shared: &RunShared, u: usize) -> Result<Self, RunError> {
+        Ok(Self::from_arrays(&shared.udfs[u].decls, initial_buffers(shared, u)?))
+    }
+
+    /// Merge `src` — the buffers of the frames `partition.origin..+partition.frames`, in
+    /// declaration order — into this state: natively for UDFs without a custom merge
+    /// (nav buffers only: copy the rows), else through the UDF with `dest` restricted to
+    /// those rows for nav buffers. `valid` is the compressed mask of rows merged before.
+    ///
+    /// # Errors
+    /// The UDF's merge fails or returns malformed buffers.
     pub fn merge(
         &mut self,
-        shared: &RunShared,
-        u: usize,
+        udf: &dyn Udf,
         params: &Params,
-        partition: &Partition,
-        src: Vec<NamedBuffer>,
-        damage: &[bool],
-    ) -> Result<(), RunError> {
-        let planned = &shared.udfs[u];
-        let rows = partition.origin as usize..partition.origin as usize + partition.len();
-        if !planned.udf.description().custom_merge {
-            for ((dest, kind), src) in self.buffers.iter_mut().zip(&self.kinds).zip(&src) {
-                debug_assert_eq!(*kind, BufferKind::Nav, "checked when planning");
+        dataset: &DatasetMeta,
+        partition: &PartitionMeta,
+        src: &[NamedBuffer],
+        valid: &[bool],
+    ) -> Result<(), CallError> {
+        let rows = partition.origin as usize..partition.origin as usize + partition.frames;
+        if !udf.description().custom_merge {
+            for ((dest, kind), src) in self.buffers.iter_mut().zip(&self.kinds).zip(src) {
+                if *kind != BufferKind::Nav {
+                    return Err(CallError::Contract(format!(
+                        "buffer '{}' is not nav and there is no custom merge",
+                        dest.name
+                    )));
+                }
                 copy_rows(&mut dest.array, rows.clone(), &src.array);
             }
             return Ok(());
         }
-        let meta = PartitionMeta {
-            index: partition.index,
-            origin: partition.origin,
-            frames: partition.len(),
-            method: planned.plan.method,
-            tiling: shared.tiling.clone(),
-        };
-        let ctx = MergeContext { params, dataset: &shared.meta, partition: &meta, valid_nav_mask: damage };
+        let ctx = MergeContext { params, dataset, partition, valid_nav_mask: valid };
         let mut views: Vec<BufferViewMut<'_>> = self
             .buffers
             .iter_mut()
@@ -66,7 +89,28 @@ impl MergedState {
                 BufferViewMut { name: &b.name, dtype, shape, bytes }
             })
             .collect();
-        planned.udf.merge(ctx, &mut views, &src).map_err(|e| {
+        udf.merge(ctx, &mut views, src)
+    }
+
+    /// Merge one partition of a run (wrapping errors with the run's context).
+    pub(crate) fn merge_partition(
+        &mut self,
+        shared: &RunShared,
+        u: usize,
+        params: &Params,
+        partition: &Partition,
+        src: &[NamedBuffer],
+        damage: &[bool],
+    ) -> Result<(), RunError> {
+        let planned = &shared.udfs[u];
+        let meta = PartitionMeta {
+            index: partition.index,
+            origin: partition.origin,
+            frames: partition.len(),
+            method: planned.plan.method,
+            tiling: shared.tiling.clone(),
+        };
+        self.merge(planned.udf.as_ref(), params, &shared.meta, &meta, src, damage).map_err(|e| {
             let at = FailurePoint {
                 method: "merge",
                 partition: Some(partition.index),

@@ -34,9 +34,9 @@ use crate::dtype::{DType, result_type};
 use crate::roi::Roi;
 use crate::udf::{
     BufferDecl, BufferKind, BufferUse, CallError, DTypePreference, DatasetMeta, DeviceClass, ErrorKind, InitContext,
-    Method, ParamValue, Params, RunPlan, Udf,
+    InstanceStats, Method, NamedBuffer, ParamValue, Params, RunPlan, Udf,
 };
-use merge::MergedState;
+pub use merge::MergeState;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -66,6 +66,14 @@ pub struct RunOptions {
     /// Refuse runs whose merged buffers would need more host memory than this
     /// (default [`DEFAULT_MAX_RESULT_BYTES`]).
     pub max_result_bytes: Option<u64>,
+    /// Use this method for every UDF instead of what `plan` chose (each must implement
+    /// it). For testing that results don't depend on the method.
+    pub force_method: Option<Method>,
+    /// Merge partitions in a random order (seeded) instead of completion order, after all
+    /// have finished. For testing that merges are order-independent.
+    pub shuffle_merges: Option<u64>,
+    /// Keep every partition's exported buffers (see [`RunIter::partition_buffers`]).
+    pub keep_partition_buffers: bool,
 }
 
 /// Default cap on the host memory of a run's merged buffers: 16 GiB.
@@ -162,6 +170,8 @@ pub(crate) struct RunShared {
     /// Set when the user interrupted the run (as opposed to a failure stopping it).
     pub interrupted: AtomicBool,
     pub keep_going: bool,
+    pub shuffle_merges: Option<u64>,
+    pub keep_partition_buffers: bool,
     pub frames_done: AtomicU64,
     pub bytes_read: AtomicU64,
 }
@@ -176,7 +186,7 @@ impl RunShared {
 /// A planned run: call [`Run::execute`] or iterate with [`Run::iter`].
 pub struct Run {
     shared: Arc<RunShared>,
-    merged: Vec<MergedState>,
+    merged: Vec<MergeState>,
 }
 
 /// The statistics of a run.
@@ -269,7 +279,10 @@ impl Run {
             let resolved = crate::params::resolve(&name, &desc.params, &spec.params).map_err(RunError::Invalid)?;
             let resolved = flatten_aux(&name, &desc.params, resolved, &shape.nav)?;
             let udf_ref = PlannedUdfRef { udf: spec.udf.as_ref(), name: &name };
-            let plan = call(&udf_ref, "plan", spec.udf.plan(&resolved, &meta))?;
+            let mut plan = call(&udf_ref, "plan", spec.udf.plan(&resolved, &meta))?;
+            if let Some(method) = options.force_method {
+                plan.method = method;
+            }
             if !desc.methods.contains(&plan.method) {
                 return Err(RunError::Invalid(format!(
                     "'{name}' chose the {} method, but it only implements {}",
@@ -366,10 +379,12 @@ impl Run {
             cancel: AtomicBool::new(false),
             interrupted: AtomicBool::new(false),
             keep_going: options.keep_going,
+            shuffle_merges: options.shuffle_merges,
+            keep_partition_buffers: options.keep_partition_buffers,
             frames_done: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
         });
-        let merged = (0..shared.udfs.len()).map(|u| MergedState::new(&shared, u)).collect::<Result<Vec<_>, _>>()?;
+        let merged = (0..shared.udfs.len()).map(|u| MergeState::new(&shared, u)).collect::<Result<Vec<_>, _>>()?;
         Ok(Run { shared, merged })
     }
 
@@ -546,10 +561,10 @@ pub struct MergeStep {
     pub total: usize,
 }
 
-/// Outcome of one partition on a worker.
+/// Outcome of one partition on a worker: per UDF its buffers and instance stats.
 pub(crate) struct PartitionOutcome {
     pub index: usize,
-    pub result: Result<Vec<Vec<crate::udf::NamedBuffer>>, RunError>,
+    pub result: Result<Vec<(Vec<NamedBuffer>, Option<InstanceStats>)>, RunError>,
 }
 
 /// A running run. Iterate to drive it; call [`RunIter::results`] at any point for the
@@ -561,11 +576,17 @@ pub(crate) struct PartitionOutcome {
 /// partitions' positions are invalid) and [`RunIter::failures`] says what failed.
 pub struct RunIter {
     shared: Arc<RunShared>,
-    merged: Vec<MergedState>,
+    merged: Vec<MergeState>,
     /// Merged nav positions (compressed).
     damage: Vec<bool>,
     receiver: Option<mpsc::Receiver<PartitionOutcome>>,
+    /// Outcomes received but not merged yet (all of them when merges are shuffled).
+    pending: std::collections::VecDeque<PartitionOutcome>,
     driver: Option<std::thread::JoinHandle<()>>,
+    /// Per UDF: instance stats of each merged partition.
+    instances: Vec<Vec<(usize, InstanceStats)>>,
+    /// Per UDF: each partition's exported buffers (with `keep_partition_buffers`).
+    kept: Vec<Vec<(usize, Vec<NamedBuffer>)>>,
     started: Instant,
     stats: RunStats,
     failures: Vec<PartitionFailure>,
@@ -575,6 +596,7 @@ pub struct RunIter {
 impl RunIter {
     fn start(run: Run) -> RunIter {
         let Run { shared, merged } = run;
+        let udfs = merged.len();
         let (tx, rx) = mpsc::sync_channel::<PartitionOutcome>(shared.threads * 2);
         let worker_shared = shared.clone();
         let driver = std::thread::Builder::new()
@@ -588,7 +610,10 @@ impl RunIter {
             merged,
             damage: vec![false; frames],
             receiver: Some(rx),
+            pending: std::collections::VecDeque::new(),
             driver,
+            instances: vec![Vec::new(); udfs],
+            kept: vec![Vec::new(); udfs],
             started: Instant::now(),
             stats,
             failures: Vec::new(),
@@ -647,12 +672,46 @@ impl RunIter {
             .merged
             .iter()
             .enumerate()
-            .map(|(u, state)| results::finish(&self.shared, u, &params[u], state, &self.damage))
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|(u, state)| {
+                let mut r = results::finish(&self.shared, u, &params[u], state, &self.damage)?;
+                r.instances = self.instances[u].clone();
+                Ok(r)
+            })
+            .collect::<Result<Vec<_>, RunError>>()?;
         let mut stats = self.stats.clone();
         stats.bytes_read = self.shared.bytes_read.load(Ordering::Relaxed);
         stats.results_seconds = started.elapsed().as_secs_f64();
         Ok(RunResults { udfs, stats, damage: self.damage.clone(), input_dtype: self.shared.meta.input_dtype })
+    }
+
+    /// The next partition outcome to merge: in completion order, or — with shuffled
+    /// merges — all outcomes first, then in a seeded random order.
+    fn next_outcome(&mut self) -> Option<PartitionOutcome> {
+        if let Some(seed) = self.shared.shuffle_merges {
+            if let Some(rx) = self.receiver.take() {
+                self.pending.extend(rx.iter());
+                let mut all: Vec<PartitionOutcome> = self.pending.drain(..).collect();
+                // A seeded Fisher-Yates shuffle (splitmix64 as the generator).
+                let mut state = seed;
+                for i in (1..all.len()).rev() {
+                    state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                    let mut z = state;
+                    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                    z ^= z >> 31;
+                    all.swap(i, (z % (i as u64 + 1)) as usize);
+                }
+                self.pending.extend(all);
+            }
+            return self.pending.pop_front();
+        }
+        self.receiver.as_ref()?.recv().ok()
+    }
+
+    /// Each partition's exported buffers for UDF `udf`, in merge order (only with
+    /// `RunOptions::keep_partition_buffers`).
+    pub fn partition_buffers(&self, udf: usize) -> &[(usize, Vec<NamedBuffer>)] {
+        self.kept.get(udf).map_or(&[], Vec::as_slice)
     }
 
     fn failure_record(&self, index: usize, error: &RunError) -> PartitionFailure {
@@ -685,21 +744,18 @@ impl Iterator for RunIter {
         if self.failed {
             return None;
         }
-        let outcome = match self.receiver.as_ref()?.recv() {
-            Ok(outcome) => outcome,
-            Err(_) => {
-                // All workers done.
-                self.receiver = None;
-                if let Some(driver) = self.driver.take() {
-                    let _ = driver.join();
-                }
-                self.stats.process_seconds = self.started.elapsed().as_secs_f64();
-                if self.shared.cancel.load(Ordering::Relaxed) && self.stats.partitions_merged < self.stats.partitions {
-                    self.failed = true;
-                    return Some(Err(RunError::Cancelled));
-                }
-                return None;
+        let Some(outcome) = self.next_outcome() else {
+            // All workers done.
+            self.receiver = None;
+            if let Some(driver) = self.driver.take() {
+                let _ = driver.join();
             }
+            self.stats.process_seconds = self.started.elapsed().as_secs_f64();
+            if self.shared.cancel.load(Ordering::Relaxed) && self.stats.partitions_merged < self.stats.partitions {
+                self.failed = true;
+                return Some(Err(RunError::Cancelled));
+            }
+            return None;
         };
         let buffers = match outcome.result {
             Ok(buffers) => buffers,
@@ -734,12 +790,18 @@ impl Iterator for RunIter {
             Ok(p) => p.clone(),
             Err(_) => return Some(Err(RunError::Invalid("parameter lock poisoned".into()))),
         };
-        for (u, src) in buffers.into_iter().enumerate() {
+        for (u, (src, stats)) in buffers.into_iter().enumerate() {
             let partition = &self.shared.partitions[position];
-            if let Err(e) = self.merged[u].merge(&self.shared, u, &params[u], partition, src, &self.damage) {
+            if let Err(e) = self.merged[u].merge_partition(&self.shared, u, &params[u], partition, &src, &self.damage) {
                 self.failed = true;
                 self.stop();
                 return Some(Err(e));
+            }
+            if let Some(stats) = stats {
+                self.instances[u].push((partition.index, stats));
+            }
+            if self.shared.keep_partition_buffers {
+                self.kept[u].push((partition.index, src));
             }
         }
         let partition = &self.shared.partitions[position];

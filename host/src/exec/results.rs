@@ -2,10 +2,12 @@
 //! API.md §5, valid masks (§9), and nav buffers expanded to the nav shape with the ROI
 //! fill values (§3.1).
 
-use super::{FailurePoint, RunError, RunShared, RunStats, merge::MergedState};
+use super::{FailurePoint, MergeState, RunError, RunShared, RunStats};
 use crate::array::NdArray;
 use crate::dtype::DType;
-use crate::udf::{BufferKind, BufferUse, CallError, Method, NamedBuffer, Params, ResultEntry, ResultsContext};
+use crate::udf::{
+    BufferKind, BufferUse, CallError, InstanceStats, Method, NamedBuffer, Params, ResultEntry, ResultsContext,
+};
 
 /// The results of a run.
 #[derive(Debug, Clone)]
@@ -30,6 +32,9 @@ pub struct UdfResults {
     pub params: Params,
     /// In declaration order; private buffers are not included.
     pub buffers: Vec<ResultBuffer>,
+    /// Resource use of each merged partition's instance `(partition, stats)`, where the
+    /// UDF reports it (wasm plugins).
+    pub instances: Vec<(usize, InstanceStats)>,
 }
 
 impl UdfResults {
@@ -67,7 +72,7 @@ pub(crate) fn finish(
     shared: &RunShared,
     u: usize,
     params: &Params,
-    state: &MergedState,
+    state: &MergeState,
     damage: &[bool],
 ) -> Result<UdfResults, RunError> {
     let planned = &shared.udfs[u];
@@ -151,6 +156,7 @@ pub(crate) fn finish(
         method: planned.plan.method,
         params: params.clone(),
         buffers,
+        instances: Vec::new(),
     })
 }
 

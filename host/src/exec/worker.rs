@@ -5,8 +5,8 @@ use super::{FailurePoint, PartitionOutcome, RunError, RunShared};
 use crate::array::{AlignedBytes, NdArray};
 use crate::dataset::Partition;
 use crate::udf::{
-    BufferDecl, BufferUse, CallError, Description, InitContext, NamedBuffer, ParamValue, Params, PartitionMeta,
-    PartitionRunner, Tile,
+    BufferDecl, BufferUse, CallError, Description, InitContext, InstanceStats, NamedBuffer, ParamValue, Params,
+    PartitionMeta, PartitionRunner, Tile,
 };
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -75,7 +75,10 @@ fn frames_of(frames: &[u64]) -> Option<(u64, u64)> {
 }
 
 /// Run all UDFs over one partition and return their exported buffers.
-fn run_partition(shared: &RunShared, partition: &Partition) -> Result<Vec<Vec<NamedBuffer>>, RunError> {
+fn run_partition(
+    shared: &RunShared,
+    partition: &Partition,
+) -> Result<Vec<(Vec<NamedBuffer>, Option<InstanceStats>)>, RunError> {
     let params = shared.params.read().map_err(|_| RunError::Invalid("parameter lock poisoned".into()))?.clone();
     let at = |method: &'static str, frames: &[u64]| FailurePoint {
         method,
@@ -154,15 +157,14 @@ fn run_partition(shared: &RunShared, partition: &Partition) -> Result<Vec<Vec<Na
         let exported = runner.export().map_err(|e| shared.udf_error(u, at("export_buffers", all), e))?;
         let checked = check_exported(&shared.udfs[u].decls, exported, partition.len(), &shared.meta.sig_shape)
             .map_err(|e| shared.udf_error(u, at("export_buffers", all), e))?;
-        out.push(
-            shared.udfs[u]
-                .decls
-                .iter()
-                .filter(|d| d.usage != BufferUse::ResultOnly)
-                .zip(checked)
-                .map(|(d, array)| NamedBuffer { name: d.name.clone(), array })
-                .collect(),
-        );
+        let buffers = shared.udfs[u]
+            .decls
+            .iter()
+            .filter(|d| d.usage != BufferUse::ResultOnly)
+            .zip(checked)
+            .map(|(d, array)| NamedBuffer { name: d.name.clone(), array })
+            .collect();
+        out.push((buffers, runner.stats()));
     }
     Ok(out)
 }

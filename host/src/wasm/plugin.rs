@@ -6,8 +6,8 @@ use super::convert::*;
 use super::state::{HostState, LogOrigin};
 use super::{LoadError, LoadErrorKind, Shared};
 use crate::udf::{
-    BufferDecl, BufferViewMut, CallError, DataAccess, DatasetMeta, Description, InitContext, MergeContext, NamedBuffer,
-    Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile, Udf,
+    BufferDecl, BufferViewMut, CallError, DataAccess, DatasetMeta, Description, InitContext, InstanceStats,
+    MergeContext, NamedBuffer, Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile, Udf,
 };
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -117,7 +117,12 @@ impl Instance {
         if shared.epochs {
             arm(shared, &mut self.store);
         }
-        match f(&self.plugin, &mut self.store) {
+        let started = Instant::now();
+        let outcome = f(&self.plugin, &mut self.store);
+        let state = self.store.data_mut();
+        state.stats.calls += 1;
+        state.stats.call_seconds += started.elapsed().as_secs_f64();
+        match outcome {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => Err(error_from_wit(e)),
             Err(e) => Err(trap(shared, e, self.store.data().log_tail())),
@@ -337,7 +342,17 @@ impl PartitionRunner for WasmPartition<'_> {
             true_nav_indices: tile.true_nav_indices,
             data: array_data(tile.dtype, tile.data, self.udf.access()),
         };
-        self.instance.call(&self.udf.shared, |p, s| p.udf_plugin_udf().call_process(s, wit_tile))
+        let started = Instant::now();
+        let result = self.instance.call(&self.udf.shared, |p, s| p.udf_plugin_udf().call_process(s, wit_tile));
+        let stats = &mut self.instance.store.data_mut().stats;
+        stats.process_calls += 1;
+        stats.process_seconds += started.elapsed().as_secs_f64();
+        result
+    }
+
+    fn stats(&self) -> Option<InstanceStats> {
+        let state = self.instance.store.data();
+        Some(InstanceStats { peak_memory: state.limits.peak_memory, ..state.stats })
     }
 
     fn postprocess(&mut self) -> Result<(), CallError> {

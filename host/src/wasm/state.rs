@@ -86,9 +86,52 @@ fn truncate(message: &str, max: usize) -> String {
     format!("{}… [{} bytes cut]", &message[..end], message.len() - end)
 }
 
+/// The memory limit of a store, recording the peak memory it allowed.
+pub struct Limits {
+    inner: StoreLimits,
+    /// Largest linear memory granted, in bytes.
+    pub peak_memory: usize,
+}
+
+impl wasmtime::ResourceLimiter for Limits {
+    fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let granted = self.inner.memory_growing(current, desired, maximum)?;
+        if granted {
+            self.peak_memory = self.peak_memory.max(desired);
+        }
+        Ok(granted)
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.inner.memory_grow_failed(error)
+    }
+
+    fn table_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        self.inner.table_growing(current, desired, maximum)
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.inner.table_grow_failed(error)
+    }
+
+    fn instances(&self) -> usize {
+        self.inner.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.inner.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.inner.memories()
+    }
+}
+
 /// Everything a store holds for one instance.
 pub struct HostState {
-    pub limits: StoreLimits,
+    pub limits: Limits,
+    /// Calls made and time spent in them.
+    pub stats: crate::udf::InstanceStats,
     /// When the current call must end (`--timeout`), checked on every epoch tick.
     pub call_deadline: std::time::Instant,
     /// The runtime's interrupt count when the current call started.
@@ -102,9 +145,10 @@ impl HostState {
     /// State with memory limited to `max_memory` bytes and no capabilities.
     pub fn new(max_memory: usize, origin: LogOrigin, logger: Logger) -> Self {
         let log = Arc::new(Mutex::new(PluginLog::new(origin, logger)));
-        let limits = wasmtime::StoreLimitsBuilder::new().memory_size(max_memory).trap_on_grow_failure(true).build();
+        let inner = wasmtime::StoreLimitsBuilder::new().memory_size(max_memory).trap_on_grow_failure(true).build();
         HostState {
-            limits,
+            limits: Limits { inner, peak_memory: 0 },
+            stats: crate::udf::InstanceStats::default(),
             call_deadline: std::time::Instant::now(),
             interrupt_generation: 0,
             wasi: deny_all_wasi(&log),
