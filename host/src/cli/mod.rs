@@ -98,7 +98,7 @@ fn parse_bytes(text: &str) -> Result<f64, String> {
     };
     let value: f64 = number.trim().parse().map_err(|_| format!("'{text}' is not a size like 512M or 2G"))?;
     let bytes = value * (1u64 << shift) as f64;
-    if !(bytes >= 1.0) {
+    if bytes.is_nan() || bytes < 1.0 {
         return Err(format!("'{text}' is not a positive size"));
     }
     Ok(bytes)

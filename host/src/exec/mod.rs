@@ -561,10 +561,13 @@ pub struct MergeStep {
     pub total: usize,
 }
 
-/// Outcome of one partition on a worker: per UDF its buffers and instance stats.
+/// One UDF's output for a partition: its exported buffers and instance stats.
+pub(crate) type UdfOutput = (Vec<NamedBuffer>, Option<InstanceStats>);
+
+/// Outcome of one partition on a worker: per UDF its output.
 pub(crate) struct PartitionOutcome {
     pub index: usize,
-    pub result: Result<Vec<(Vec<NamedBuffer>, Option<InstanceStats>)>, RunError>,
+    pub result: Result<Vec<UdfOutput>, RunError>,
 }
 
 /// A running run. Iterate to drive it; call [`RunIter::results`] at any point for the

@@ -1,12 +1,12 @@
 //! Worker side: partitions processed in parallel on a rayon pool, each by fresh UDF
 //! instances, every tile read and converted once for all UDFs.
 
-use super::{FailurePoint, PartitionOutcome, RunError, RunShared};
+use super::{FailurePoint, PartitionOutcome, RunError, RunShared, UdfOutput};
 use crate::array::{AlignedBytes, NdArray};
 use crate::dataset::Partition;
 use crate::udf::{
-    BufferDecl, BufferUse, CallError, Description, InitContext, InstanceStats, NamedBuffer, ParamValue, Params,
-    PartitionMeta, PartitionRunner, Tile,
+    BufferDecl, BufferUse, CallError, Description, InitContext, NamedBuffer, ParamValue, Params, PartitionMeta,
+    PartitionRunner, Tile,
 };
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -75,10 +75,7 @@ fn frames_of(frames: &[u64]) -> Option<(u64, u64)> {
 }
 
 /// Run all UDFs over one partition and return their exported buffers.
-fn run_partition(
-    shared: &RunShared,
-    partition: &Partition,
-) -> Result<Vec<(Vec<NamedBuffer>, Option<InstanceStats>)>, RunError> {
+fn run_partition(shared: &RunShared, partition: &Partition) -> Result<Vec<UdfOutput>, RunError> {
     let params = shared.params.read().map_err(|_| RunError::Invalid("parameter lock poisoned".into()))?.clone();
     let at = |method: &'static str, frames: &[u64]| FailurePoint {
         method,
