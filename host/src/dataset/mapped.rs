@@ -1,7 +1,7 @@
 //! Frames at a fixed stride in a memory-mapped file: the reader behind raw and `.npy`
 //! (and any format that is "header + frames with optional per-frame header/footer").
 
-use super::{DatasetError, DatasetShape, SigSlice};
+use super::{Dataset, DatasetError, DatasetInfo, DatasetShape, SigSlice};
 use crate::dtype::{DType, StoredDType, converter};
 use memmap2::Mmap;
 use std::fs::File;
@@ -17,6 +17,9 @@ pub struct MappedFrames {
     stride: usize,
     stored: StoredDType,
     shape: DatasetShape,
+    /// Format name and details for [`Dataset::info`].
+    format: &'static str,
+    details: Vec<(String, String)>,
 }
 
 impl MappedFrames {
@@ -60,7 +63,23 @@ impl MappedFrames {
                 ),
             ));
         }
-        Ok(MappedFrames { path: path.to_owned(), map, offset, stride, stored, shape })
+        Ok(MappedFrames {
+            path: path.to_owned(),
+            map,
+            offset,
+            stride,
+            stored,
+            shape,
+            format: "raw",
+            details: Vec::new(),
+        })
+    }
+
+    /// Name the format and its details, as [`Dataset::info`] reports them.
+    pub fn with_info(mut self, format: &'static str, details: Vec<(String, String)>) -> Self {
+        self.format = format;
+        self.details = details;
+        self
     }
 
     pub fn path(&self) -> &Path {
@@ -146,6 +165,28 @@ impl MappedFrames {
         let start = self.offset + frames.start as usize * frame_bytes;
         let bytes = &self.map[start..start + (frames.end - frames.start) as usize * frame_bytes];
         (bytes.as_ptr() as usize).is_multiple_of(dtype.size().min(16)).then_some(bytes)
+    }
+}
+
+impl Dataset for MappedFrames {
+    fn shape(&self) -> &DatasetShape {
+        &self.shape
+    }
+
+    fn stored_dtype(&self) -> StoredDType {
+        self.stored
+    }
+
+    fn info(&self) -> DatasetInfo {
+        DatasetInfo { format: self.format, path: self.path.clone(), details: self.details.clone() }
+    }
+
+    fn read_tile(&self, frames: &[u64], sig: &SigSlice, dtype: DType, out: &mut [u8]) -> Result<(), DatasetError> {
+        MappedFrames::read_tile(self, frames, sig, dtype, out)
+    }
+
+    fn direct_frames(&self, frames: std::ops::Range<u64>, dtype: DType) -> Option<&[u8]> {
+        MappedFrames::direct_frames(self, frames, dtype)
     }
 }
 

@@ -1,15 +1,9 @@
 //! Raw binary files: frames in C order with no header, after an optional offset.
 
-use super::{Dataset, DatasetError, DatasetInfo, DatasetShape, MappedFrames, OpenOptions, SigSlice};
-use crate::dtype::{DType, StoredDType};
+use super::{DatasetError, DatasetShape, MappedFrames, OpenOptions};
 use std::path::Path;
 
-/// A headerless binary dataset.
-pub struct RawDataset {
-    frames: MappedFrames,
-}
-
-pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<RawDataset, DatasetError> {
+pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<MappedFrames, DatasetError> {
     let stored = options
         .dtype
         .ok_or_else(|| DatasetError::invalid(path, "raw data needs --dtype (e.g. --dtype float32 or --dtype '>u2')"))?;
@@ -56,32 +50,6 @@ pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<RawDataset, Dat
             ),
         ));
     }
-    let frames = MappedFrames::open(path, offset as usize, frame_bytes as usize, stored, shape)?;
-    Ok(RawDataset { frames })
-}
-
-impl Dataset for RawDataset {
-    fn shape(&self) -> &DatasetShape {
-        self.frames.shape()
-    }
-
-    fn stored_dtype(&self) -> StoredDType {
-        self.frames.stored()
-    }
-
-    fn info(&self) -> DatasetInfo {
-        DatasetInfo {
-            format: "raw",
-            path: self.frames.path().to_owned(),
-            details: vec![("file_bytes".into(), self.frames.file_len().to_string())],
-        }
-    }
-
-    fn read_tile(&self, frames: &[u64], sig: &SigSlice, dtype: DType, out: &mut [u8]) -> Result<(), DatasetError> {
-        self.frames.read_tile(frames, sig, dtype, out)
-    }
-
-    fn direct_frames(&self, frames: std::ops::Range<u64>, dtype: DType) -> Option<&[u8]> {
-        self.frames.direct_frames(frames, dtype)
-    }
+    let details = vec![("file_bytes".into(), len.to_string()), ("offset".into(), offset.to_string())];
+    Ok(MappedFrames::open(path, offset as usize, frame_bytes as usize, stored, shape)?.with_info("raw", details))
 }
