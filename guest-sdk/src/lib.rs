@@ -46,6 +46,7 @@ mod describe;
 mod element;
 mod error;
 mod params;
+pub mod simd;
 mod tile;
 mod udf;
 

@@ -35,9 +35,7 @@ impl Udf for Sum {
     fn process_tile(&mut self, tile: &Tile<'_>, results: &mut Buffers) -> Result<()> {
         with_numeric_type!(tile.dtype(), T => {
             let mut intensity = results.view_mut::<T>("intensity")?;
-            for frame in tile.data::<T>()?.outer_iter() {
-                Zip::from(&mut intensity).and(&frame).for_each(|acc, &x| *acc += x);
-            }
+            udf_sdk::simd::add_frames(&mut intensity, &tile.data::<T>()?);
             Ok(())
         }, Err(UdfError::invalid_data("sum needs numeric input")))
     }
@@ -45,7 +43,8 @@ impl Udf for Sum {
     fn merge(_: &MergeContext, dest: &mut Buffers, src: &Buffers) -> Result<()> {
         with_numeric_type!(src.dtype("intensity")?, T => {
             let mut acc = dest.view_mut::<T>("intensity")?;
-            Zip::from(&mut acc).and(&src.view::<T>("intensity")?).for_each(|a, &b| *a += b);
+            let src = src.view::<T>("intensity")?;
+            udf_sdk::simd::add_frames(&mut acc, &src.insert_axis(Axis(0)));
             Ok(())
         }, Err(UdfError::internal("intensity is not numeric")))
     }

@@ -27,7 +27,7 @@ impl Udf for SumSig {
             let mut intensity = results.view_mut::<T>("intensity")?;
             // A tile may hold only part of each frame: accumulate the partial sums.
             for (acc, frame) in intensity.iter_mut().zip(data.chunks_exact(tile.frame_len())) {
-                *acc += frame.iter().copied().sum::<T>();
+                *acc += udf_sdk::simd::sum(frame);
             }
             Ok(())
         }, Err(UdfError::invalid_data("sumsig needs numeric input")))
