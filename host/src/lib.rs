@@ -21,6 +21,8 @@ pub mod cli;
 pub mod dataset;
 pub mod dtype;
 pub mod exec;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod log;
 pub mod npy;
 pub mod output;

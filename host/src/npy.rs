@@ -259,18 +259,22 @@ pub fn write_array(out: &mut impl Write, array: &NdArray) -> std::io::Result<()>
 /// A message naming the file: unreadable, malformed, Fortran order, truncated data.
 pub fn read_array(path: &std::path::Path) -> Result<NdArray, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let header = NpyHeader::parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    parse_array(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Parse a whole `.npy` file held in memory.
+///
+/// # Errors
+/// A malformed header, Fortran order, or truncated data.
+pub fn parse_array(bytes: &[u8]) -> Result<NdArray, String> {
+    let header = NpyHeader::parse(bytes).map_err(|e| e.to_string())?;
     if header.fortran_order {
-        return Err(format!(
-            "{}: the array is in Fortran order; save it in C order (np.ascontiguousarray)",
-            path.display()
-        ));
+        return Err("the array is in Fortran order; save it in C order (np.ascontiguousarray)".into());
     }
     let data = &bytes[header.data_offset..];
     if data.len() < header.data_len() {
         return Err(format!(
-            "{}: truncated: the header promises {} bytes of data, the file has {}",
-            path.display(),
+            "truncated: the header promises {} bytes of data, the file has {}",
             header.data_len(),
             data.len()
         ));
@@ -285,7 +289,7 @@ pub fn read_array(path: &std::path::Path) -> Result<NdArray, String> {
     } else {
         data
     };
-    NdArray::from_bytes(header.dtype.dtype, &header.shape, native).map_err(|e| format!("{}: {e}", path.display()))
+    NdArray::from_bytes(header.dtype.dtype, &header.shape, native).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -27,6 +27,8 @@ mod results;
 mod worker;
 
 pub use results::{ResultBuffer, RunResults, UdfResults};
+#[doc(hidden)]
+pub use worker::check_exported;
 
 use crate::array::NdArray;
 use crate::dataset::{Dataset, DatasetError, Partition, TileRequest, TilingScheme, negotiate, plan_partitions};

@@ -169,7 +169,7 @@ fn run_partition(shared: &RunShared, partition: &Partition) -> Result<Vec<UdfOut
 /// Match exported buffers to the declarations: every declared (non-result-only)
 /// buffer exactly once, with the declared dtype and the storage shape for `frames`
 /// nav entries. Returns the arrays in declaration order.
-pub(crate) fn check_exported(
+pub fn check_exported(
     decls: &[BufferDecl],
     mut exported: Vec<NamedBuffer>,
     frames: usize,

@@ -15,6 +15,8 @@ mod plugin;
 mod state;
 
 pub use cache::{CacheOutcome, ComponentCache};
+#[doc(hidden)]
+pub use convert::ndarray_from_wit as validate_array;
 pub use plugin::WasmUdf;
 pub use state::{MAX_LOG_LINE, MAX_LOG_LINES};
 
