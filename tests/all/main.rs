@@ -2,4 +2,9 @@
 
 mod bad_input;
 mod cli;
+mod plugin_matrix;
+mod plugins_com;
+mod plugins_crystallinity;
+mod plugins_fem;
+mod plugins_logsum;
 mod sum;
