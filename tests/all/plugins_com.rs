@@ -218,6 +218,29 @@ fn reference(data: &Data, s: &Setting, roi: Option<&[bool]>, merged: &[bool]) ->
                     let norm2: f64 = a.iter().map(|v| v * v).sum();
                     [0, 1, 2].map(|j| [0, 1].map(|k| a[j] * field[2 * p + k] / norm2))
                 }
+                // One scan row (column): fit f = α + β·column (row); the minimum-norm split of
+                // α between the constant and the constant coordinate c is α/(1+c²), α·c/(1+c²).
+                _ if valid_positions.iter().all(|&p| p / nx == valid_positions[0] / nx)
+                    || valid_positions.iter().all(|&p| p % nx == valid_positions[0] % nx) =>
+                {
+                    let same_row = valid_positions.iter().all(|&p| p / nx == valid_positions[0] / nx);
+                    let (constant, varying) = if same_row { (1, 2) } else { (2, 1) };
+                    let c = row(valid_positions[0])[constant];
+                    let t: Vec<f64> = valid_positions.iter().map(|&p| row(p)[varying]).collect();
+                    let mut out = [[0.0; 2]; 3];
+                    for k in 0..2 {
+                        let f: Vec<f64> = valid_positions.iter().map(|&p| field[2 * p + k]).collect();
+                        let count = t.len() as f64;
+                        let (t_mean, f_mean) = (t.iter().sum::<f64>() / count, f.iter().sum::<f64>() / count);
+                        let beta = t.iter().zip(&f).map(|(t, f)| (t - t_mean) * (f - f_mean)).sum::<f64>()
+                            / t.iter().map(|t| (t - t_mean).powi(2)).sum::<f64>();
+                        let alpha = f_mean - beta * t_mean;
+                        out[0][k] = alpha / (1.0 + c * c);
+                        out[constant][k] = alpha * c / (1.0 + c * c);
+                        out[varying][k] = beta;
+                    }
+                    out
+                }
                 _ => {
                     let mut ata = [[0.0; 3]; 3];
                     let mut atb = [[0.0; 3]; 2];
@@ -373,6 +396,8 @@ fn com_every_param_follows_the_reference() {
         Setting { cy: Some(6.4), cx: Some(10.2), ..DEFAULT },
         Setting { r: 4.5, ..DEFAULT },
         Setting { r: 6.0, ri: 2.0, ..DEFAULT },
+        // Integer radii around the integer default centre: pixels lie exactly on both circles.
+        Setting { r: 5.0, ri: 3.0, ..DEFAULT },
         Setting { rotation: 90.0, ..DEFAULT },
         Setting { rotation: 123.4, ..DEFAULT },
         Setting { flip_y: true, ..DEFAULT },
@@ -539,6 +564,18 @@ fn com_regression_uses_only_valid_positions() {
         check(&r, &reference(&data, &s, Some(&single), &all_merged()), 1e-9, false, &format!("mode {mode} single"));
         let f = values(&r, "field");
         assert!(f[46].abs() < 1e-12 && f[47].abs() < 1e-12, "mode {mode}: {:?}", &f[46..48]);
+    }
+    // One scan row or column: a rank-deficient fit, solved like np.linalg.lstsq (minimum norm).
+    let s = Setting { regression: Reg::Mode(1), ..DEFAULT };
+    for (what, roi) in [
+        ("row 2", (0..n).map(|p| p / NAV[1] == 2).collect::<Vec<bool>>()),
+        ("column 3", (0..n).map(|p| p % NAV[1] == 3).collect()),
+    ] {
+        let options = RunOptions { roi: Some(udf_host::roi::Roi::from_mask(roi.clone())), ..Default::default() };
+        let r = run_one(&path, &udf, s.params(), options).unwrap().udfs.remove(0);
+        let e = reference(&data, &s, Some(&roi), &all_merged());
+        check(&r, &e, 1e-9, false, what);
+        assert!(e.regression.iter().flatten().all(|c| c.abs() > 1e-6), "{what}: all coefficients used: {e:?}");
     }
 }
 
