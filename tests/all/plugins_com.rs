@@ -148,8 +148,9 @@ fn solve3(mut m: [[f64; 3]; 3], mut b: [f64; 3]) -> [f64; 3] {
         b.swap(col, pivot);
         for row in col + 1..3 {
             let f = m[row][col] / m[col][col];
-            for k in col..3 {
-                m[row][k] -= f * m[col][k];
+            let pivot_row = m[col];
+            for (v, p) in m[row].iter_mut().zip(pivot_row).skip(col) {
+                *v -= f * p;
             }
             b[row] -= f * b[col];
         }
