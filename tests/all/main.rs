@@ -3,5 +3,10 @@
 mod bad_input;
 mod cli;
 mod contract;
+mod plugin_matrix;
+mod plugins_com;
+mod plugins_crystallinity;
+mod plugins_fem;
+mod plugins_logsum;
 mod sandbox;
 mod sum;
