@@ -116,6 +116,16 @@ impl ParamSpec {
         self.default = Some(value.into());
         self
     }
+
+    /// Give an array parameter a default: `values` in C order with `shape`.
+    pub fn default_array<T: crate::Element>(mut self, shape: &[u64], values: Vec<T>) -> Self {
+        self.default = Some(ParamValue::Array(crate::bindings::udf::plugin::types::Ndarray {
+            dtype: T::DTYPE,
+            shape: shape.to_vec(),
+            data: T::into_data(values),
+        }));
+        self
+    }
 }
 
 impl From<bool> for ParamValue {

@@ -107,3 +107,101 @@ pub struct ResultsContext {
     /// The ROI over the flat, uncompressed nav axis, if any.
     pub roi: Option<Vec<bool>>,
 }
+
+impl ResultsContext {
+    /// True flat nav index of every selected frame, in compressed order (all frames
+    /// without a ROI).
+    pub fn selected_positions(&self) -> Vec<usize> {
+        match &self.roi {
+            Some(roi) => roi.iter().enumerate().filter(|(_, s)| **s).map(|(i, _)| i).collect(),
+            None => (0..self.dataset.nav_len() as usize).collect(),
+        }
+    }
+
+    /// Spread a compressed nav result `(N, *extra)` over the full nav grid
+    /// `(*nav_shape, *extra)`, with `fill` at positions outside the ROI — for results that
+    /// need the grid (gradients, fits).
+    pub fn expand_nav<T: crate::Element>(
+        &self,
+        compressed: &ndarray::ArrayViewD<'_, T>,
+        fill: T,
+    ) -> Result<ndarray::ArrayD<T>> {
+        let extra = &compressed.shape()[1..];
+        let mut shape: Vec<usize> = self.dataset.nav_shape.iter().map(|&d| d as usize).collect();
+        let nav_dims = shape.len();
+        shape.extend_from_slice(extra);
+        let nav_len: usize = shape[..nav_dims].iter().product();
+        let per: usize = extra.iter().product();
+        let positions = self.selected_positions();
+        if compressed.shape()[0] != positions.len() {
+            return Err(UdfError::internal(format!(
+                "{} compressed rows for {} selected positions",
+                compressed.shape()[0],
+                positions.len()
+            )));
+        }
+        let mut full = vec![fill; nav_len * per];
+        let rows: Vec<T> = compressed.iter().copied().collect();
+        for (row, &position) in rows.chunks(per.max(1)).zip(&positions) {
+            full[position * per..(position + 1) * per].copy_from_slice(&row[..per]);
+        }
+        Ok(ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&shape), full)?)
+    }
+
+    /// The inverse of [`expand_nav`](Self::expand_nav): the selected positions of a full
+    /// nav grid `(*nav_shape, *extra)` as `(N, *extra)`.
+    pub fn compress_nav<T: crate::Element>(&self, full: &ndarray::ArrayViewD<'_, T>) -> Result<ndarray::ArrayD<T>> {
+        let nav_dims = self.dataset.nav_shape.len();
+        let extra = &full.shape()[nav_dims.min(full.ndim())..];
+        let per: usize = extra.iter().product();
+        let values: Vec<T> = full.iter().copied().collect();
+        let positions = self.selected_positions();
+        let mut out = Vec::with_capacity(positions.len() * per);
+        for &p in &positions {
+            out.extend_from_slice(
+                values.get(p * per..(p + 1) * per).ok_or_else(|| UdfError::internal("position outside the grid"))?,
+            );
+        }
+        let mut shape = vec![positions.len()];
+        shape.extend_from_slice(extra);
+        Ok(ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&shape), out)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bindings::udf::plugin::types::{DeviceClass, Dtype};
+
+    fn ctx(roi: Option<Vec<bool>>) -> ResultsContext {
+        ResultsContext {
+            params: Params::default(),
+            dataset: DatasetMeta {
+                nav_shape: vec![2, 3],
+                sig_shape: vec![4],
+                dataset_dtype: Dtype::Float32,
+                input_dtype: Dtype::Float32,
+                roi_count: roi.as_ref().map(|r| r.iter().filter(|&&s| s).count() as u64),
+                device_class: DeviceClass::Cpu,
+                threads_per_worker: 1,
+            },
+            valid_nav_mask: Vec::new(),
+            roi,
+        }
+    }
+
+    #[test]
+    fn nav_grid_expansion_round_trips_with_a_roi() {
+        let c = ctx(Some(vec![false, true, false, true, true, false]));
+        let compressed = ndarray::array![[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]].into_dyn();
+        let full = c.expand_nav(&compressed.view(), f64::NAN).unwrap();
+        assert_eq!(full.shape(), &[2, 3, 2]);
+        assert_eq!(full[[0, 1, 1]], 2.0);
+        assert_eq!(full[[1, 1, 0]], 5.0);
+        assert!(full[[0, 0, 0]].is_nan());
+        assert_eq!(c.compress_nav(&full.view()).unwrap(), compressed);
+        let all = ctx(None);
+        let flat = ndarray::Array::from_vec((0..6).map(f64::from).collect()).into_dyn();
+        assert_eq!(all.expand_nav(&flat.view(), 0.0).unwrap().shape(), &[2, 3]);
+    }
+}

@@ -117,14 +117,37 @@ impl ParamValue {
         }
     }
 
-    /// JSON for `results.json`: scalars as values, arrays by dtype and shape.
+    /// JSON for `results.json`: scalars as values (non-finite floats as the strings
+    /// `"nan"`, `"inf"`, `"-inf"`, which JSON lacks), arrays by dtype and shape, with the
+    /// values of small real arrays (up to 16 elements).
     pub fn to_json(&self) -> serde_json::Value {
+        fn float(f: f64) -> serde_json::Value {
+            if f.is_finite() {
+                serde_json::json!(f)
+            } else if f.is_nan() {
+                serde_json::json!("nan")
+            } else if f > 0.0 {
+                serde_json::json!("inf")
+            } else {
+                serde_json::json!("-inf")
+            }
+        }
         match self {
             ParamValue::Bool(b) => serde_json::json!(b),
             ParamValue::Int(i) => serde_json::json!(i),
-            ParamValue::Float(f) => serde_json::json!(f),
+            ParamValue::Float(f) => float(*f),
             ParamValue::Text(s) => serde_json::json!(s),
-            ParamValue::Array(a) => serde_json::json!({"dtype": a.dtype().name(), "shape": a.shape()}),
+            ParamValue::Array(a) => {
+                let values = (a.len() <= 16).then(|| crate::array::real_values(a)).flatten();
+                match values {
+                    Some(v) => serde_json::json!({
+                        "dtype": a.dtype().name(),
+                        "shape": a.shape(),
+                        "values": v.into_iter().map(float).collect::<Vec<_>>(),
+                    }),
+                    None => serde_json::json!({"dtype": a.dtype().name(), "shape": a.shape()}),
+                }
+            }
         }
     }
 }

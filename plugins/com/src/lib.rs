@@ -83,11 +83,10 @@
 //! rotation, and a malformed `regression` are bad-param. All are reported by `plan`,
 //! before any data is read.
 
+use udf_sdk::Element;
 use udf_sdk::RunPlan;
-use udf_sdk::bindings::udf::plugin::types::{ArrayData, Ndarray};
 use udf_sdk::ndarray::IxDyn;
 use udf_sdk::prelude::*;
-use udf_sdk::{Element, ParamValue};
 
 /// How the background field is removed.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -387,8 +386,6 @@ fn all_close_to_zero(values: &[f64]) -> bool {
 
 impl Udf for Com {
     fn describe() -> Description {
-        let no_regression =
-            ParamValue::Array(Ndarray { dtype: DType::Float64, shape: vec![1], data: ArrayData::Float64(vec![-1.0]) });
         Description::new("com", env!("CARGO_PKG_VERSION"), "Centre of mass and derived field (LiberTEM CoMUDF)")
             .param(ParamSpec::float("cy", "mask centre row and reference; NaN: frame centre Y // 2").default(f64::NAN))
             .param(ParamSpec::float("cx", "mask centre column and reference; NaN: frame centre X // 2").default(f64::NAN))
@@ -401,7 +398,7 @@ impl Udf for Com {
                     "regression",
                     "-1 none, 0 subtract mean, 1 subtract linear fit, or 3x2 coefficients [[y,x],[dy/dy,dx/dy],[dy/dx,dx/dx]]",
                 )
-                .default(no_regression),
+                .default_array(&[1], vec![-1.0f64]),
             )
             .custom_results()
     }

@@ -36,9 +36,7 @@
 use rustfft::num_complex::Complex;
 use rustfft::{Fft, FftPlanner};
 use std::sync::Arc;
-use udf_sdk::ParamValue;
 use udf_sdk::RunPlan;
-use udf_sdk::bindings::udf::plugin::types::{ArrayData, Ndarray};
 use udf_sdk::prelude::*;
 
 /// The parsed parameters.
@@ -163,8 +161,6 @@ impl Crystallinity {
 
 impl Udf for Crystallinity {
     fn describe() -> Description {
-        let none =
-            ParamValue::Array(Ndarray { dtype: DType::Float64, shape: vec![0], data: ArrayData::Float64(vec![]) });
         Description::new(
             "crystallinity",
             env!("CARGO_PKG_VERSION"),
@@ -174,7 +170,7 @@ impl Udf for Crystallinity {
         .param(ParamSpec::float("rad_out", "outer radius of the Fourier ring"))
         .param(
             ParamSpec::array("real_center", "centre of the real-space disk to exclude: row y, column x (empty: none)")
-                .default(none),
+                .default_array(&[0], Vec::<f64>::new()),
         )
         .param(ParamSpec::float("real_rad", "radius of the real-space disk to exclude (NaN: none)").default(f64::NAN))
         .methods(&[Method::Frame])
