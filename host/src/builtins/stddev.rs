@@ -300,19 +300,24 @@ impl StdDevPartition {
 
     fn process_typed<T: Parts + crate::dtype::Element>(&mut self, tile: &Tile<'_>) -> Result<(), CallError> {
         let data = tile_data::<T>(tile)?;
-        let runs = self.runs.get(tile.scheme_index).ok_or_else(|| CallError::internal("unknown signal slice"))?.clone();
+        // Taken out for the loop (no copy), so the blocks can update the state.
+        let all_runs = std::mem::take(&mut self.runs);
+        let Some(runs) = all_runs.get(tile.scheme_index) else {
+            self.runs = all_runs;
+            return Err(CallError::internal("unknown signal slice"));
+        };
         let stride = runs.slice_len;
-        if stride == 0 {
-            return Ok(());
-        }
         let mut n0 = self.counts[tile.scheme_index];
-        for frames in data.chunks(BLOCK_FRAMES * stride) {
-            for block in runs.blocks() {
-                self.block(frames, stride, n0, block);
+        if stride > 0 {
+            for frames in data.chunks(BLOCK_FRAMES * stride) {
+                for block in runs.blocks() {
+                    self.block(frames, stride, n0, block);
+                }
+                n0 += (frames.len() / stride) as u64;
             }
-            n0 += (frames.len() / stride) as u64;
         }
         self.counts[tile.scheme_index] = n0;
+        self.runs = all_runs;
         Ok(())
     }
 }

@@ -2,7 +2,12 @@
 //! here, or BUILTINS.md's formulas), for every partitioning, tiling, ROI and input
 //! dtype LiberTEM supports; and against their wasm twins where the twin exists.
 
+mod com;
+mod frames;
 mod masks;
+mod pick;
+mod radial_fourier;
+mod stddev;
 mod sum;
 
 use std::path::{Path, PathBuf};
