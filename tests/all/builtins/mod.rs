@@ -2,6 +2,7 @@
 //! here, or BUILTINS.md's formulas), for every partitioning, tiling, ROI and input
 //! dtype LiberTEM supports; and against their wasm twins where the twin exists.
 
+mod cli;
 mod com;
 mod frames;
 mod masks;
