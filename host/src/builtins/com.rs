@@ -192,6 +192,8 @@ impl Udf for CoM {
         Err(CallError::internal("com is merged by the host"))
     }
 
+    // Index arithmetic over (y, x) components reads best as indices.
+    #[allow(clippy::needless_range_loop)]
     fn get_results(&self, ctx: ResultsContext<'_>, buffers: &[NamedBuffer]) -> Result<Vec<ResultEntry>, CallError> {
         let p = ComParams::parse(ctx.params, ctx.dataset)?;
         let raw = buffers
@@ -315,6 +317,7 @@ pub fn gradient(values: &[f64], ny: usize, nx: usize, axis: usize) -> Vec<f64> {
 
 /// Least squares `[1, y, x] @ C ≈ field` over the valid positions (NumPy's `lstsq`:
 /// the minimum-norm solution when the positions don't determine all three terms).
+#[allow(clippy::needless_range_loop)] // 3 x 3 matrix algebra
 fn linear_fit(field: &[f64], valid: &[bool], nx: usize) -> [[f64; 2]; 3] {
     let mut ata = [[0.0; 3]; 3];
     let mut atb = [[0.0; 2]; 3];
@@ -344,6 +347,7 @@ fn linear_fit(field: &[f64], valid: &[bool], nx: usize) -> [[f64; 2]; 3] {
 /// The pseudo-inverse of a symmetric positive semi-definite 3 × 3 matrix `AᵀA`
 /// (cyclic Jacobi eigen-decomposition), ignoring singular values of `A` below
 /// `eps · rows · σ_max` like NumPy's default `rcond`.
+#[allow(clippy::needless_range_loop)] // 3 x 3 matrix algebra
 fn pseudo_inverse_sym3(m: &[[f64; 3]; 3], rows: usize) -> [[f64; 3]; 3] {
     let mut a = *m;
     let mut v = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
@@ -408,6 +412,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::needless_range_loop)]
     fn linear_fit_recovers_a_plane_and_is_minimum_norm_on_one_row() {
         let (ny, nx) = (4, 5);
         let mut field = vec![0.0; ny * nx * 2];

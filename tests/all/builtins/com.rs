@@ -68,6 +68,7 @@ fn np_gradient(v: &[f64], ny: usize, nx: usize, axis: usize) -> Vec<f64> {
     out
 }
 
+#[allow(clippy::needless_range_loop)]
 /// Solve the 3 × 3 system `m · c = b` by Cramer's rule.
 fn solve3(m: [[f64; 3]; 3], b: [f64; 3]) -> [f64; 3] {
     let det = |m: [[f64; 3]; 3]| {
@@ -86,6 +87,7 @@ fn solve3(m: [[f64; 3]; 3], b: [f64; 3]) -> [f64; 3] {
     out
 }
 
+#[allow(clippy::needless_range_loop)] // (y, x) component arithmetic
 /// All results on the full `(ny, nx)` grid: raw_com, raw_shifts, field (pairs), field_y,
 /// field_x, magnitude, divergence, curl, regression (6).
 fn reference(f: &Fixture, case: &Case, c: &ComCase) -> Vec<(&'static str, Vec<f64>)> {

@@ -112,6 +112,7 @@ fn masks_match_the_dot_products_for_every_case_input_and_mask_kind() {
     let real4 = random_masks(4, len, false, 1);
     let one = random_masks(1, len, false, 2);
     let complex3 = random_masks(3, len, true, 3);
+    #[allow(clippy::type_complexity)]
     let variants: Vec<(&str, &Vec<Vec<(f64, f64)>>, DType, Vec<(&str, ParamValue)>, DType, DType)> = vec![
         ("4 dense float32", &real4, DType::F32, vec![], DType::F32, DType::C64),
         (

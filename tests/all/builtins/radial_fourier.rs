@@ -10,6 +10,7 @@ use udf_host_tests::params;
 use udf_host_tests::reference::{to_complex, to_f64};
 
 /// The masks `(bins × orders, sy × sx)` as complex64 values.
+#[allow(clippy::too_many_arguments)]
 fn masks(sy: usize, sx: usize, cy: f64, cx: f64, ri: f64, ro: f64, bins: usize, orders: usize) -> Vec<Vec<(f64, f64)>> {
     let width = (ro - ri) / bins as f64;
     let mut out = Vec::new();
