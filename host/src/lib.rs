@@ -10,6 +10,7 @@
 //! | [`exec`] | planning a run, parallel partitions, merge, results |
 //! | [`udf`] | the `Udf` abstraction and the contract's types |
 //! | [`wasm`] | wasmtime engine, compile cache, limits, plugins as `Udf`s |
+//! | [`builtins`] | native built-in UDFs (LiberTEM's), the same `Udf`s |
 //! | [`output`] | writing results (`.npy`, `results.json`) atomically |
 //! | [`dtype`], [`array`], [`npy`] | element types, arrays, the `.npy` format |
 //! | [`params`], [`roi`], [`log`] | parameters, regions of interest, plugin logs |
@@ -17,6 +18,7 @@
 //! See `docs/architecture.md` for how the pieces fit together.
 
 pub mod array;
+pub mod builtins;
 pub mod cli;
 pub mod dataset;
 pub mod dtype;

@@ -1,6 +1,7 @@
 //! The integration tests: one binary, one module per topic.
 
 mod bad_input;
+mod builtins;
 mod cli;
 mod contract;
 mod plugin_matrix;

@@ -152,3 +152,36 @@ pub fn write_raw(path: &Path, data: &Data, ty: Ty, big_endian: bool, offset: usi
     }
     file.flush().expect("flush");
 }
+
+/// A complex dataset: real and imaginary parts with the same shapes.
+#[derive(Debug, Clone)]
+pub struct ComplexData {
+    pub re: Data,
+    pub im: Data,
+}
+
+/// Complex values from LiberTEM's small complex set (`{0, 1, 1j, 1+1j}`-like parts from
+/// `mk_random`), with independent seeds for the two parts.
+pub fn mk_complex(nav: &[usize], sig: &[usize], seed: u64) -> ComplexData {
+    ComplexData { re: mk_random(nav, sig, seed), im: mk_random(nav, sig, seed.wrapping_add(1_000_003)) }
+}
+
+/// Write `data` as a little-endian complex64 `.npy` (`<c8`, pairs of float32).
+pub fn write_npy_complex64(path: &Path, data: &ComplexData) {
+    let re = &data.re;
+    let shape: Vec<String> = re.nav.iter().chain(&re.sig).map(usize::to_string).collect();
+    let shape = if shape.len() == 1 { format!("({},)", shape[0]) } else { format!("({})", shape.join(", ")) };
+    let dict = format!("{{'descr': '<c8', 'fortran_order': False, 'shape': {shape}, }}");
+    let total = (10 + dict.len() + 1).div_ceil(64) * 64;
+    let mut out = Vec::new();
+    out.extend_from_slice(b"\x93NUMPY\x01\x00");
+    out.extend_from_slice(&((total - 10) as u16).to_le_bytes());
+    out.extend_from_slice(dict.as_bytes());
+    out.resize(total - 1, b' ');
+    out.push(b'\n');
+    for (&r, &i) in re.values.iter().zip(&data.im.values) {
+        out.extend_from_slice(&(r as f32).to_le_bytes());
+        out.extend_from_slice(&(i as f32).to_le_bytes());
+    }
+    std::fs::write(path, out).expect("write complex npy fixture");
+}

@@ -56,3 +56,23 @@ pub fn assert_close(actual: &[f64], expected: &[f64], rtol: f64, what: &str) {
         assert!(ok, "{what}: element {i}: got {a}, expected {e} (rtol {rtol})");
     }
 }
+
+/// The elements of a complex array as `(re, im)` pairs of `f64` (real arrays get 0 imaginary parts).
+pub fn to_complex(array: &NdArray) -> Vec<(f64, f64)> {
+    let b = array.bytes();
+    match array.dtype() {
+        DType::C64 => bytemuck::cast_slice::<u8, f32>(b).chunks_exact(2).map(|c| (c[0] as f64, c[1] as f64)).collect(),
+        DType::C128 => bytemuck::cast_slice::<u8, f64>(b).chunks_exact(2).map(|c| (c[0], c[1])).collect(),
+        _ => to_f64(array).into_iter().map(|v| (v, 0.0)).collect(),
+    }
+}
+
+/// [`assert_close`] for complex values, part by part.
+#[track_caller]
+pub fn assert_close_complex(actual: &[(f64, f64)], expected: &[(f64, f64)], rtol: f64, what: &str) {
+    let split = |v: &[(f64, f64)]| -> (Vec<f64>, Vec<f64>) { v.iter().copied().unzip() };
+    let (ar, ai) = split(actual);
+    let (er, ei) = split(expected);
+    assert_close(&ar, &er, rtol, &format!("{what} (real part)"));
+    assert_close(&ai, &ei, rtol, &format!("{what} (imaginary part)"));
+}

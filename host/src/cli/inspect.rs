@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 #[derive(Args)]
 pub struct InspectArgs {
-    /// The plugin (.wasm component).
+    /// The plugin (.wasm component) or a built-in (builtin:NAME).
     plugin: PathBuf,
     /// Print JSON instead of text.
     #[arg(long)]
@@ -18,6 +18,18 @@ pub struct InspectArgs {
 }
 
 pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
+    if let Some(builtin) = args.plugin.to_str().and_then(crate::builtins::from_source) {
+        let udf = builtin?;
+        let d = udf.description();
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&description_json(d))?);
+        } else {
+            println!("{} {} — {}", d.name, d.version, d.summary);
+            println!("  kind          native built-in (reads tiles in place)");
+            print_details(d);
+        }
+        return Ok(());
+    }
     let runtime = WasmRuntime::new(args.runtime.options(crate::log::stderr(crate::log::LogLevel::Warn), 4)?)?;
     let (udf, stats) = runtime.load(&args.plugin)?;
     let d = crate::udf::Udf::description(&udf);
@@ -28,6 +40,13 @@ pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
     let (major, minor, patch) = WIT_VERSION;
     println!("{} {} — {}", d.name, d.version, d.summary);
     println!("  contract      {WIT_PACKAGE}@{major}.{minor}.{patch} (compatible)");
+    println!("  loaded in     {:.1} ms ({:?})", stats.load_time.as_secs_f64() * 1e3, stats.cache);
+    print_details(d);
+    Ok(())
+}
+
+/// Methods, preferences and parameters of a description.
+fn print_details(d: &Description) {
     println!("  methods       {}", d.methods.iter().map(|m| m.name()).collect::<Vec<_>>().join(", "));
     println!("  input dtype   {}", dtype_pref(d.input_dtype));
     println!("  tiling        depth {}, size {}", depth(d.tiling.depth), size(d.tiling.total_size));
@@ -41,7 +60,11 @@ pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
             DataAccess::Bytes => "bytes",
         }
     );
-    println!("  loaded in     {:.1} ms ({:?})", stats.load_time.as_secs_f64() * 1e3, stats.cache);
+    print_params(d);
+}
+
+/// The parameters of a description, one or two lines each.
+pub(super) fn print_params(d: &Description) {
     if d.params.is_empty() {
         println!("  parameters    none");
     } else {
@@ -55,7 +78,6 @@ pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
             }
         }
     }
-    Ok(())
 }
 
 fn yes_no(b: bool) -> &'static str {

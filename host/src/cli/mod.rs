@@ -4,6 +4,7 @@
 
 mod generate;
 mod inspect;
+mod list;
 mod progress;
 mod run;
 
@@ -26,6 +27,8 @@ enum Command {
     Run(run::RunArgs),
     /// Print a plugin's description: parameters, methods, preferences.
     Inspect(inspect::InspectArgs),
+    /// List the native built-ins (usable as builtin:NAME) with their parameters.
+    List(list::ListArgs),
     /// Write a sample dataset (synthetic 4D-STEM scan or test pattern).
     Generate(generate::GenerateArgs),
 }
@@ -174,6 +177,7 @@ where
     match cli.command {
         Command::Run(args) => run::run(args),
         Command::Inspect(args) => inspect::inspect(args),
+        Command::List(args) => list::list(args),
         Command::Generate(args) => generate::generate(args),
     }
 }

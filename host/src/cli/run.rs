@@ -19,7 +19,8 @@ use std::time::Instant;
 
 #[derive(Args)]
 pub struct RunArgs {
-    /// Plugins (.wasm components), then the dataset: PLUGIN... DATA.
+    /// Plugins (.wasm components) or built-ins (builtin:NAME, see `udf-host list`), then
+    /// the dataset: PLUGIN... DATA.
     #[arg(required = true, num_args = 2.., value_name = "FILE")]
     inputs: Vec<PathBuf>,
     /// A parameter: NAME=VALUE, NAME=@array.npy, or UDF.NAME=VALUE for one plugin only.
@@ -96,6 +97,11 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     let mut udfs: Vec<Arc<dyn Udf>> = Vec::new();
     let mut loads = Vec::new();
     for path in plugin_paths {
+        if let Some(builtin) = path.to_str().and_then(crate::builtins::from_source) {
+            udfs.push(builtin?);
+            loads.push(json!({"source": path.display().to_string(), "cache": "builtin", "load_seconds": 0.0}));
+            continue;
+        }
         let (udf, stats) = runtime.load(path).map_err(|e| Failure {
             code: if e.kind == LoadErrorKind::Read { exit::USER_ERROR } else { exit::PLUGIN_FAILURE },
             error: e.into(),

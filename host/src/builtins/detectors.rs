@@ -1,0 +1,157 @@
+//! `disk`, `ring` and `point`: virtual detectors whose masks are built from a few
+//! numbers, so no mask file is needed (LiberTEM's disk, ring and point analyses,
+//! BUILTINS.md §13, all `ApplyMasksUDF` underneath).
+//!
+//! | name | mask (float32) | parameters |
+//! |------|----------------|------------|
+//! | `disk` | `(y − cy)² + (x − cx)² ≤ r²` | `cx`, `cy`, `r` |
+//! | `ring` | `ri² < (y − cy)² + (x − cx)² ≤ ro²` | `cx`, `cy`, `ri`, `ro` |
+//! | `point` | the pixel `(int(cy), int(cx))` (sparse) | `cx`, `cy` |
+//!
+//! `cx`, `cy` default to the frame centre `X / 2`, `Y / 2` (floats, like LiberTEM's
+//! analyses). Buffer `intensity`: kind nav, dtype `result_type(input, float32)`, one
+//! value per frame — the analysis result (the masks UDF's `(M,) = (1,)` axis dropped).
+//!
+//! They are mask builders over [`masks`](super::masks) and need no wasm twin: the
+//! `masks` plugin with the same mask as a `.npy` computes the same.
+
+use super::masks::{MaskSet, MasksPartition, parse_use_sparse, result_dtype};
+use super::spec;
+use super::sumsig::nav_buffer;
+use crate::dtype::DType;
+use crate::udf::{
+    BufferDecl, BufferViewMut, CallError, DatasetMeta, Description, InitContext, MergeContext, NamedBuffer, Params,
+    PartitionRunner, ResultEntry, ResultsContext, RunPlan, Udf,
+};
+
+/// Which detector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DetectorKind {
+    Disk,
+    Ring,
+    Point,
+}
+
+impl DetectorKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            DetectorKind::Disk => "disk",
+            DetectorKind::Ring => "ring",
+            DetectorKind::Point => "point",
+        }
+    }
+}
+
+/// A virtual detector built-in.
+pub struct VirtualDetector {
+    kind: DetectorKind,
+    source: String,
+    description: Description,
+}
+
+impl VirtualDetector {
+    pub fn new(kind: DetectorKind) -> Self {
+        let summary = match kind {
+            DetectorKind::Disk => "Virtual disk detector: the sum over a disk of each frame",
+            DetectorKind::Ring => "Virtual ring (annular) detector: the sum over a ring of each frame",
+            DetectorKind::Point => "Virtual point detector: one pixel of each frame",
+        };
+        let mut d = spec::describe(kind.name(), summary);
+        d.params.push(spec::float("cx", "centre column (x) in pixels; NaN: the frame centre X / 2", Some(f64::NAN)));
+        d.params.push(spec::float("cy", "centre row (y) in pixels; NaN: the frame centre Y / 2", Some(f64::NAN)));
+        match kind {
+            DetectorKind::Disk => d.params.push(spec::float("r", "radius in pixels", None)),
+            DetectorKind::Ring => {
+                d.params.push(spec::float("ri", "inner radius in pixels (excluded)", None));
+                d.params.push(spec::float("ro", "outer radius in pixels (included)", None));
+            }
+            DetectorKind::Point => {}
+        }
+        if kind != DetectorKind::Point {
+            d.params.push(spec::text("use_sparse", "auto (dense), true (CSR) or false", Some("auto")));
+        }
+        VirtualDetector { kind, source: format!("{}{}", super::PREFIX, kind.name()), description: d }
+    }
+
+    /// The detector's mask in the result dtype for `dataset`.
+    fn masks(&self, params: &Params, dataset: &DatasetMeta) -> Result<MaskSet, CallError> {
+        let (sy, sx) = spec::sig_2d(&dataset.sig_shape, self.kind.name())?;
+        let centre = |name: &str, size: usize| -> Result<f64, CallError> {
+            let v = spec::get_float(params, name)?;
+            Ok(if v.is_nan() { size as f64 / 2.0 } else { v })
+        };
+        let (cx, cy) = (centre("cx", sx)?, centre("cy", sy)?);
+        let d2 = move |y: usize, x: usize| (y as f64 - cy).powi(2) + (x as f64 - cx).powi(2);
+        let masks = match self.kind {
+            DetectorKind::Disk => {
+                let r = spec::get_float(params, "r")?;
+                if r.is_nan() || r < 0.0 {
+                    return Err(CallError::bad_param(format!("parameter 'r' must be a radius >= 0, got {r}")));
+                }
+                let sparse = parse_use_sparse(params)?.unwrap_or(false);
+                MaskSet::from_fn_f32(1, sy, sx, sparse, |_, y, x| if d2(y, x) <= r * r { 1.0 } else { 0.0 })
+            }
+            DetectorKind::Ring => {
+                let (ri, ro) = (spec::get_float(params, "ri")?, spec::get_float(params, "ro")?);
+                if ri.is_nan() || ro.is_nan() || ri < 0.0 || ro < ri {
+                    return Err(CallError::bad_param(format!(
+                        "parameters 'ri' and 'ro' must be radii with 0 <= ri <= ro, got ri={ri}, ro={ro}"
+                    )));
+                }
+                let sparse = parse_use_sparse(params)?.unwrap_or(false);
+                MaskSet::from_fn_f32(1, sy, sx, sparse, |_, y, x| {
+                    let d = d2(y, x);
+                    if ri * ri < d && d <= ro * ro { 1.0 } else { 0.0 }
+                })
+            }
+            DetectorKind::Point => {
+                // Python's int(): truncation towards zero.
+                let (py, px) = (cy.trunc(), cx.trunc());
+                if !(0.0..sy as f64).contains(&py) || !(0.0..sx as f64).contains(&px) {
+                    return Err(CallError::bad_param(format!(
+                        "point (cy={cy}, cx={cx}) is outside the frame of shape ({sy}, {sx})"
+                    )));
+                }
+                let (py, px) = (py as usize, px as usize);
+                MaskSet::from_fn_f32(1, sy, sx, true, |_, y, x| if (y, x) == (py, px) { 1.0 } else { 0.0 })
+            }
+        };
+        Ok(masks.to_dtype(result_dtype(dataset.input_dtype, DType::F32)?))
+    }
+}
+
+impl Udf for VirtualDetector {
+    fn description(&self) -> &Description {
+        &self.description
+    }
+
+    fn source(&self) -> &str {
+        &self.source
+    }
+
+    fn reads_in_place(&self) -> bool {
+        true
+    }
+
+    fn plan(&self, _: &Params, _: &DatasetMeta) -> Result<RunPlan, CallError> {
+        Ok(spec::plan_of(&self.description))
+    }
+
+    fn result_buffers(&self, params: &Params, dataset: &DatasetMeta) -> Result<Vec<BufferDecl>, CallError> {
+        let masks = self.masks(params, dataset)?;
+        Ok(vec![nav_buffer("intensity", masks.values.dtype(), &[])])
+    }
+
+    fn start(&self, ctx: InitContext<'_>) -> Result<Box<dyn PartitionRunner + '_>, CallError> {
+        let masks = self.masks(ctx.params, ctx.dataset)?;
+        Ok(Box::new(MasksPartition::new(&ctx, &masks, "intensity", &[])?))
+    }
+
+    fn merge(&self, _: MergeContext<'_>, _: &mut [BufferViewMut<'_>], _: &[NamedBuffer]) -> Result<(), CallError> {
+        Err(CallError::internal("virtual detectors are merged by the host"))
+    }
+
+    fn get_results(&self, _: ResultsContext<'_>, _: &[NamedBuffer]) -> Result<Vec<ResultEntry>, CallError> {
+        Err(CallError::internal("virtual detectors have no get_results"))
+    }
+}

@@ -1,0 +1,251 @@
+//! The element types built-ins compute with: [`Sample`] (add and sum like NumPy, fast
+//! where it matters), [`Real`] for float-only kernels, and the [`with_sample!`] dispatch
+//! from a run-time [`DType`](crate::dtype::DType) to a monomorphised kernel.
+
+use crate::dtype::Element;
+use crate::udf::{CallError, Tile};
+use num_complex::{Complex32, Complex64};
+
+/// A numeric element: every dtype but `bool`.
+pub trait Sample: Element + Default + PartialEq {
+    /// `self + other`, wrapping for integers (NumPy's behaviour).
+    fn add(self, other: Self) -> Self;
+
+    /// The sum of `values`. Floats are summed in several lanes and blocks of `f64`, more
+    /// accurate than a running `f32` sum (NumPy sums pairwise) and vectorised.
+    fn sum(values: &[Self]) -> Self {
+        values.iter().fold(Self::default(), |acc, &v| acc.add(v))
+    }
+}
+
+macro_rules! integer_samples {
+    ($($t:ty),*) => {$(
+        impl Sample for $t {
+            #[inline(always)]
+            fn add(self, other: Self) -> Self {
+                self.wrapping_add(other)
+            }
+        }
+    )*};
+}
+
+integer_samples!(u8, u16, u32, u64, i8, i16, i32, i64);
+
+/// Lanes of the float sums: 16 independent accumulators keep the adder pipelines full.
+const LANES: usize = 16;
+/// Elements summed in `f32` lanes before the block's total goes into an `f64`.
+const BLOCK: usize = 1024;
+
+impl Sample for f32 {
+    #[inline(always)]
+    fn add(self, other: Self) -> Self {
+        self + other
+    }
+
+    fn sum(values: &[f32]) -> f32 {
+        let mut total = 0f64;
+        for block in values.chunks(BLOCK) {
+            let mut lanes = [0f32; LANES];
+            let mut groups = block.chunks_exact(LANES);
+            for group in &mut groups {
+                for (lane, &v) in lanes.iter_mut().zip(group) {
+                    *lane += v;
+                }
+            }
+            total += lanes.iter().chain(groups.remainder()).map(|&v| f64::from(v)).sum::<f64>();
+        }
+        total as f32
+    }
+}
+
+impl Sample for f64 {
+    #[inline(always)]
+    fn add(self, other: Self) -> Self {
+        self + other
+    }
+
+    fn sum(values: &[f64]) -> f64 {
+        let mut total = 0f64;
+        for block in values.chunks(BLOCK) {
+            let mut lanes = [0f64; LANES];
+            let mut groups = block.chunks_exact(LANES);
+            for group in &mut groups {
+                for (lane, &v) in lanes.iter_mut().zip(group) {
+                    *lane += v;
+                }
+            }
+            total += lanes.iter().chain(groups.remainder()).sum::<f64>();
+        }
+        total
+    }
+}
+
+impl Sample for Complex32 {
+    #[inline(always)]
+    fn add(self, other: Self) -> Self {
+        self + other
+    }
+
+    fn sum(values: &[Complex32]) -> Complex32 {
+        let (mut re, mut im) = (0f64, 0f64);
+        for v in values {
+            re += f64::from(v.re);
+            im += f64::from(v.im);
+        }
+        Complex32::new(re as f32, im as f32)
+    }
+}
+
+impl Sample for Complex64 {
+    #[inline(always)]
+    fn add(self, other: Self) -> Self {
+        self + other
+    }
+}
+
+/// A real float element, for kernels defined on real data only.
+pub trait Real: Sample + Into<f64> + PartialOrd {
+    /// `v` rounded to this type.
+    fn from_f64(v: f64) -> Self;
+}
+
+impl Real for f32 {
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+}
+
+impl Real for f64 {
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+}
+
+/// Run `$body` with `$T` the element type of `$dtype`; `$otherwise` for `bool`.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! with_sample {
+    ($dtype:expr, $T:ident => $body:expr, $otherwise:expr) => {{
+        use $crate::dtype::DType as D;
+        match $dtype {
+            D::U8 => {
+                type $T = u8;
+                $body
+            }
+            D::U16 => {
+                type $T = u16;
+                $body
+            }
+            D::U32 => {
+                type $T = u32;
+                $body
+            }
+            D::U64 => {
+                type $T = u64;
+                $body
+            }
+            D::I8 => {
+                type $T = i8;
+                $body
+            }
+            D::I16 => {
+                type $T = i16;
+                $body
+            }
+            D::I32 => {
+                type $T = i32;
+                $body
+            }
+            D::I64 => {
+                type $T = i64;
+                $body
+            }
+            D::F32 => {
+                type $T = f32;
+                $body
+            }
+            D::F64 => {
+                type $T = f64;
+                $body
+            }
+            D::C64 => {
+                type $T = ::num_complex::Complex32;
+                $body
+            }
+            D::C128 => {
+                type $T = ::num_complex::Complex64;
+                $body
+            }
+            D::Bool => $otherwise,
+        }
+    }};
+}
+
+/// Run `$body` with `$T` = `f32` or `f64` for a real float `$dtype`; `$otherwise` else.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! with_real {
+    ($dtype:expr, $T:ident => $body:expr, $otherwise:expr) => {{
+        use $crate::dtype::DType as D;
+        match $dtype {
+            D::F32 => {
+                type $T = f32;
+                $body
+            }
+            D::F64 => {
+                type $T = f64;
+                $body
+            }
+            _ => $otherwise,
+        }
+    }};
+}
+
+pub use crate::{with_real, with_sample};
+
+/// The tile's elements as `T`.
+///
+/// # Errors
+/// An internal error if `T` is not the tile's dtype or the bytes are misaligned (the
+/// executor guarantees neither happens).
+pub fn tile_data<'a, T: Element>(tile: &Tile<'a>) -> Result<&'a [T], CallError> {
+    if T::DTYPE != tile.dtype {
+        return Err(CallError::internal(format!("tile is {}, expected {}", tile.dtype, T::DTYPE)));
+    }
+    bytemuck::try_cast_slice(tile.data).map_err(|e| {
+        CallError::internal(format!("tile of {} bytes cannot be read as {}: {e}", tile.data.len(), T::DTYPE))
+    })
+}
+
+/// Bytes viewed as `T` (merge destinations, exported buffers).
+///
+/// # Errors
+/// An internal error naming `what` if the bytes are misaligned or of the wrong length.
+pub fn cast_mut<'a, T: Element>(bytes: &'a mut [u8], what: &str) -> Result<&'a mut [T], CallError> {
+    let len = bytes.len();
+    bytemuck::try_cast_slice_mut(bytes).map_err(|e| {
+        CallError::internal(format!("buffer '{what}' ({len} bytes) cannot be viewed as {}: {e}", T::DTYPE))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn float_sums_are_accurate() {
+        let values: Vec<f32> = (0..100_003).map(|i| 0.1 + (i % 7) as f32 * 0.01).collect();
+        let exact: f64 = values.iter().map(|&v| f64::from(v)).sum();
+        assert!((f64::from(f32::sum(&values)) - exact).abs() <= 1e-6 * exact);
+        let values: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
+        assert!((f64::sum(&values) - exact).abs() <= 1e-12 * exact);
+    }
+
+    #[test]
+    fn integer_sums_wrap_like_numpy() {
+        assert_eq!(u8::sum(&[200, 100]), 44);
+        assert_eq!(i16::sum(&[i16::MAX, 1]), i16::MIN);
+    }
+}

@@ -1,0 +1,176 @@
+//! The loops the built-ins share: where a tile's signal slice lies in the frame
+//! ([`SliceRuns`]), and reductions over a tile that stay in cache however large the
+//! tile is.
+//!
+//! A tile is `frames × slice` elements in C order. When the data is read in place a
+//! tile can be a whole partition (hundreds of MiB); the kernels then work on column
+//! blocks of [`CHUNK`] elements (for all frames of the tile) or on one frame at a
+//! time, so the accumulators stay in L1/L2 while the data streams past once.
+//!
+//! Partitions already run in parallel (one per worker thread, at least two per
+//! thread by default). Inside a partition, [`parallel`] says when a tile is big enough
+//! that splitting it with rayon can help: when there are fewer partitions than
+//! threads (`--partitions 1`), the idle threads steal the column blocks; otherwise the
+//! blocks simply run on the thread that made them, at the cost of a few atomic
+//! operations per block.
+
+use super::element::Sample;
+use crate::dataset::SigSlice;
+use rayon::prelude::*;
+
+/// Elements per column block: 16 KiB of `f32` accumulators, half of L1.
+pub const CHUNK: usize = 4096;
+
+/// Tiles of at least this many bytes are split across rayon tasks.
+const PARALLEL_BYTES: usize = 4 << 20;
+
+/// Whether a tile of `bytes` is worth splitting across threads.
+pub fn parallel(bytes: usize) -> bool {
+    bytes >= PARALLEL_BYTES && rayon::current_num_threads() > 1
+}
+
+/// A signal slice as runs of consecutive pixels of the frame: the slice's elements
+/// `k * run_len .. (k + 1) * run_len` are the frame's `starts[k] .. starts[k] + run_len`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SliceRuns {
+    pub run_len: usize,
+    pub starts: Vec<usize>,
+    /// Pixels in the slice (`run_len * starts.len()`).
+    pub slice_len: usize,
+}
+
+impl SliceRuns {
+    /// The runs of `slice` in frames of shape `sig`.
+    pub fn new(sig: &[usize], slice: &SigSlice) -> Self {
+        let dims = sig.len();
+        if dims == 0 {
+            return SliceRuns { run_len: 1, starts: vec![0], slice_len: 1 };
+        }
+        let mut strides = vec![1; dims];
+        for d in (0..dims - 1).rev() {
+            strides[d] = strides[d + 1] * sig[d + 1];
+        }
+        // Merge trailing axes the slice spans completely into one run.
+        let mut d = dims - 1;
+        let mut run_len = slice.shape[d];
+        while d > 0 && slice.shape[d] == sig[d] && slice.origin[d] == 0 {
+            d -= 1;
+            run_len *= slice.shape[d];
+        }
+        let first = slice.origin[d] * strides[d];
+        let outer: Vec<(usize, usize, usize)> = (0..d).map(|a| (slice.origin[a], slice.shape[a], strides[a])).collect();
+        let count: usize = outer.iter().map(|&(_, n, _)| n).product();
+        let starts = (0..count)
+            .map(|mut k| {
+                let mut offset = first;
+                for &(origin, n, stride) in outer.iter().rev() {
+                    offset += (origin + k % n) * stride;
+                    k /= n;
+                }
+                offset
+            })
+            .collect();
+        SliceRuns { run_len, starts, slice_len: slice.len() }
+    }
+
+    /// The runs of every slice of a tiling scheme, indexed like the scheme.
+    pub fn for_scheme(sig: &[usize], slices: &[SigSlice]) -> Vec<SliceRuns> {
+        slices.iter().map(|s| Self::new(sig, s)).collect()
+    }
+
+    /// Whether the slice is the whole frame.
+    pub fn is_full(&self, frame_len: usize) -> bool {
+        self.slice_len == frame_len
+    }
+
+    /// Each run as `(offset in the slice, offset in the frame, length)`, cut into pieces of
+    /// at most `CHUNK` elements.
+    pub fn blocks(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+        self.starts.iter().enumerate().flat_map(move |(k, &start)| {
+            (0..self.run_len)
+                .step_by(CHUNK)
+                .map(move |c| (k * self.run_len + c, start + c, CHUNK.min(self.run_len - c)))
+        })
+    }
+}
+
+/// `acc[p] += Σ_f tile[f, p]` over the frames of a tile, `acc` being the frame-sized
+/// accumulator and the tile covering `runs`: SumUDF's `process_tile`.
+pub fn add_frames<T: Sample>(acc: &mut [T], tile: &[T], runs: &SliceRuns) {
+    let stride = runs.slice_len;
+    if stride == 0 {
+        return;
+    }
+    if runs.starts.len() == 1 && parallel(std::mem::size_of_val(tile)) {
+        let start = runs.starts[0];
+        acc[start..start + runs.run_len]
+            .par_chunks_mut(CHUNK)
+            .enumerate()
+            .for_each(|(c, block)| add_column_block(block, tile, stride, c * CHUNK));
+        return;
+    }
+    for (in_slice, in_frame, len) in runs.blocks() {
+        add_column_block(&mut acc[in_frame..in_frame + len], tile, stride, in_slice);
+    }
+}
+
+/// `block[i] += Σ_f tile[f * stride + offset + i]`.
+fn add_column_block<T: Sample>(block: &mut [T], tile: &[T], stride: usize, offset: usize) {
+    let len = block.len();
+    for frame in tile.chunks_exact(stride) {
+        for (a, &x) in block.iter_mut().zip(&frame[offset..offset + len]) {
+            *a = a.add(x);
+        }
+    }
+}
+
+/// `acc[f] += Σ_p tile[f, p]`: each frame's (partial) sum added to its nav entry,
+/// SumSigUDF's `process_tile`.
+pub fn add_frame_sums<T: Sample>(acc: &mut [T], tile: &[T], slice_len: usize) {
+    if slice_len == 0 {
+        return;
+    }
+    let frames = tile.chunks_exact(slice_len);
+    if parallel(std::mem::size_of_val(tile)) {
+        acc.par_iter_mut().zip(tile.par_chunks_exact(slice_len)).for_each(|(a, frame)| *a = a.add(T::sum(frame)));
+    } else {
+        for (a, frame) in acc.iter_mut().zip(frames) {
+            *a = a.add(T::sum(frame));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runs(frame: &[usize], origin: &[usize], shape: &[usize]) -> (usize, Vec<usize>) {
+        let r = SliceRuns::new(frame, &SigSlice { origin: origin.to_vec(), shape: shape.to_vec() });
+        (r.run_len, r.starts)
+    }
+
+    #[test]
+    fn slices_become_runs() {
+        assert_eq!(runs(&[4, 5], &[1, 0], &[2, 5]), (10, vec![5]));
+        assert_eq!(runs(&[4, 5], &[1, 2], &[2, 3]), (3, vec![7, 12]));
+        assert_eq!(runs(&[2, 3, 4], &[0, 1, 1], &[2, 2, 2]), (2, vec![5, 9, 17, 21]));
+    }
+
+    #[test]
+    fn column_blocks_cover_partial_slices() {
+        let sig = [3, 5];
+        let slice = SigSlice { origin: vec![1, 1], shape: vec![2, 3] };
+        let r = SliceRuns::new(&sig, &slice);
+        // Two frames of the 2x3 slice: values 1..=12.
+        let tile: Vec<f64> = (1..=12).map(f64::from).collect();
+        let mut acc = vec![0.0; 15];
+        add_frames(&mut acc, &tile, &r);
+        let mut expected = vec![0.0; 15];
+        for f in 0..2 {
+            for (k, &p) in [6, 7, 8, 11, 12, 13].iter().enumerate() {
+                expected[p] += tile[f * 6 + k];
+            }
+        }
+        assert_eq!(acc, expected);
+    }
+}

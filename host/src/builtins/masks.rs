@@ -1,0 +1,527 @@
+//! `masks`: dot products of every frame with a stack of masks — virtual detectors
+//! (LiberTEM's `ApplyMasksUDF`, BUILTINS.md §4).
+//!
+//! Buffer `intensity`: kind nav, extra shape `(M,)`, dtype `result_type(input,
+//! mask dtype)`, `intensity[n, m] = Σ_{y,x} F_n[y, x] · mask_m[y, x]`.
+//!
+//! The engine here ([`MaskSet`], [`MaskProduct`], [`MasksPartition`]) also serves the
+//! built-ins that make their own masks: `disk`, `ring`, `point`, `radial-fourier` and
+//! `com`. Per partition, the masks are cut to the tiling's signal slices once; a tile
+//! is then one matrix product `tile (frames × pixels) @ masksᵀ (pixels × M)` (dense
+//! masks, matrixmultiply's blocked kernels, which read each tile element once), or a
+//! gather per mask entry (sparse masks, CSR). Tiles of another dtype than the result
+//! are converted in blocks of ~1 MiB into a scratch buffer allocated once.
+
+use super::element::{Sample, tile_data};
+use super::kernels::{SliceRuns, parallel};
+use super::spec;
+use super::sumsig::nav_buffer;
+use crate::array::NdArray;
+use crate::dataset::SigSlice;
+use crate::dtype::{CastFrom, DType, Element, Kind, StoredDType, converter, result_type};
+use crate::udf::{
+    BufferDecl, BufferViewMut, CallError, DTypePreference, DatasetMeta, Description, InitContext, MergeContext,
+    NamedBuffer, Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile, Udf,
+};
+use ndarray::{ArrayView2, ArrayViewMut2, LinalgScalar, ShapeBuilder};
+use num_complex::{Complex32, Complex64};
+use rayon::prelude::*;
+
+/// A stack of `count` masks over the whole frame, in the result dtype.
+#[derive(Debug, Clone)]
+pub struct MaskSet {
+    /// `(count, frame_len)`, C order, in the result dtype.
+    pub values: NdArray,
+    pub count: usize,
+    pub frame_len: usize,
+    /// Apply as sparse (CSR) masks.
+    pub sparse: bool,
+}
+
+impl MaskSet {
+    /// Masks from an array of shape `sig` (one mask), `(M, ..sig)` or `(M, pixels)`,
+    /// converted to `dtype` (NumPy's `astype`).
+    ///
+    /// # Errors
+    /// Bad parameter `name` if the shape does not fit the frames or the dtype cannot
+    /// hold the result.
+    pub fn new(array: &NdArray, sig: &[usize], dtype: DType, sparse: bool, name: &str) -> Result<Self, CallError> {
+        let frame_len: usize = sig.iter().product();
+        let shape = array.shape();
+        let count = if shape == sig {
+            1
+        } else if shape.len() == sig.len() + 1 && shape[1..] == *sig
+            || shape.len() == 2 && shape[1] == frame_len && sig.len() != 1
+        {
+            shape[0]
+        } else {
+            return Err(CallError::bad_param(format!(
+                "parameter '{name}' has shape {shape:?}; expected one mask of the frame shape {sig:?} or a stack (M, {})",
+                sig.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
+            )));
+        };
+        if array.dtype() == DType::Bool && dtype == DType::Bool {
+            return Err(CallError::bad_param(format!("parameter '{name}': bool masks need a numeric mask_dtype")));
+        }
+        let mut values = NdArray::zeros(dtype, &[count, frame_len]);
+        if array.dtype() == DType::Bool {
+            // Bool is stored as 0/1 bytes: convert through uint8.
+            converter(StoredDType::le(DType::U8), dtype)(array.bytes(), values.bytes_mut());
+        } else {
+            converter(StoredDType::le(array.dtype()), dtype)(array.bytes(), values.bytes_mut());
+        }
+        Ok(MaskSet { values, count, frame_len, sparse })
+    }
+
+    /// Masks built pixel by pixel: `f(m, y, x)` for 2-D frames `(sy, sx)`, as float32.
+    pub fn from_fn_f32(
+        count: usize,
+        sy: usize,
+        sx: usize,
+        sparse: bool,
+        f: impl Fn(usize, usize, usize) -> f32,
+    ) -> Self {
+        let values: Vec<f32> = (0..count)
+            .flat_map(|m| (0..sy).flat_map(move |y| (0..sx).map(move |x| (m, y, x))))
+            .map(|(m, y, x)| f(m, y, x))
+            .collect();
+        let values = NdArray::from_vec(&[count, sy * sx], values).unwrap_or_else(|_| unreachable!("count x frame"));
+        MaskSet { values, count, frame_len: sy * sx, sparse }
+    }
+
+    /// The same masks in `dtype`.
+    pub fn to_dtype(&self, dtype: DType) -> MaskSet {
+        if dtype == self.values.dtype() {
+            return self.clone();
+        }
+        let mut values = NdArray::zeros(dtype, self.values.shape());
+        converter(StoredDType::le(self.values.dtype()), dtype)(self.values.bytes(), values.bytes_mut());
+        MaskSet { values, ..*self }
+    }
+
+    /// The product of tiles with these masks for one partition: masks cut to each
+    /// slice of the tiling.
+    ///
+    /// # Errors
+    /// Invalid data if the masks' dtype is not float or complex.
+    pub fn product(&self, sig: &[usize], slices: &[SigSlice]) -> Result<Box<dyn MaskProduct>, CallError> {
+        macro_rules! make {
+            ($t:ty) => {{
+                let values = self.values.as_slice::<$t>().unwrap_or_default();
+                let runs = SliceRuns::for_scheme(sig, slices);
+                if self.sparse {
+                    Ok(Box::new(SparseProduct::<$t>::new(values, self.count, self.frame_len, &runs))
+                        as Box<dyn MaskProduct>)
+                } else {
+                    Ok(Box::new(DenseProduct::<$t>::new(values, self.count, self.frame_len, &runs))
+                        as Box<dyn MaskProduct>)
+                }
+            }};
+        }
+        match self.values.dtype() {
+            DType::F32 => make!(f32),
+            DType::F64 => make!(f64),
+            DType::C64 => make!(Complex32),
+            DType::C128 => make!(Complex64),
+            other => Err(CallError::invalid_data(format!(
+                "masks are applied in float or complex arithmetic, not {other}; use float32 input or mask_dtype"
+            ))),
+        }
+    }
+}
+
+/// `out[f, m] += Σ_p tile[f, p] · mask_m[slice p]` for the frames of a tile.
+pub trait MaskProduct: Send {
+    /// Apply to `tile`, adding into `out` (`tile.frames × M` elements of the result
+    /// dtype, as bytes).
+    ///
+    /// # Errors
+    /// An unsupported tile dtype, or internal inconsistencies.
+    fn apply(&mut self, tile: &Tile<'_>, out: &mut [u8]) -> Result<(), CallError>;
+}
+
+/// Element types masks are applied in.
+pub trait MaskElement: Sample + LinalgScalar + Send + Sync {}
+impl MaskElement for f32 {}
+impl MaskElement for f64 {}
+impl MaskElement for Complex32 {}
+impl MaskElement for Complex64 {}
+
+/// Run `$body` with `$T` the float or complex type of `$dtype`; `$otherwise` else.
+macro_rules! with_float_or_complex {
+    ($dtype:expr, $T:ident => $body:expr, $otherwise:expr) => {
+        match $dtype {
+            DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            DType::C64 => {
+                type $T = Complex32;
+                $body
+            }
+            DType::C128 => {
+                type $T = Complex64;
+                $body
+            }
+            _ => $otherwise,
+        }
+    };
+}
+
+/// Scratch for converted tiles: at most this many bytes per block.
+const CONVERT_BYTES: usize = 1 << 20;
+/// Frames per parallel block target this many bytes of tile.
+const PARALLEL_BLOCK_BYTES: usize = 4 << 20;
+
+fn unsupported(dtype: DType) -> CallError {
+    CallError::invalid_data(format!("masks cannot be applied to {dtype} data"))
+}
+
+fn rows_of<R: Element>(out: &mut [u8]) -> Result<&mut [R], CallError> {
+    super::element::cast_mut::<R>(out, "intensity")
+}
+
+/// Dense masks: per slice a `(M, slice_len)` matrix.
+struct DenseProduct<R> {
+    count: usize,
+    /// Per slice of the scheme: the masks cut to the slice, `(M, slice_len)` C order.
+    slices: Vec<Vec<R>>,
+    scratch: Vec<R>,
+}
+
+impl<R: MaskElement> DenseProduct<R> {
+    fn new(values: &[R], count: usize, frame_len: usize, runs: &[SliceRuns]) -> Self {
+        let slices = runs
+            .iter()
+            .map(|r| {
+                let mut cut = Vec::with_capacity(count * r.slice_len);
+                for m in 0..count {
+                    let mask = &values[m * frame_len..(m + 1) * frame_len];
+                    for &start in &r.starts {
+                        cut.extend_from_slice(&mask[start..start + r.run_len]);
+                    }
+                }
+                cut
+            })
+            .collect();
+        DenseProduct { count, slices, scratch: Vec::new() }
+    }
+}
+
+/// `out (frames × m) += data (frames × k) @ masksᵀ`, `masks` being `(m, k)` C order.
+fn gemm<R: MaskElement>(data: &[R], k: usize, masks: &[R], m: usize, out: &mut [R]) -> Result<(), CallError> {
+    let frames = out.len() / m.max(1);
+    if m == 0 || k == 0 || frames == 0 {
+        return Ok(());
+    }
+    let bad = |e: ndarray::ShapeError| CallError::internal(format!("mask product shapes: {e}"));
+    let a = ArrayView2::from_shape((frames, k), &data[..frames * k]).map_err(bad)?;
+    let b = ArrayView2::from_shape((k, m).strides((1, k)), masks).map_err(bad)?;
+    let mut c = ArrayViewMut2::from_shape((frames, m), out).map_err(bad)?;
+    if m == 1 {
+        // One mask: a dot product per frame (a GEMM would waste most of its kernel).
+        for (row, acc) in a.outer_iter().zip(c.iter_mut()) {
+            *acc = *acc + dot(row.as_slice().unwrap_or_default(), masks);
+        }
+        return Ok(());
+    }
+    ndarray::linalg::general_mat_mul(R::one(), &a, &b, R::one(), &mut c);
+    Ok(())
+}
+
+/// `Σ a[i] · b[i]` in 8 lanes.
+fn dot<R: MaskElement>(a: &[R], b: &[R]) -> R {
+    let mut lanes = [R::zero(); 8];
+    let mut ca = a.chunks_exact(8);
+    let mut cb = b.chunks_exact(8);
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        for i in 0..8 {
+            lanes[i] = lanes[i] + x[i] * y[i];
+        }
+    }
+    let mut total = R::zero();
+    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
+        total = total + *x * *y;
+    }
+    lanes.iter().fold(total, |acc, &l| acc + l)
+}
+
+impl<R: MaskElement> MaskProduct for DenseProduct<R>
+where
+    R: CastFrom<f32> + CastFrom<f64> + CastFrom<Complex32> + CastFrom<Complex64>,
+{
+    fn apply(&mut self, tile: &Tile<'_>, out: &mut [u8]) -> Result<(), CallError> {
+        let masks = self.slices.get(tile.scheme_index).ok_or_else(|| CallError::internal("unknown signal slice"))?;
+        let k = tile.sig.len();
+        let m = self.count;
+        let out = rows_of::<R>(out)?;
+        if tile.dtype == R::DTYPE {
+            let data = tile_data::<R>(tile)?;
+            if parallel(tile.data.len()) && tile.frames > 1 {
+                let block = (PARALLEL_BLOCK_BYTES / (k * size_of::<R>()).max(1)).clamp(1, tile.frames);
+                return out
+                    .par_chunks_mut(block * m.max(1))
+                    .zip(data.par_chunks(block * k))
+                    .try_for_each(|(o, d)| gemm(d, k, masks, m, o));
+            }
+            return gemm(data, k, masks, m, out);
+        }
+        with_float_or_complex!(tile.dtype, I => {
+            let data = tile_data::<I>(tile)?;
+            let block = (CONVERT_BYTES / (k * size_of::<R>()).max(1)).clamp(1, tile.frames.max(1));
+            if self.scratch.len() < block * k {
+                self.scratch.resize(block * k, R::zero());
+            }
+            for (d, o) in data.chunks(block * k).zip(out.chunks_mut(block * m.max(1))) {
+                let scratch = &mut self.scratch[..d.len()];
+                for (s, &x) in scratch.iter_mut().zip(d) {
+                    *s = R::cast_from(x);
+                }
+                gemm(scratch, k, masks, m, o)?;
+            }
+            Ok(())
+        }, Err(unsupported(tile.dtype)))
+    }
+}
+
+/// Sparse masks: per slice a CSR matrix `(M, slice_len)`.
+struct SparseProduct<R> {
+    count: usize,
+    /// Per slice: row pointers (M + 1), column indices (in the slice), values.
+    slices: Vec<(Vec<usize>, Vec<u32>, Vec<R>)>,
+}
+
+impl<R: MaskElement> SparseProduct<R> {
+    fn new(values: &[R], count: usize, frame_len: usize, runs: &[SliceRuns]) -> Self {
+        let slices = runs
+            .iter()
+            .map(|r| {
+                let mut indptr = vec![0];
+                let (mut indices, mut data) = (Vec::new(), Vec::new());
+                for m in 0..count {
+                    let mask = &values[m * frame_len..(m + 1) * frame_len];
+                    for (k, &start) in r.starts.iter().enumerate() {
+                        for i in 0..r.run_len {
+                            let v = mask[start + i];
+                            if v != R::zero() {
+                                indices.push((k * r.run_len + i) as u32);
+                                data.push(v);
+                            }
+                        }
+                    }
+                    indptr.push(indices.len());
+                }
+                (indptr, indices, data)
+            })
+            .collect();
+        SparseProduct { count, slices }
+    }
+}
+
+impl<R: MaskElement> MaskProduct for SparseProduct<R>
+where
+    R: CastFrom<f32> + CastFrom<f64> + CastFrom<Complex32> + CastFrom<Complex64>,
+{
+    fn apply(&mut self, tile: &Tile<'_>, out: &mut [u8]) -> Result<(), CallError> {
+        let (indptr, indices, values) =
+            self.slices.get(tile.scheme_index).ok_or_else(|| CallError::internal("unknown signal slice"))?;
+        let k = tile.sig.len();
+        let m = self.count;
+        let out = rows_of::<R>(out)?;
+        if m == 0 || k == 0 {
+            return Ok(());
+        }
+        with_float_or_complex!(tile.dtype, I => {
+            let data = tile_data::<I>(tile)?;
+            for (frame, row) in data.chunks_exact(k).zip(out.chunks_exact_mut(m)) {
+                for (mask, acc) in row.iter_mut().enumerate() {
+                    let range = indptr[mask]..indptr[mask + 1];
+                    let mut sum = R::zero();
+                    for (&i, &v) in indices[range.clone()].iter().zip(&values[range]) {
+                        sum = sum + v * R::cast_from(frame[i as usize]);
+                    }
+                    *acc = *acc + sum;
+                }
+            }
+            Ok(())
+        }, Err(unsupported(tile.dtype)))
+    }
+}
+
+/// A partition of any mask-based built-in: the product into a nav buffer `(frames, M)`.
+pub struct MasksPartition {
+    product: Box<dyn MaskProduct>,
+    buffer: Option<NdArray>,
+    name: String,
+    count: usize,
+    origin: u64,
+    dtype_size: usize,
+}
+
+impl MasksPartition {
+    /// A runner applying `masks` (already in the buffer's dtype) into nav buffer `name`
+    /// of shape `(frames, ..extra)` with `M` elements per frame.
+    ///
+    /// # Errors
+    /// As [`MaskSet::product`].
+    pub fn new(ctx: &InitContext<'_>, masks: &MaskSet, name: &str, extra_shape: &[usize]) -> Result<Self, CallError> {
+        let (origin, frames) = ctx.partition.map_or((0, ctx.dataset.frames()), |p| (p.origin, p.frames));
+        let sig = &ctx.dataset.sig_shape;
+        let full = [SigSlice::full(sig)];
+        let slices = ctx.partition.map_or(&full[..], |p| &p.tiling.slices[..]);
+        let product = masks.product(sig, slices)?;
+        let mut shape = vec![frames];
+        shape.extend_from_slice(extra_shape);
+        let dtype = masks.values.dtype();
+        Ok(MasksPartition {
+            product,
+            buffer: Some(NdArray::zeros(dtype, &shape)),
+            name: name.to_owned(),
+            count: masks.count,
+            origin,
+            dtype_size: dtype.size(),
+        })
+    }
+}
+
+impl PartitionRunner for MasksPartition {
+    fn preprocess(&mut self) -> Result<(), CallError> {
+        Ok(())
+    }
+
+    fn process(&mut self, tile: &Tile<'_>) -> Result<(), CallError> {
+        let buffer = self.buffer.as_mut().ok_or_else(|| CallError::internal("process after export"))?;
+        let first =
+            tile.origin.checked_sub(self.origin).ok_or_else(|| CallError::internal("tile before partition"))? as usize;
+        let row = self.count * self.dtype_size;
+        let out = buffer
+            .bytes_mut()
+            .get_mut(first * row..(first + tile.frames) * row)
+            .ok_or_else(|| CallError::internal("tile beyond partition"))?;
+        self.product.apply(tile, out)
+    }
+
+    fn postprocess(&mut self) -> Result<(), CallError> {
+        Ok(())
+    }
+
+    fn export(&mut self) -> Result<Vec<NamedBuffer>, CallError> {
+        let array = self.buffer.take().ok_or_else(|| CallError::internal("exported twice"))?;
+        Ok(vec![NamedBuffer { name: self.name.clone(), array }])
+    }
+}
+
+/// The result dtype of applying masks of `mask_dtype` to `input`: float or complex.
+///
+/// # Errors
+/// Invalid data for inputs masks cannot be applied to (integers kept native by another
+/// UDF of the run, bool).
+pub fn result_dtype(input: DType, mask_dtype: DType) -> Result<DType, CallError> {
+    let d = result_type(input, mask_dtype);
+    match d.kind() {
+        Kind::Float | Kind::Complex => Ok(d),
+        _ => Err(CallError::invalid_data(format!(
+            "masks of {mask_dtype} cannot be applied to {input} input in float arithmetic; give preferred_dtype or mask_dtype float32"
+        ))),
+    }
+}
+
+/// Parse `use_sparse`: `auto` (the masks' own form: dense arrays stay dense), `true`
+/// or a sparse format name (CSR), `false`.
+///
+/// # Errors
+/// Any other value.
+pub fn parse_use_sparse(params: &Params) -> Result<Option<bool>, CallError> {
+    let text = spec::get_text(params, "use_sparse")?;
+    match text.trim().to_ascii_lowercase().as_str() {
+        "" | "auto" | "none" => Ok(None),
+        "true" | "1" | "yes" | "scipy.sparse" | "scipy.sparse.csc" | "sparse.pydata" | "csr" => Ok(Some(true)),
+        "false" | "0" | "no" => Ok(Some(false)),
+        _ => Err(CallError::bad_param(format!(
+            "parameter 'use_sparse' must be auto, true or false (or a sparse format name), got '{text}'"
+        ))),
+    }
+}
+
+/// LiberTEM's `ApplyMasksUDF`.
+pub struct ApplyMasks {
+    description: Description,
+}
+
+impl Default for ApplyMasks {
+    fn default() -> Self {
+        let mut d = spec::describe("masks", "Dot product of each frame with a stack of masks (LiberTEM ApplyMasksUDF)");
+        d.params = vec![
+            spec::array("masks", "the masks: one of the frame's shape, or a stack (M, ..sig); @masks.npy", None),
+            spec::text("use_sparse", "auto (as given: dense), true (CSR) or false", Some("auto")),
+            spec::text("mask_dtype", "dtype of the masks for the product (default: the array's dtype)", Some("")),
+            spec::text("preferred_dtype", "preferred input dtype (NumPy name)", Some("float32")),
+        ];
+        ApplyMasks { description: d }
+    }
+}
+
+impl ApplyMasks {
+    fn mask_dtype(params: &Params) -> Result<DType, CallError> {
+        Ok(match spec::get_dtype(params, "mask_dtype")? {
+            Some(d) => d,
+            None => match spec::get_array(params, "masks")?.dtype() {
+                // Bool masks multiply like their 0/1 values in the input's precision.
+                DType::Bool => DType::Bool,
+                d => d,
+            },
+        })
+    }
+
+    fn masks(params: &Params, dataset: &DatasetMeta) -> Result<MaskSet, CallError> {
+        let result = result_dtype(dataset.input_dtype, Self::mask_dtype(params)?)?;
+        let sparse = parse_use_sparse(params)?.unwrap_or(false);
+        MaskSet::new(spec::get_array(params, "masks")?, &dataset.sig_shape, result, sparse, "masks")
+    }
+}
+
+impl Udf for ApplyMasks {
+    fn description(&self) -> &Description {
+        &self.description
+    }
+
+    fn source(&self) -> &str {
+        "builtin:masks"
+    }
+
+    fn reads_in_place(&self) -> bool {
+        true
+    }
+
+    fn plan(&self, params: &Params, _: &DatasetMeta) -> Result<RunPlan, CallError> {
+        let mut plan = spec::plan_of(&self.description);
+        if let Some(d) = spec::get_dtype(params, "preferred_dtype")? {
+            plan.input_dtype = DTypePreference::Prefer(d);
+        }
+        parse_use_sparse(params)?;
+        Self::mask_dtype(params)?;
+        Ok(plan)
+    }
+
+    fn result_buffers(&self, params: &Params, dataset: &DatasetMeta) -> Result<Vec<BufferDecl>, CallError> {
+        let masks = Self::masks(params, dataset)?;
+        Ok(vec![nav_buffer("intensity", masks.values.dtype(), &[masks.count])])
+    }
+
+    fn start(&self, ctx: InitContext<'_>) -> Result<Box<dyn PartitionRunner + '_>, CallError> {
+        let masks = Self::masks(ctx.params, ctx.dataset)?;
+        Ok(Box::new(MasksPartition::new(&ctx, &masks, "intensity", &[masks.count])?))
+    }
+
+    fn merge(&self, _: MergeContext<'_>, _: &mut [BufferViewMut<'_>], _: &[NamedBuffer]) -> Result<(), CallError> {
+        Err(CallError::internal("masks is merged by the host"))
+    }
+
+    fn get_results(&self, _: ResultsContext<'_>, _: &[NamedBuffer]) -> Result<Vec<ResultEntry>, CallError> {
+        Err(CallError::internal("masks has no get_results"))
+    }
+}

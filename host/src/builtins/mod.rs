@@ -1,0 +1,146 @@
+//! Native built-in UDFs: LiberTEM's built-ins (`reference/libertem/BUILTINS.md`) in Rust.
+//!
+//! A built-in implements the same [`Udf`] trait as a wasm plugin, so the executor runs
+//! both alike, mixed in one pass. What a built-in may do that a plugin cannot is read
+//! tiles in place: [`Udf::reads_in_place`] is true, so when the data needs no dtype
+//! conversion the executor hands over slices of the file mapping (no copy), and the
+//! tiling negotiation lets a `TileSize::Max` UDF take whole partitions as one tile.
+//! The kernels then walk such a tile in cache-sized chunks (see [`kernels`]).
+//!
+//! | name | module | LiberTEM |
+//! |------|--------|----------|
+//! | `sum`, `sumsig` | [`sum`], [`sumsig`] | `SumUDF`, `SumSigUDF` |
+//! | `stddev` | [`stddev`] | `StdDevUDF` |
+//! | `masks` | [`masks`] | `ApplyMasksUDF` |
+//! | `disk`, `ring`, `point` | [`detectors`] | disk/ring/point analyses (masks built for you) |
+//! | `radial-fourier` | [`radial_fourier`] | radial Fourier analysis (complex masks) |
+//! | `com` | [`com`] | `CoMUDF` |
+//! | `pick` | [`pick`] | `PickUDF` |
+//! | `logsum`, `fem`, `crystallinity` | [`logsum`], [`fem`], [`crystallinity`] | `LogsumUDF`, `FEMUDF`, `CrystallinityUDF` |
+//!
+//! # The registry
+//!
+//! [`REGISTRY`] maps each name to a constructor. [`get`] builds one by name, [`all`]
+//! builds every one (for `udf-host list`), and [`from_source`] understands the
+//! `builtin:NAME` spelling the command line uses where a plugin path would go.
+//!
+//! ```
+//! let ring = udf_host::builtins::from_source("builtin:ring").unwrap().unwrap();
+//! assert_eq!(ring.description().name, "ring");
+//! assert!(ring.reads_in_place());
+//! ```
+//!
+//! # Adding a built-in
+//!
+//! 1. Write `host/src/builtins/NAME.rs`: a struct holding its [`Description`] (build it
+//!    with [`spec::describe`] and the `spec` parameter helpers, using the parameter names
+//!    of the LiberTEM UDF), `impl Default`, and `impl Udf` with `source()` returning
+//!    `builtin:NAME` and `reads_in_place()` returning true. Its `start` returns a
+//!    [`PartitionRunner`] that allocates everything once per partition (buffers,
+//!    scratch space, masks cut to the tiling's signal slices) so that `process` does
+//!    no allocation.
+//! 2. Add `mod NAME;` below and a line to [`REGISTRY`].
+//! 3. Test it against an independent reference in `tests/all/builtins.rs`.
+//!
+//! [`Description`]: crate::udf::Description
+//! [`PartitionRunner`]: crate::udf::PartitionRunner
+
+pub mod com;
+pub mod crystallinity;
+pub mod detectors;
+pub mod element;
+pub mod fem;
+pub mod frames;
+pub mod kernels;
+pub mod logsum;
+pub mod masks;
+pub mod pick;
+pub mod radial_fourier;
+pub mod spec;
+pub mod stddev;
+pub mod sum;
+pub mod sumsig;
+
+use crate::udf::Udf;
+use std::sync::Arc;
+
+/// How the command line names a built-in where a plugin path would go: `builtin:sum`.
+pub const PREFIX: &str = "builtin:";
+
+/// Builds a built-in.
+pub type Constructor = fn() -> Arc<dyn Udf>;
+
+fn make<U: Udf + Default + 'static>() -> Arc<dyn Udf> {
+    Arc::new(U::default())
+}
+
+/// Every built-in: its name and constructor, in the order `udf-host list` shows them.
+pub const REGISTRY: &[(&str, Constructor)] = &[
+    ("sum", make::<sum::Sum>),
+    ("sumsig", make::<sumsig::SumSig>),
+    ("stddev", make::<stddev::StdDev>),
+    ("masks", make::<masks::ApplyMasks>),
+    ("disk", || Arc::new(detectors::VirtualDetector::new(detectors::DetectorKind::Disk))),
+    ("ring", || Arc::new(detectors::VirtualDetector::new(detectors::DetectorKind::Ring))),
+    ("point", || Arc::new(detectors::VirtualDetector::new(detectors::DetectorKind::Point))),
+    ("radial-fourier", make::<radial_fourier::RadialFourier>),
+    ("com", make::<com::CoM>),
+    ("pick", make::<pick::Pick>),
+    ("logsum", make::<logsum::Logsum>),
+    ("fem", make::<fem::Fem>),
+    ("crystallinity", make::<crystallinity::Crystallinity>),
+];
+
+/// The names of all built-ins.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    REGISTRY.iter().map(|(name, _)| *name)
+}
+
+/// The built-in called `name`, if there is one.
+pub fn get(name: &str) -> Option<Arc<dyn Udf>> {
+    REGISTRY.iter().find(|(n, _)| *n == name).map(|(_, make)| make())
+}
+
+/// One instance of every built-in.
+pub fn all() -> Vec<Arc<dyn Udf>> {
+    REGISTRY.iter().map(|(_, make)| make()).collect()
+}
+
+/// A `builtin:NAME` that names no built-in.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("there is no built-in '{name}'; built-ins are: {} (see `udf-host list`)", names().collect::<Vec<_>>().join(", "))]
+pub struct UnknownBuiltin {
+    pub name: String,
+}
+
+/// `None` if `source` does not start with `builtin:`; else the built-in it names.
+///
+/// # Errors
+/// [`UnknownBuiltin`] if the name after `builtin:` is not in the registry.
+pub fn from_source(source: &str) -> Option<Result<Arc<dyn Udf>, UnknownBuiltin>> {
+    let name = source.strip_prefix(PREFIX)?;
+    Some(get(name).ok_or_else(|| UnknownBuiltin { name: name.to_owned() }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_is_named_as_registered_and_reads_in_place() {
+        for (name, make) in REGISTRY {
+            let udf = make();
+            assert_eq!(udf.description().name, *name);
+            assert_eq!(udf.source(), format!("{PREFIX}{name}"));
+            assert!(udf.reads_in_place(), "{name}");
+        }
+    }
+
+    #[test]
+    fn sources_resolve() {
+        assert!(from_source("sum.wasm").is_none());
+        assert!(from_source("builtin:sumsig").is_some_and(|r| r.is_ok()));
+        let err = from_source("builtin:nope").unwrap().err().unwrap();
+        assert!(err.to_string().contains("'nope'") && err.to_string().contains("sumsig"), "{err}");
+    }
+}

@@ -1,0 +1,447 @@
+//! `stddev`: per-pixel sum, variance, standard deviation and mean in one pass
+//! (LiberTEM's `StdDevUDF`, BUILTINS.md §3).
+//!
+//! | buffer | kind | dtype | use |
+//! |--------|------|-------|-----|
+//! | `varsum` | sig | base | normal |
+//! | `num_frames` | single | int64 | normal |
+//! | `sum` | sig | `result_type(input, base)` | normal |
+//! | `var`, `std` | sig | base | result-only |
+//! | `mean` | sig | `result_type(input, base)` | result-only |
+//!
+//! `base` is the `dtype` parameter (default float64). Every block of frames is reduced
+//! to `(n, S, V)` (count, sum, sum of squared deviations from the block mean) with two
+//! passes over data in cache, and merged pairwise (Chan et al.; Schubert & Gertz 2018):
+//! `V = V0 + V1 + n0·n1/n · |S1/n1 − S0/n0|²` — the same formula merges partitions.
+//! Never `Σx² − (Σx)²/n`. Accumulators are `f64` whatever the base.
+
+use super::element::tile_data;
+use super::kernels::{CHUNK, SliceRuns};
+use super::spec;
+use crate::array::NdArray;
+use crate::dtype::{DType, Kind, result_type};
+use crate::udf::{
+    BufferDecl, BufferKind, BufferUse, BufferViewMut, CallError, DatasetMeta, Description, InitContext, MergeContext,
+    NamedBuffer, Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile, Udf,
+};
+use num_complex::{Complex32, Complex64};
+
+/// Frames reduced at once before merging into the running state: their column block
+/// (`BLOCK_FRAMES × CHUNK` elements) stays in L2 for the second pass.
+const BLOCK_FRAMES: usize = 32;
+
+/// LiberTEM's `StdDevUDF`.
+pub struct StdDev {
+    description: Description,
+}
+
+impl Default for StdDev {
+    fn default() -> Self {
+        let mut d = spec::describe("stddev", "Per-pixel sum, variance, std and mean (LiberTEM StdDevUDF)");
+        d.params.push(spec::text("dtype", "base dtype of varsum/var/std: float32 or float64", Some("float64")));
+        d.custom_merge = true;
+        d.custom_results = true;
+        StdDev { description: d }
+    }
+}
+
+fn base_dtype(params: &Params) -> Result<DType, CallError> {
+    match spec::get_dtype(params, "dtype")?.unwrap_or(DType::F64) {
+        d @ (DType::F32 | DType::F64) => Ok(d),
+        other => Err(CallError::bad_param(format!("parameter 'dtype' must be float32 or float64, got {other}"))),
+    }
+}
+
+/// Dtypes of (`varsum`/`var`/`std`, `sum`/`mean`).
+fn dtypes(params: &Params, dataset: &DatasetMeta) -> Result<(DType, DType), CallError> {
+    let base = base_dtype(params)?;
+    let sum = result_type(dataset.input_dtype, base);
+    if !matches!(sum.kind(), Kind::Float | Kind::Complex) {
+        return Err(CallError::invalid_data(format!("stddev cannot use {} input", dataset.input_dtype)));
+    }
+    Ok((base, sum))
+}
+
+fn decl(name: &str, kind: BufferKind, dtype: DType, extra: &[usize], usage: BufferUse) -> BufferDecl {
+    BufferDecl { name: name.to_owned(), kind, dtype, extra_shape: extra.to_vec(), usage }
+}
+
+impl Udf for StdDev {
+    fn description(&self) -> &Description {
+        &self.description
+    }
+
+    fn source(&self) -> &str {
+        "builtin:stddev"
+    }
+
+    fn reads_in_place(&self) -> bool {
+        true
+    }
+
+    fn plan(&self, params: &Params, _: &DatasetMeta) -> Result<RunPlan, CallError> {
+        base_dtype(params)?;
+        Ok(spec::plan_of(&self.description))
+    }
+
+    fn result_buffers(&self, params: &Params, dataset: &DatasetMeta) -> Result<Vec<BufferDecl>, CallError> {
+        let (base, sum) = dtypes(params, dataset)?;
+        Ok(vec![
+            decl("varsum", BufferKind::Sig, base, &[], BufferUse::Normal),
+            decl("num_frames", BufferKind::Single, DType::I64, &[], BufferUse::Normal),
+            decl("sum", BufferKind::Sig, sum, &[], BufferUse::Normal),
+            decl("var", BufferKind::Sig, base, &[], BufferUse::ResultOnly),
+            decl("std", BufferKind::Sig, base, &[], BufferUse::ResultOnly),
+            decl("mean", BufferKind::Sig, sum, &[], BufferUse::ResultOnly),
+        ])
+    }
+
+    fn start(&self, ctx: InitContext<'_>) -> Result<Box<dyn PartitionRunner + '_>, CallError> {
+        let (base, sum) = dtypes(ctx.params, ctx.dataset)?;
+        let sig = &ctx.dataset.sig_shape;
+        let frame_len: usize = sig.iter().product();
+        let runs = ctx.partition.map(|p| SliceRuns::for_scheme(sig, &p.tiling.slices)).unwrap_or_default();
+        Ok(Box::new(StdDevPartition {
+            base,
+            sum_dtype: sum,
+            sig: sig.clone(),
+            complex: sum.kind() == Kind::Complex,
+            counts: vec![0; runs.len()],
+            runs,
+            state: Moments::zeros(frame_len, sum.kind() == Kind::Complex),
+            block: Moments::zeros(CHUNK, true),
+        }))
+    }
+
+    fn merge(&self, _: MergeContext<'_>, dest: &mut [BufferViewMut<'_>], src: &[NamedBuffer]) -> Result<(), CallError> {
+        let find = |name: &str| {
+            src.iter().find(|b| b.name == name).ok_or_else(|| CallError::internal(format!("merge: no '{name}'")))
+        };
+        let n1 = read_count(&find("num_frames")?.array)?;
+        let s1 = read_values(&find("sum")?.array)?;
+        let v1 = read_values(&find("varsum")?.array)?;
+        let [count, sum, varsum] = pick_three(dest, ["num_frames", "sum", "varsum"])?;
+        let n0 = count_of(count)?;
+        if n1 == 0 {
+            return Ok(());
+        }
+        let complex = sum.dtype.kind() == Kind::Complex;
+        let (mut sr, mut si) = view_values(sum)?;
+        let (mut vs, _) = view_values(varsum)?;
+        let im0 = if complex { &mut si[..] } else { &mut [][..] };
+        let im1: &[f64] = if complex { &s1.1 } else { &[] };
+        merge_moments((&mut sr, im0, &mut vs), n0, (&s1.0, im1, &v1.0), n1);
+        write_values(sum, &sr, &si)?;
+        write_values(varsum, &vs, &[])?;
+        let total = i64::try_from(n0 + n1).map_err(|_| CallError::internal("frame count overflow"))?;
+        count.bytes.copy_from_slice(&total.to_ne_bytes());
+        Ok(())
+    }
+
+    fn get_results(&self, ctx: ResultsContext<'_>, buffers: &[NamedBuffer]) -> Result<Vec<ResultEntry>, CallError> {
+        let (base, sum_dtype) = dtypes(ctx.params, ctx.dataset)?;
+        let find = |name: &str| {
+            buffers.iter().find(|b| b.name == name).ok_or_else(|| CallError::internal(format!("results: no '{name}'")))
+        };
+        let n = read_count(&find("num_frames")?.array)? as f64;
+        let (sr, si) = read_values(&find("sum")?.array)?;
+        let (vs, _) = read_values(&find("varsum")?.array)?;
+        let shape = find("sum")?.array.shape().to_vec();
+        let var: Vec<f64> = vs.iter().map(|v| v / n).collect();
+        let std: Vec<f64> = var.iter().map(|v| v.sqrt()).collect();
+        let mean_re: Vec<f64> = sr.iter().map(|s| s / n).collect();
+        let mean_im: Vec<f64> = si.iter().map(|s| s / n).collect();
+        let entry = |name: &str, dtype, re: &[f64], im: &[f64]| -> Result<ResultEntry, CallError> {
+            let mut array = NdArray::zeros(dtype, &shape);
+            write_bytes(array.bytes_mut(), dtype, re, im)?;
+            Ok(ResultEntry { name: name.to_owned(), array, valid: None })
+        };
+        let zeros = vec![0.0; var.len()];
+        Ok(vec![
+            entry("var", base, &var, &zeros)?,
+            entry("std", base, &std, &zeros)?,
+            entry("mean", sum_dtype, &mean_re, &mean_im)?,
+        ])
+    }
+}
+
+/// Per-pixel moments: sums (real, imaginary) and sums of squared deviations.
+#[derive(Debug, Clone)]
+struct Moments {
+    sum_re: Vec<f64>,
+    sum_im: Vec<f64>,
+    varsum: Vec<f64>,
+}
+
+impl Moments {
+    fn zeros(len: usize, complex: bool) -> Self {
+        Moments {
+            sum_re: vec![0.0; len],
+            sum_im: if complex { vec![0.0; len] } else { Vec::new() },
+            varsum: vec![0.0; len],
+        }
+    }
+}
+
+/// The pairwise merge of per-pixel moments: `dest` (`n0` frames) absorbs `src` (`n1`
+/// frames). Each is (sums, imaginary sums — empty for real data, varsums).
+fn merge_moments(dest: (&mut [f64], &mut [f64], &mut [f64]), n0: u64, src: (&[f64], &[f64], &[f64]), n1: u64) {
+    let (s0, i0, v0) = dest;
+    let (s1, i1, v1) = src;
+    let complex = !i0.is_empty();
+    if n1 == 0 {
+        return;
+    }
+    if n0 == 0 {
+        s0.copy_from_slice(&s1[..s0.len()]);
+        v0.copy_from_slice(&v1[..v0.len()]);
+        if complex {
+            i0.copy_from_slice(&i1[..i0.len()]);
+        }
+        return;
+    }
+    let (n0f, n1f) = (n0 as f64, n1 as f64);
+    let weight = n0f * n1f / (n0f + n1f);
+    for p in 0..s0.len() {
+        let mut delta2 = (s1[p] / n1f - s0[p] / n0f).powi(2);
+        if complex {
+            delta2 += (i1[p] / n1f - i0[p] / n0f).powi(2);
+            i0[p] += i1[p];
+        }
+        s0[p] += s1[p];
+        v0[p] += v1[p] + weight * delta2;
+    }
+}
+
+/// Elements stddev reads: real and imaginary parts as `f64`.
+trait Parts: Copy {
+    fn parts(self) -> (f64, f64);
+}
+
+impl Parts for f32 {
+    #[inline(always)]
+    fn parts(self) -> (f64, f64) {
+        (f64::from(self), 0.0)
+    }
+}
+
+impl Parts for f64 {
+    #[inline(always)]
+    fn parts(self) -> (f64, f64) {
+        (self, 0.0)
+    }
+}
+
+impl Parts for Complex32 {
+    #[inline(always)]
+    fn parts(self) -> (f64, f64) {
+        (f64::from(self.re), f64::from(self.im))
+    }
+}
+
+impl Parts for Complex64 {
+    #[inline(always)]
+    fn parts(self) -> (f64, f64) {
+        (self.re, self.im)
+    }
+}
+
+struct StdDevPartition {
+    base: DType,
+    sum_dtype: DType,
+    sig: Vec<usize>,
+    complex: bool,
+    runs: Vec<SliceRuns>,
+    /// Frames seen per signal slice (LiberTEM's counters per `tiling_scheme_idx`).
+    counts: Vec<u64>,
+    state: Moments,
+    /// Scratch for one block's moments (`CHUNK` pixels).
+    block: Moments,
+}
+
+impl StdDevPartition {
+    /// Reduce the tile's frames `frames` (a block) over the column block at slice offset
+    /// `in_slice`, frame offset `in_frame`, `len` pixels; merge into the state.
+    fn block<T: Parts>(&mut self, data: &[T], stride: usize, n0: u64, block: (usize, usize, usize)) {
+        let (in_slice, in_frame, len) = block;
+        let frames = data.len() / stride;
+        let b = &mut self.block;
+        let (sum_re, sum_im, varsum) = (&mut b.sum_re[..len], &mut b.sum_im[..len], &mut b.varsum[..len]);
+        sum_re.fill(0.0);
+        sum_im.fill(0.0);
+        varsum.fill(0.0);
+        for frame in data.chunks_exact(stride) {
+            for ((r, i), &x) in sum_re.iter_mut().zip(sum_im.iter_mut()).zip(&frame[in_slice..in_slice + len]) {
+                let (xr, xi) = x.parts();
+                *r += xr;
+                *i += xi;
+            }
+        }
+        let nf = frames as f64;
+        for frame in data.chunks_exact(stride) {
+            for (((v, r), i), &x) in
+                varsum.iter_mut().zip(sum_re.iter()).zip(sum_im.iter()).zip(&frame[in_slice..in_slice + len])
+            {
+                let (xr, xi) = x.parts();
+                *v += (xr - r / nf).powi(2) + (xi - i / nf).powi(2);
+            }
+        }
+        let state = &mut self.state;
+        let range = in_frame..in_frame + len;
+        let im = if self.complex { &mut state.sum_im[range.clone()] } else { &mut [][..] };
+        let src_im: &[f64] = if self.complex { sum_im } else { &[] };
+        merge_moments(
+            (&mut state.sum_re[range.clone()], im, &mut state.varsum[range]),
+            n0,
+            (sum_re, src_im, varsum),
+            frames as u64,
+        );
+    }
+
+    fn process_typed<T: Parts + crate::dtype::Element>(&mut self, tile: &Tile<'_>) -> Result<(), CallError> {
+        let data = tile_data::<T>(tile)?;
+        // Taken out for the loop (no copy), so the blocks can update the state.
+        let all_runs = std::mem::take(&mut self.runs);
+        let Some(runs) = all_runs.get(tile.scheme_index) else {
+            self.runs = all_runs;
+            return Err(CallError::internal("unknown signal slice"));
+        };
+        let stride = runs.slice_len;
+        let mut n0 = self.counts[tile.scheme_index];
+        if stride > 0 {
+            for frames in data.chunks(BLOCK_FRAMES * stride) {
+                for block in runs.blocks() {
+                    self.block(frames, stride, n0, block);
+                }
+                n0 += (frames.len() / stride) as u64;
+            }
+        }
+        self.counts[tile.scheme_index] = n0;
+        self.runs = all_runs;
+        Ok(())
+    }
+}
+
+impl PartitionRunner for StdDevPartition {
+    fn preprocess(&mut self) -> Result<(), CallError> {
+        Ok(())
+    }
+
+    fn process(&mut self, tile: &Tile<'_>) -> Result<(), CallError> {
+        match tile.dtype {
+            DType::F32 => self.process_typed::<f32>(tile),
+            DType::F64 => self.process_typed::<f64>(tile),
+            DType::C64 => self.process_typed::<Complex32>(tile),
+            DType::C128 => self.process_typed::<Complex64>(tile),
+            other => Err(CallError::invalid_data(format!("stddev cannot use {other} input"))),
+        }
+    }
+
+    fn postprocess(&mut self) -> Result<(), CallError> {
+        if let Some(first) = self.counts.first()
+            && self.counts.iter().any(|c| c != first)
+        {
+            return Err(CallError::internal(format!("signal slices saw different frame counts: {:?}", self.counts)));
+        }
+        Ok(())
+    }
+
+    fn export(&mut self) -> Result<Vec<NamedBuffer>, CallError> {
+        let n = i64::try_from(self.counts.first().copied().unwrap_or(0)).map_err(|_| CallError::internal("count"))?;
+        let mut varsum = NdArray::zeros(self.base, &self.sig);
+        write_bytes(varsum.bytes_mut(), self.base, &self.state.varsum, &[])?;
+        let mut sum = NdArray::zeros(self.sum_dtype, &self.sig);
+        write_bytes(sum.bytes_mut(), self.sum_dtype, &self.state.sum_re, &self.state.sum_im)?;
+        let count = NdArray::from_vec(&[1], vec![n]).map_err(|e| CallError::internal(e.to_string()))?;
+        Ok(vec![
+            NamedBuffer { name: "varsum".into(), array: varsum },
+            NamedBuffer { name: "num_frames".into(), array: count },
+            NamedBuffer { name: "sum".into(), array: sum },
+        ])
+    }
+}
+
+/// Write `re` (and `im`, empty for zeros) as `dtype` elements.
+fn write_bytes(bytes: &mut [u8], dtype: DType, re: &[f64], im: &[f64]) -> Result<(), CallError> {
+    let im_at = |i: usize| im.get(i).copied().unwrap_or(0.0);
+    let bad = || CallError::internal(format!("cannot write {dtype} values"));
+    match dtype {
+        DType::F32 => {
+            let out: &mut [f32] = bytemuck::try_cast_slice_mut(bytes).map_err(|_| bad())?;
+            out.iter_mut().zip(re).for_each(|(o, &v)| *o = v as f32);
+        }
+        DType::F64 => {
+            let out: &mut [f64] = bytemuck::try_cast_slice_mut(bytes).map_err(|_| bad())?;
+            out.copy_from_slice(re);
+        }
+        DType::C64 => {
+            let out: &mut [Complex32] = bytemuck::try_cast_slice_mut(bytes).map_err(|_| bad())?;
+            out.iter_mut().enumerate().for_each(|(i, o)| *o = Complex32::new(re[i] as f32, im_at(i) as f32));
+        }
+        DType::C128 => {
+            let out: &mut [Complex64] = bytemuck::try_cast_slice_mut(bytes).map_err(|_| bad())?;
+            out.iter_mut().enumerate().for_each(|(i, o)| *o = Complex64::new(re[i], im_at(i)));
+        }
+        _ => return Err(bad()),
+    }
+    Ok(())
+}
+
+/// Elements of a float or complex buffer as (real, imaginary) `f64`s.
+fn values_of(bytes: &[u8], dtype: DType) -> Result<(Vec<f64>, Vec<f64>), CallError> {
+    let bad = || CallError::internal(format!("cannot read {dtype} values"));
+    Ok(match dtype {
+        DType::F32 => {
+            let v: &[f32] = bytemuck::try_cast_slice(bytes).map_err(|_| bad())?;
+            (v.iter().map(|&x| f64::from(x)).collect(), vec![0.0; v.len()])
+        }
+        DType::F64 => {
+            let v: &[f64] = bytemuck::try_cast_slice(bytes).map_err(|_| bad())?;
+            (v.to_vec(), vec![0.0; v.len()])
+        }
+        DType::C64 => {
+            let v: &[Complex32] = bytemuck::try_cast_slice(bytes).map_err(|_| bad())?;
+            v.iter().map(|c| (f64::from(c.re), f64::from(c.im))).unzip()
+        }
+        DType::C128 => {
+            let v: &[Complex64] = bytemuck::try_cast_slice(bytes).map_err(|_| bad())?;
+            v.iter().map(|c| (c.re, c.im)).unzip()
+        }
+        _ => return Err(bad()),
+    })
+}
+
+fn read_values(array: &NdArray) -> Result<(Vec<f64>, Vec<f64>), CallError> {
+    values_of(array.bytes(), array.dtype())
+}
+
+fn view_values(view: &BufferViewMut<'_>) -> Result<(Vec<f64>, Vec<f64>), CallError> {
+    values_of(view.bytes, view.dtype)
+}
+
+fn write_values(view: &mut BufferViewMut<'_>, re: &[f64], im: &[f64]) -> Result<(), CallError> {
+    write_bytes(view.bytes, view.dtype, re, im)
+}
+
+fn read_count(array: &NdArray) -> Result<u64, CallError> {
+    let n =
+        array.as_slice::<i64>().and_then(|s| s.first().copied()).ok_or_else(|| CallError::internal("num_frames"))?;
+    u64::try_from(n).map_err(|_| CallError::internal(format!("num_frames is {n}")))
+}
+
+fn count_of(view: &BufferViewMut<'_>) -> Result<u64, CallError> {
+    let bytes: [u8; 8] = (&*view.bytes).try_into().map_err(|_| CallError::internal("num_frames is not one int64"))?;
+    u64::try_from(i64::from_ne_bytes(bytes)).map_err(|_| CallError::internal("negative num_frames"))
+}
+
+/// Three distinct buffers of `dest` by name.
+fn pick_three<'a, 'b>(
+    dest: &'a mut [BufferViewMut<'b>],
+    names: [&str; 3],
+) -> Result<[&'a mut BufferViewMut<'b>; 3], CallError> {
+    let index = |name: &str, dest: &[BufferViewMut<'_>]| {
+        dest.iter().position(|b| b.name == name).ok_or_else(|| CallError::internal(format!("merge: no '{name}'")))
+    };
+    let idx = [index(names[0], dest)?, index(names[1], dest)?, index(names[2], dest)?];
+    dest.get_disjoint_mut(idx).map_err(|e| CallError::internal(format!("merge buffers: {e}")))
+}

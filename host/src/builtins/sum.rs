@@ -1,0 +1,133 @@
+//! `sum`: the sum of all frames (LiberTEM's `SumUDF`, BUILTINS.md §1).
+//!
+//! Buffer `intensity`: kind sig, dtype = input dtype, `intensity[y, x] = Σ_n F_n[y, x]`.
+//! Param `dtype` (default `float32`) is the preferred input dtype.
+
+use super::element::{Sample, cast_mut, tile_data, with_sample};
+use super::kernels::{SliceRuns, add_frames};
+use super::spec;
+use crate::array::NdArray;
+use crate::udf::{
+    BufferDecl, BufferKind, BufferUse, BufferViewMut, CallError, DTypePreference, DatasetMeta, Description,
+    InitContext, MergeContext, NamedBuffer, Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile, Udf,
+};
+
+/// LiberTEM's `SumUDF`.
+pub struct Sum {
+    description: Description,
+}
+
+impl Default for Sum {
+    fn default() -> Self {
+        let mut description = spec::describe("sum", "Sum of all frames (LiberTEM SumUDF)");
+        description.params.push(spec::text("dtype", "preferred input dtype (NumPy name)", Some("float32")));
+        description.custom_merge = true;
+        Sum { description }
+    }
+}
+
+impl Udf for Sum {
+    fn description(&self) -> &Description {
+        &self.description
+    }
+
+    fn source(&self) -> &str {
+        "builtin:sum"
+    }
+
+    fn reads_in_place(&self) -> bool {
+        true
+    }
+
+    fn plan(&self, params: &Params, _: &DatasetMeta) -> Result<RunPlan, CallError> {
+        let mut plan = spec::plan_of(&self.description);
+        if let Some(dtype) = spec::get_dtype(params, "dtype")? {
+            plan.input_dtype = DTypePreference::Prefer(dtype);
+        }
+        Ok(plan)
+    }
+
+    fn result_buffers(&self, _: &Params, dataset: &DatasetMeta) -> Result<Vec<BufferDecl>, CallError> {
+        Ok(vec![sig_buffer("intensity", dataset.input_dtype)])
+    }
+
+    fn start(&self, ctx: InitContext<'_>) -> Result<Box<dyn PartitionRunner + '_>, CallError> {
+        let sig = &ctx.dataset.sig_shape;
+        let runs = ctx.partition.map(|p| SliceRuns::for_scheme(sig, &p.tiling.slices)).unwrap_or_default();
+        let intensity = NdArray::zeros(ctx.dataset.input_dtype, sig);
+        Ok(Box::new(SumPartition { intensity: Some(intensity), runs }))
+    }
+
+    fn merge(&self, _: MergeContext<'_>, dest: &mut [BufferViewMut<'_>], src: &[NamedBuffer]) -> Result<(), CallError> {
+        add_buffers(dest, src)
+    }
+
+    fn get_results(&self, _: ResultsContext<'_>, _: &[NamedBuffer]) -> Result<Vec<ResultEntry>, CallError> {
+        Err(CallError::internal("sum has no get_results"))
+    }
+}
+
+/// A normal sig buffer.
+pub(crate) fn sig_buffer(name: &str, dtype: crate::dtype::DType) -> BufferDecl {
+    BufferDecl {
+        name: name.to_owned(),
+        kind: BufferKind::Sig,
+        dtype,
+        extra_shape: Vec::new(),
+        usage: BufferUse::Normal,
+    }
+}
+
+/// `dest += src` for every buffer (by name): the merge of sums.
+pub(crate) fn add_buffers(dest: &mut [BufferViewMut<'_>], src: &[NamedBuffer]) -> Result<(), CallError> {
+    for d in dest.iter_mut() {
+        let s = src
+            .iter()
+            .find(|s| s.name == d.name)
+            .ok_or_else(|| CallError::internal(format!("merge: no partition buffer '{}'", d.name)))?;
+        if s.array.dtype() != d.dtype {
+            return Err(CallError::internal(format!("merge: '{}' is {} and {}", d.name, d.dtype, s.array.dtype())));
+        }
+        with_sample!(d.dtype, T => {
+            let acc = cast_mut::<T>(d.bytes, d.name)?;
+            let add = s.array.as_slice::<T>().ok_or_else(|| CallError::internal("merge: dtype"))?;
+            if acc.len() != add.len() {
+                return Err(CallError::internal(format!("merge: '{}' has {} and {} elements", d.name, acc.len(), add.len())));
+            }
+            for (a, &b) in acc.iter_mut().zip(add) {
+                *a = a.add(b);
+            }
+        }, return Err(CallError::internal("merge: bool buffer")));
+    }
+    Ok(())
+}
+
+struct SumPartition {
+    intensity: Option<NdArray>,
+    runs: Vec<SliceRuns>,
+}
+
+impl PartitionRunner for SumPartition {
+    fn preprocess(&mut self) -> Result<(), CallError> {
+        Ok(())
+    }
+
+    fn process(&mut self, tile: &Tile<'_>) -> Result<(), CallError> {
+        let intensity = self.intensity.as_mut().ok_or_else(|| CallError::internal("process after export"))?;
+        let runs = self.runs.get(tile.scheme_index).ok_or_else(|| CallError::internal("unknown signal slice"))?;
+        with_sample!(tile.dtype, T => {
+            let acc = intensity.as_mut_slice::<T>().ok_or_else(|| CallError::internal("tile dtype is not the input dtype"))?;
+            add_frames(acc, tile_data::<T>(tile)?, runs);
+            Ok(())
+        }, Err(CallError::invalid_data("sum needs numeric input, not bool")))
+    }
+
+    fn postprocess(&mut self) -> Result<(), CallError> {
+        Ok(())
+    }
+
+    fn export(&mut self) -> Result<Vec<NamedBuffer>, CallError> {
+        let array = self.intensity.take().ok_or_else(|| CallError::internal("exported twice"))?;
+        Ok(vec![NamedBuffer { name: "intensity".into(), array }])
+    }
+}
