@@ -143,18 +143,29 @@ fn cases() -> Vec<(&'static str, &'static str, Params)> {
         ("sumsig", "sumsig", Params::default()),
         ("masks16", "masks", Params(vec![param("masks", masks(16))])),
         ("masks1", "masks", Params(vec![param("masks", masks(1))])),
-        ("masks16-sparse", "masks", Params(vec![param("masks", masks(16)), param("use_sparse", ParamValue::Text("true".into()))])),
+        (
+            "masks16-sparse",
+            "masks",
+            Params(vec![param("masks", masks(16)), param("use_sparse", ParamValue::Text("true".into()))]),
+        ),
         ("disk", "disk", Params(vec![param("r", f(40.0))])),
         ("ring", "ring", Params(vec![param("ri", f(20.0)), param("ro", f(60.0))])),
         ("point", "point", Params::default()),
         ("com", "com", Params::default()),
         ("stddev", "stddev", Params::default()),
         ("logsum", "logsum", Params::default()),
-        ("fem", "fem", Params(vec![
-            param("center", ParamValue::Array(Arc::new(NdArray::from_vec(&[2], vec![128.0, 128.0]).expect("centre")))),
-            param("rad_in", f(20.0)),
-            param("rad_out", f(60.0)),
-        ])),
+        (
+            "fem",
+            "fem",
+            Params(vec![
+                param(
+                    "center",
+                    ParamValue::Array(Arc::new(NdArray::from_vec(&[2], vec![128.0, 128.0]).expect("centre"))),
+                ),
+                param("rad_in", f(20.0)),
+                param("rad_out", f(60.0)),
+            ]),
+        ),
         ("radial-fourier", "radial-fourier", Params::default()),
         ("crystallinity", "crystallinity", Params(vec![param("rad_in", f(10.0)), param("rad_out", f(40.0))])),
     ]

@@ -24,8 +24,19 @@ fn run_a_ring_detector_without_masks_next_to_a_plugin() {
     fixtures::write_npy(&input, &data, Ty::U16);
     let out = dir.path().join("out");
     let s = |p: &std::path::Path| p.display().to_string();
-    cli(&["run", "builtin:ring", &s(&plugin("sumsig")), &s(&input), "--param", "ri=3", "--param", "ro=6", "--out", &s(&out)])
-        .unwrap();
+    cli(&[
+        "run",
+        "builtin:ring",
+        &s(&plugin("sumsig")),
+        &s(&input),
+        "--param",
+        "ri=3",
+        "--param",
+        "ro=6",
+        "--out",
+        &s(&out),
+    ])
+    .unwrap();
     let ring = udf_host::npy::read_array(&out.join("ring/intensity.npy")).unwrap();
     assert_eq!(ring.shape(), &[6, 5]);
     let stored = data.rounded(Ty::U16);
