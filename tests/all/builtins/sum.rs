@@ -102,16 +102,19 @@ fn sum_and_sumsig_agree_with_their_wasm_twins_in_one_pass() {
     }
 }
 
+/// What the pointer probe saw of one tile: (partition origin, tile first frame, frames,
+/// address of the first byte).
+type Seen = Arc<Mutex<Vec<(u64, u64, usize, usize)>>>;
+
 /// A native probe that reads in place like a built-in and records where each tile's
 /// bytes are.
 struct PointerProbe {
     description: Description,
-    /// (partition origin, tile first frame, frames, address of the first byte).
-    seen: Arc<Mutex<Vec<(u64, u64, usize, usize)>>>,
+    seen: Seen,
 }
 
 struct PointerRunner {
-    seen: Arc<Mutex<Vec<(u64, u64, usize, usize)>>>,
+    seen: Seen,
     origin: u64,
 }
 
