@@ -2,4 +2,7 @@
 
 mod bad_input;
 mod cli;
+mod plugins_masks;
+mod plugins_pick;
+mod plugins_stddev;
 mod sum;

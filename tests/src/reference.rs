@@ -46,6 +46,18 @@ pub fn to_f64(array: &NdArray) -> Vec<f64> {
     }
 }
 
+/// The elements of a complex array as `(re, im)` pairs of `f64`.
+pub fn to_complex(array: &NdArray) -> Vec<(f64, f64)> {
+    let b = array.bytes();
+    match array.dtype() {
+        DType::C64 => {
+            bytemuck::cast_slice::<u8, f32>(b).chunks_exact(2).map(|c| (f64::from(c[0]), f64::from(c[1]))).collect()
+        }
+        DType::C128 => bytemuck::cast_slice::<u8, f64>(b).chunks_exact(2).map(|c| (c[0], c[1])).collect(),
+        other => panic!("{other} array is not complex; use to_f64"),
+    }
+}
+
 /// Assert `actual` equals `expected` within `rtol` (NumPy `allclose`, atol 1e-8);
 /// NaN equals NaN.
 #[track_caller]
