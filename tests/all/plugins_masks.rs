@@ -372,7 +372,6 @@ fn masks_reject_bad_params_with_a_message() {
     }
     // The masks param is required.
     let err = run_on(&path, &OpenOptions::default(), vec![(load("masks"), Params::default())], RunOptions::default())
-        .err()
-        .expect("no masks must fail");
+        .expect_err("no masks must fail");
     assert!(err.to_string().contains("masks"), "{err}");
 }

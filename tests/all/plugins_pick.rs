@@ -135,8 +135,7 @@ fn planning_warnings(path: &std::path::Path, frames: usize, roi: Option<Vec<bool
     let run =
         Run::plan(dataset, vec![spec], RunOptions { roi: roi.map(Roi::from_mask), ..Default::default() }).unwrap();
     drop(run);
-    let lines = lines.lock().unwrap().clone();
-    lines
+    lines.lock().unwrap().clone()
 }
 
 #[test]

@@ -124,7 +124,7 @@ impl<D: Value> Masks<D> {
         let px = match slice {
             SliceMasks::Dense { px, .. } | SliceMasks::Sparse { px, .. } => *px,
         };
-        let frames = if px == 0 { 0 } else { tile.len() / px };
+        let frames = tile.len().checked_div(px).unwrap_or(0);
         if tile.len() != frames * px || out.len() != frames * count {
             return Err(UdfError::internal(format!(
                 "masks: tile of {} values and {} results do not fit {px} pixels x {count} masks",

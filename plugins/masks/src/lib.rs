@@ -58,16 +58,17 @@ struct MaskSpec {
     result: DType,
 }
 
-fn text_dtype(params: &Params, name: &str) -> Result<Option<DType>> {
+/// A float or complex dtype named by text param `name`; `auto` gives `None` if allowed.
+fn text_dtype(params: &Params, name: &str, allow_auto: bool) -> Result<Option<DType>> {
     let text = params.text(name)?;
-    if text == "auto" {
+    if allow_auto && text == "auto" {
         return Ok(None);
     }
     match dtype_from_name(text) {
         Some(d) if is_float(d) => Ok(Some(d)),
         _ => Err(UdfError::bad_param(format!(
             "masks: parameter '{name}' must be float32, float64, complex64 or complex128{}, found '{text}'",
-            if name == "mask_dtype" { " (or auto)" } else { "" }
+            if allow_auto { " (or auto)" } else { "" }
         ))),
     }
 }
@@ -90,7 +91,7 @@ impl MaskSpec {
                  shape {sig:?}"
             )));
         };
-        let cast = text_dtype(params, "mask_dtype")?.unwrap_or(own);
+        let cast = text_dtype(params, "mask_dtype", true)?.unwrap_or(own);
         if is_complex(own) && !is_complex(cast) {
             return Err(UdfError::bad_param(format!(
                 "masks: the masks are {} but mask_dtype is {}, which would drop their imaginary part",
@@ -196,7 +197,7 @@ impl Udf for ApplyMasks {
 
     fn plan(params: &Params, _: &DatasetMeta) -> Result<RunPlan> {
         let mut plan = RunPlan::from_description(&Self::describe());
-        if let Some(dtype) = text_dtype(params, "preferred_dtype")? {
+        if let Some(dtype) = text_dtype(params, "preferred_dtype", false)? {
             plan.input_dtype = DtypePreference::Prefer(dtype);
         }
         Ok(plan)
