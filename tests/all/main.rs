@@ -9,5 +9,8 @@ mod plugins_com;
 mod plugins_crystallinity;
 mod plugins_fem;
 mod plugins_logsum;
+mod plugins_masks;
+mod plugins_pick;
+mod plugins_stddev;
 mod sandbox;
 mod sum;

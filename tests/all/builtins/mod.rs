@@ -60,7 +60,7 @@ impl Fixture {
             }
             Input::C64 => {
                 let im = fixtures::mk_random(&data.nav, &data.sig, seed.wrapping_add(77));
-                let complex = fixtures::ComplexData { re: data.rounded(Ty::F32), im: im.rounded(Ty::F32) };
+                let complex = fixtures::ComplexParts { re: data.rounded(Ty::F32), im: im.rounded(Ty::F32) };
                 fixtures::write_npy_complex64(&path, &complex);
                 (complex.re.values, complex.im.values)
             }

@@ -1,0 +1,140 @@
+//! The element types a mask dot product is computed in, and the dot product itself.
+
+use std::ops::{Add, AddAssign, Mul};
+use udf_sdk::{Complex32, Complex64, DType, Element};
+
+/// An element of the result dtype `D` (float32, float64, complex64, complex128).
+pub trait Value: Element + Add<Output = Self> + Mul<Output = Self> + AddAssign {
+    /// A real mask value (imaginary part 0).
+    fn from_f64(value: f64) -> Self;
+    /// A complex mask value; only complex `D` accept one.
+    fn from_complex(value: Complex64) -> Self;
+    /// Whether the value is zero (dropped from sparse masks).
+    fn is_zero(self) -> bool;
+}
+
+impl Value for f32 {
+    fn from_f64(value: f64) -> Self {
+        value as f32
+    }
+    fn from_complex(value: Complex64) -> Self {
+        value.re as f32
+    }
+    fn is_zero(self) -> bool {
+        self == 0.0
+    }
+}
+
+impl Value for f64 {
+    fn from_f64(value: f64) -> Self {
+        value
+    }
+    fn from_complex(value: Complex64) -> Self {
+        value.re
+    }
+    fn is_zero(self) -> bool {
+        self == 0.0
+    }
+}
+
+impl Value for Complex32 {
+    fn from_f64(value: f64) -> Self {
+        Complex32::new(value as f32, 0.0)
+    }
+    fn from_complex(value: Complex64) -> Self {
+        Complex32::new(value.re as f32, value.im as f32)
+    }
+    fn is_zero(self) -> bool {
+        self.re == 0.0 && self.im == 0.0
+    }
+}
+
+impl Value for Complex64 {
+    fn from_f64(value: f64) -> Self {
+        Complex64::new(value, 0.0)
+    }
+    fn from_complex(value: Complex64) -> Self {
+        value
+    }
+    fn is_zero(self) -> bool {
+        self.re == 0.0 && self.im == 0.0
+    }
+}
+
+/// Conversion of an input element (the tile's dtype) to the result dtype `D`.
+pub trait Widen<D>: Element {
+    fn widen(self) -> D;
+}
+
+macro_rules! widen {
+    ($($from:ty => $to:ty: |$x:ident| $e:expr),* $(,)?) => {$(
+        impl Widen<$to> for $from {
+            #[inline(always)]
+            fn widen(self) -> $to {
+                let $x = self;
+                $e
+            }
+        }
+    )*};
+}
+
+widen! {
+    f32 => f32: |x| x,
+    f32 => f64: |x| f64::from(x),
+    f32 => Complex32: |x| Complex32::new(x, 0.0),
+    f32 => Complex64: |x| Complex64::new(f64::from(x), 0.0),
+    f64 => f64: |x| x,
+    f64 => Complex64: |x| Complex64::new(x, 0.0),
+    Complex32 => Complex32: |x| x,
+    Complex32 => Complex64: |x| Complex64::new(f64::from(x.re), f64::from(x.im)),
+    Complex64 => Complex64: |x| x,
+}
+
+/// `Σ a[i] · b[i]` over two slices of equal length, with eight independent accumulators
+/// so that the compiler can vectorise the loop (float addition is not associative, so a
+/// single accumulator would force a sequential chain).
+#[inline]
+pub fn dot<I: Widen<D>, D: Value>(a: &[I], b: &[D]) -> D {
+    let (a_chunks, a_rest) = a.as_chunks::<8>();
+    let (b_chunks, b_rest) = b.as_chunks::<8>();
+    let mut acc = [D::default(); 8];
+    for (x, y) in a_chunks.iter().zip(b_chunks) {
+        for lane in 0..8 {
+            acc[lane] += x[lane].widen() * y[lane];
+        }
+    }
+    let mut rest = D::default();
+    for (&x, &y) in a_rest.iter().zip(b_rest) {
+        rest += x.widen() * y;
+    }
+    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + rest
+}
+
+/// NumPy's `result_type(input, mask)` for a float or complex `input` and any `mask`
+/// dtype: complex if either is, with the wider component; integers need float32 up to
+/// 16 bits and float64 above, booleans nothing.
+pub fn result_type(input: DType, mask: DType) -> DType {
+    let component = |d: DType| match d {
+        DType::Boolean => 0,
+        DType::Uint8 | DType::Int8 | DType::Uint16 | DType::Int16 | DType::Float32 | DType::Complex64 => 4,
+        _ => 8,
+    };
+    let complex = |d: DType| matches!(d, DType::Complex64 | DType::Complex128);
+    let size = component(input).max(component(mask));
+    match (complex(input) || complex(mask), size) {
+        (false, 4) => DType::Float32,
+        (false, _) => DType::Float64,
+        (true, 4) => DType::Complex64,
+        (true, _) => DType::Complex128,
+    }
+}
+
+/// Whether `dtype` is float32/64 or complex64/128.
+pub fn is_float(dtype: DType) -> bool {
+    matches!(dtype, DType::Float32 | DType::Float64 | DType::Complex64 | DType::Complex128)
+}
+
+/// Whether `dtype` is complex.
+pub fn is_complex(dtype: DType) -> bool {
+    matches!(dtype, DType::Complex64 | DType::Complex128)
+}
