@@ -10,6 +10,7 @@
 //! | [`exec`] | planning a run, parallel partitions, merge, results |
 //! | [`udf`] | the `Udf` abstraction and the contract's types |
 //! | [`wasm`] | wasmtime engine, compile cache, limits, plugins as `Udf`s |
+//! | [`conformance`] | the plugin conformance kit (`udf-host conformance`) |
 //! | [`output`] | writing results (`.npy`, `results.json`) atomically |
 //! | [`dtype`], [`array`], [`npy`] | element types, arrays, the `.npy` format |
 //! | [`params`], [`roi`], [`log`] | parameters, regions of interest, plugin logs |
@@ -18,6 +19,7 @@
 
 pub mod array;
 pub mod cli;
+pub mod conformance;
 pub mod dataset;
 pub mod dtype;
 pub mod exec;

@@ -2,6 +2,7 @@
 //! logic; [`execute`] runs a command and returns its outcome (used by `main` and by
 //! in-process tests).
 
+mod conformance;
 mod generate;
 mod inspect;
 mod progress;
@@ -28,6 +29,9 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Write a sample dataset (synthetic 4D-STEM scan or test pattern).
     Generate(generate::GenerateArgs),
+    /// Check that a plugin obeys the contract: the same input under many executions
+    /// (exit code 2 if a check fails).
+    Conformance(conformance::ConformanceArgs),
 }
 
 /// Options of the WebAssembly runtime, shared by the commands that load plugins.
@@ -175,6 +179,7 @@ where
         Command::Run(args) => run::run(args),
         Command::Inspect(args) => inspect::inspect(args),
         Command::Generate(args) => generate::generate(args),
+        Command::Conformance(args) => conformance::conformance(args),
     }
 }
 
