@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod cli;
+mod conformance;
 mod contract;
 mod sandbox;
 mod sum;

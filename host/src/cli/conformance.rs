@@ -29,7 +29,7 @@ pub struct ConformanceArgs {
     /// Element type: of the synthetic data (default float32), or of raw --data ('>u2'...).
     #[arg(long)]
     dtype: Option<String>,
-    /// Nav shape: of the synthetic data (default 5,7), or of --data.
+    /// Nav shape: of the synthetic data (default 4,6), or of --data.
     #[arg(long)]
     nav_shape: Option<Shape>,
     /// Sig (frame) shape: of the synthetic data (default 16,16), or of --data.
@@ -63,6 +63,9 @@ pub struct ConformanceArgs {
     /// Print the report as JSON (docs/conformance.md describes it).
     #[arg(long)]
     json: bool,
+    /// Also write the JSON report to FILE (for CI).
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
     /// Show all evidence, not only failures, and the plugins' warnings.
     #[arg(short, long)]
     verbose: bool,
@@ -177,8 +180,12 @@ pub fn conformance(args: ConformanceArgs) -> Result<(), Failure> {
             conformance::check_plugin(udfs[0].clone(), &config)?
         }
     };
+    let json = serde_json::to_string_pretty(&report)?;
+    if let Some(path) = &args.report {
+        std::fs::write(path, format!("{json}\n")).map_err(|e| anyhow!("cannot write {}: {e}", path.display()))?;
+    }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{json}");
     } else {
         print!("{}", report.to_text(args.verbose));
     }

@@ -353,7 +353,8 @@ pub struct Report {
     /// The parameters given (as in `results.json`).
     pub params: serde_json::Value,
     pub datasets: Vec<DataInfo>,
-    pub tolerance: Tolerance,
+    /// The tolerance used; `None` for vectors run with each case's own.
+    pub tolerance: Option<Tolerance>,
     pub checks: Vec<Check>,
     pub resources: Vec<ResourceUse>,
     pub counts: Counts,
@@ -366,7 +367,7 @@ pub struct Report {
 pub const REPORT_FORMAT: &str = "udf-host-conformance/1";
 
 impl Report {
-    fn new(plugins: Vec<PluginInfo>, params: &Params, tolerance: Tolerance) -> Self {
+    fn new(plugins: Vec<PluginInfo>, params: &Params, tolerance: Option<Tolerance>) -> Self {
         Report {
             format: REPORT_FORMAT,
             plugins,
@@ -473,7 +474,7 @@ pub fn check_plugin(udf: Arc<dyn Udf>, config: &Config) -> Result<Report, Confor
     let desc = udf.description();
     crate::params::resolve(&desc.name, &desc.params, &config.params).map_err(ConformanceError::Options)?;
     let datasets = synthetic::datasets(&config.data)?;
-    let mut report = Report::new(vec![PluginInfo::of(udf.as_ref())], &config.params, config.tolerance);
+    let mut report = Report::new(vec![PluginInfo::of(udf.as_ref())], &config.params, Some(config.tolerance));
     report.datasets = datasets.iter().map(|d| d.info.clone()).collect();
     let primary_nav = datasets[0].data.shape().nav.clone();
     let subject = Subject { udf: udf.clone(), params: config.params.clone(), nav: primary_nav };
@@ -566,7 +567,7 @@ pub fn check_vectors(
 ) -> Result<Report, ConformanceError> {
     let started = Instant::now();
     let plugins = udfs.iter().map(|u| PluginInfo::of(u.as_ref())).collect();
-    let mut report = Report::new(plugins, &Params::default(), tolerance.unwrap_or_default());
+    let mut report = Report::new(plugins, &Params::default(), tolerance);
     report.checks = vectors::run(dir, udfs, threads, tolerance)?;
     report.finish(started);
     Ok(report)

@@ -56,13 +56,19 @@ pub(crate) fn text(report: &Report, verbose: bool) -> String {
             d.name, d.nav_shape, d.sig_shape, d.dtype, d.source
         );
     }
-    let t = &report.tolerance;
-    let _ = writeln!(
-        out,
-        "  tolerance: float32/complex64 rtol {:e}, float64/complex128 rtol {:e}, atol {:e}; integers and bools exact; \
-         determinism and purity bit for bit",
-        t.rtol32, t.rtol64, t.atol
-    );
+    match &report.tolerance {
+        Some(t) => {
+            let _ = writeln!(
+                out,
+                "  tolerance: float32/complex64 rtol {:e}, float64/complex128 rtol {:e}, atol {:e}; integers and bools \
+                 exact; determinism and purity bit for bit",
+                t.rtol32, t.rtol64, t.atol
+            );
+        }
+        None => {
+            let _ = writeln!(out, "  tolerance: each case's own (case.json); integers and bools exact");
+        }
+    }
     let _ = writeln!(out);
     let width = report.checks.iter().map(|c| c.id.len()).max().unwrap_or(0);
     for c in &report.checks {

@@ -22,10 +22,10 @@ pub struct Synthetic {
 }
 
 impl Default for Synthetic {
-    /// 5 × 7 scan positions (35 frames: partition counts 2, 3 and 7 split it unevenly or
-    /// evenly), 16 × 16 float32 frames.
+    /// 4 × 6 scan positions (24 frames: 7 partitions split it unevenly), 16 × 16
+    /// float32 frames.
     fn default() -> Self {
-        Synthetic { nav: vec![5, 7], sig: vec![16, 16], dtype: DType::F32, seed: 1 }
+        Synthetic { nav: vec![4, 6], sig: vec![16, 16], dtype: DType::F32, seed: 1 }
     }
 }
 
