@@ -52,7 +52,7 @@ pub(crate) fn partition_counts(frames: usize) -> Vec<usize> {
 
 /// A slice extent for a frame axis of extent `n` that does not divide it (odd where it can).
 fn odd_extent(n: usize) -> usize {
-    [3, 5, 7, 2].into_iter().find(|&k| k < n && n % k != 0).unwrap_or(n)
+    [3, 5, 7, 2].into_iter().find(|&k| k < n && !n.is_multiple_of(k)).unwrap_or(n)
 }
 
 /// The tile shapes for `method` on frames of `sig` with partitions of up to `frames`:

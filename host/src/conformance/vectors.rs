@@ -188,6 +188,44 @@ fn variant_name(partitions: Option<usize>, tile: &Option<Vec<usize>>) -> String 
     format!("{p}, {t}")
 }
 
+/// What a case runs on, read and converted for one plugin.
+struct Setup {
+    data: Arc<dyn dataset::Dataset>,
+    params: Params,
+    roi: Option<Roi>,
+    expected: Vec<(String, NdArray)>,
+}
+
+/// Open the case's dataset, convert its params for `udf`, read its ROI and expected arrays.
+fn setup(case: &Case, dir: &Path, udf: &Arc<dyn Udf>) -> Result<Setup, String> {
+    let options =
+        OpenOptions { nav_shape: case.nav_shape.clone(), sig_shape: case.sig_shape.clone(), ..Default::default() };
+    let data = dataset::open(&case.dataset, &options).map_err(|e| e.to_string())?;
+    let mut params = Params::default();
+    for (name, value) in &case.params {
+        let spec = udf
+            .description()
+            .params
+            .iter()
+            .find(|s| s.name == *name)
+            .ok_or_else(|| format!("the plugin has no parameter '{name}'"))?;
+        params.set(name, param(spec, value, dir)?);
+    }
+    let roi = match &case.roi {
+        Some(path) => {
+            let array = crate::npy::read_array(path)?;
+            Some(Roi::from_array(&array, &data.shape().nav)?)
+        }
+        None => None,
+    };
+    let expected = case
+        .expected
+        .iter()
+        .map(|(name, path)| crate::npy::read_array(path).map(|a| (name.clone(), a)))
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(Setup { data, params, roi, expected })
+}
+
 /// Run one case with `udf`.
 fn run_case(
     case: &Case,
@@ -196,35 +234,7 @@ fn run_case(
     threads: usize,
     tolerance: Option<Tolerance>,
 ) -> Vec<Evidence> {
-    let setup = || -> Result<(Arc<dyn dataset::Dataset>, Params, Option<Roi>, Vec<(String, NdArray)>), String> {
-        let options =
-            OpenOptions { nav_shape: case.nav_shape.clone(), sig_shape: case.sig_shape.clone(), ..Default::default() };
-        let data = dataset::open(&case.dataset, &options).map_err(|e| e.to_string())?;
-        let mut params = Params::default();
-        for (name, value) in &case.params {
-            let spec = udf
-                .description()
-                .params
-                .iter()
-                .find(|s| s.name == *name)
-                .ok_or_else(|| format!("the plugin has no parameter '{name}'"))?;
-            params.set(name, param(spec, value, dir)?);
-        }
-        let roi = match &case.roi {
-            Some(path) => {
-                let array = crate::npy::read_array(path)?;
-                Some(Roi::from_array(&array, &data.shape().nav)?)
-            }
-            None => None,
-        };
-        let expected = case
-            .expected
-            .iter()
-            .map(|(name, path)| crate::npy::read_array(path).map(|a| (name.clone(), a)))
-            .collect::<Result<Vec<_>, String>>()?;
-        Ok((data, params, roi, expected))
-    };
-    let (data, params, roi, expected) = match setup() {
+    let Setup { data, params, roi, expected } = match setup(case, dir, udf) {
         Ok(s) => s,
         Err(e) => return vec![Evidence::fail("setup", e)],
     };

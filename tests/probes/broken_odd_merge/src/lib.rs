@@ -33,7 +33,7 @@ impl Udf for OddMerge {
         let last = ctx.partition.origin + ctx.partition.frames == total;
         let mut acc = dest.view_mut::<f32>("intensity")?;
         let src = src.view::<f32>("intensity")?;
-        if last && ctx.partition.index % 2 == 0 {
+        if last && ctx.partition.index.is_multiple_of(2) {
             // The bug: "the last partition starts the sum" only holds for one partition.
             acc.assign(&src);
         } else {
