@@ -15,10 +15,9 @@ fn main() {
     }
     println!("cargo:rerun-if-changed=build.rs");
 
-    let mut packages = Vec::new();
-    for dir in ["plugins", "tests/probes"] {
-        packages.extend(crates_in(&root.join(dir)));
-    }
+    let mut packages = crates_in(&root.join("plugins"));
+    let reference: Vec<String> = packages.iter().map(|(_, lib)| lib.clone()).collect();
+    packages.extend(crates_in(&root.join("tests/probes")));
     let target_dir = root.join("target").join("wasm-plugins");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
@@ -51,6 +50,8 @@ fn main() {
     println!("cargo:rustc-env=UDF_PLUGIN_DIR={}", out.display());
     let names: Vec<&str> = packages.iter().map(|(_, lib)| lib.as_str()).collect();
     println!("cargo:rustc-env=UDF_PLUGIN_NAMES={}", names.join(","));
+    // The reference plugins (plugins/), which must pass the conformance kit.
+    println!("cargo:rustc-env=UDF_REFERENCE_PLUGIN_NAMES={}", reference.join(","));
 }
 
 /// `(package name, lib name)` of every crate directly under `dir`.

@@ -11,6 +11,7 @@
 //! | [`udf`] | the `Udf` abstraction and the contract's types |
 //! | [`wasm`] | wasmtime engine, compile cache, limits, plugins as `Udf`s |
 //! | [`builtins`] | native built-in UDFs (LiberTEM's), the same `Udf`s |
+//! | [`conformance`] | the plugin conformance kit (`udf-host conformance`) |
 //! | [`output`] | writing results (`.npy`, `results.json`) atomically |
 //! | [`dtype`], [`array`], [`npy`] | element types, arrays, the `.npy` format |
 //! | [`params`], [`roi`], [`log`] | parameters, regions of interest, plugin logs |
@@ -20,6 +21,7 @@
 pub mod array;
 pub mod builtins;
 pub mod cli;
+pub mod conformance;
 pub mod dataset;
 pub mod dtype;
 pub mod exec;

@@ -3,6 +3,7 @@
 mod bad_input;
 mod builtins;
 mod cli;
+mod conformance;
 mod contract;
 mod plugin_matrix;
 mod plugins_com;

@@ -2,6 +2,7 @@
 //! logic; [`execute`] runs a command and returns its outcome (used by `main` and by
 //! in-process tests).
 
+mod conformance;
 mod generate;
 mod inspect;
 mod list;
@@ -31,6 +32,9 @@ enum Command {
     List(list::ListArgs),
     /// Write a sample dataset (synthetic 4D-STEM scan or test pattern).
     Generate(generate::GenerateArgs),
+    /// Check that a plugin obeys the contract: the same input under many executions
+    /// (exit code 2 if a check fails).
+    Conformance(conformance::ConformanceArgs),
 }
 
 /// Options of the WebAssembly runtime, shared by the commands that load plugins.
@@ -179,6 +183,7 @@ where
         Command::Inspect(args) => inspect::inspect(args),
         Command::List(args) => list::list(args),
         Command::Generate(args) => generate::generate(args),
+        Command::Conformance(args) => conformance::conformance(args),
     }
 }
 

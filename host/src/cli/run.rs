@@ -347,7 +347,7 @@ mod interrupt {
 
 /// Map `--param` flags onto the UDFs: `UDF.NAME=VALUE` targets one plugin by name,
 /// `NAME=VALUE` every plugin that declares `NAME` (an error if none does).
-fn assign_params(udfs: &[Arc<dyn Udf>], flags: &[String]) -> anyhow::Result<Vec<UdfSpec>> {
+pub(super) fn assign_params(udfs: &[Arc<dyn Udf>], flags: &[String]) -> anyhow::Result<Vec<UdfSpec>> {
     let mut given: Vec<Params> = vec![Params::default(); udfs.len()];
     for flag in flags {
         let (key, value) =

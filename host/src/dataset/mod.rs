@@ -4,6 +4,7 @@
 //! |------|------|
 //! | [`Dataset`] | a stack of frames: shape, native dtype, `read_tile` |
 //! | [`MappedFrames`] | frames at a fixed stride in a memory-mapped file (raw, npy, ...) |
+//! | [`MemoryDataset`] | frames in memory (synthetic data, subsets of other datasets) |
 //! | [`OpenOptions`], [`open`] | pick the format and open a file |
 //! | [`Partition`], [`plan_partitions`] | contiguous nav ranges processed by one instance each |
 //! | [`TilingScheme`], [`negotiate`] | the tile shape agreed by all UDFs of a run |
@@ -12,12 +13,14 @@
 //! nav shape, before any ROI.
 
 mod mapped;
+mod memory;
 mod npy;
 mod partition;
 mod raw;
 mod tiling;
 
 pub use mapped::MappedFrames;
+pub use memory::MemoryDataset;
 pub use partition::{Partition, default_partition_count, plan_partitions};
 pub use tiling::{TileRequest, TilingScheme, negotiate};
 

@@ -1,0 +1,245 @@
+//! Invariance: the results must not depend on how the executor splits the work —
+//! partition counts, tile shapes, thread counts, merge order, or the method used.
+//!
+//! Every variant runs on every dataset of the suite and is compared with that dataset's
+//! baseline (1 partition, 1 thread, negotiated tiling): integer and bool results
+//! exactly, float results within the [`Tolerance`](super::Tolerance).
+
+use super::compare::{Layout, compare_results};
+use super::subject::Ctx;
+use super::{Check, Evidence, Group};
+use crate::exec::RunOptions;
+use crate::udf::Method;
+
+/// One execution to compare with the baseline.
+struct Variant {
+    name: String,
+    options: RunOptions,
+}
+
+/// Run `variants` on every dataset and compare each with the dataset's baseline.
+fn evidence(ctx: &Ctx<'_>, variants: &[Variant]) -> Vec<Evidence> {
+    let mut out = Vec::new();
+    for (d, base) in ctx.datasets.iter().zip(&ctx.baselines) {
+        let Ok(base) = base else {
+            out.push(Evidence::na(&d.info.name, "the baseline run on this dataset failed"));
+            continue;
+        };
+        for v in variants {
+            let name = format!("{}: {}", d.info.name, v.name);
+            match ctx.subject.run(&d.data, &ctx.subject.params, v.options.clone()) {
+                Ok(r) => out.push(compare_results(
+                    &name,
+                    &base.results.udfs[0],
+                    &r.udfs[0],
+                    &ctx.config.tolerance,
+                    Layout::Data,
+                    false,
+                )),
+                Err(e) => out.push(Evidence::fail(&name, e.to_string())),
+            }
+        }
+    }
+    out
+}
+
+/// Partition counts {2, 3, 7, one per frame} (distinct, at most one per frame).
+pub(crate) fn partition_counts(frames: usize) -> Vec<usize> {
+    let mut counts: Vec<usize> = [2, 3, 7, frames].iter().map(|&c| c.min(frames)).filter(|&c| c > 1).collect();
+    counts.dedup();
+    counts
+}
+
+/// A slice extent for a frame axis of extent `n` that does not divide it (odd where it can).
+fn odd_extent(n: usize) -> usize {
+    [3, 5, 7, 2].into_iter().find(|&k| k < n && !n.is_multiple_of(k)).unwrap_or(n)
+}
+
+/// The tile shapes for `method` on frames of `sig` with partitions of up to `frames`:
+/// full frames at depth 1 and maximal depth, odd shapes that don't divide the frame,
+/// single rows.
+fn tile_shapes(method: Method, sig: &[usize], frames: usize) -> Vec<(String, Vec<usize>)> {
+    let shape = |depth: usize, slice: &[usize]| {
+        let mut s = vec![depth];
+        s.extend_from_slice(slice);
+        s
+    };
+    let show = |s: &[usize]| s.iter().map(usize::to_string).collect::<Vec<_>>().join("x");
+    let mut out = Vec::new();
+    match method {
+        Method::Partition => {}
+        Method::Frame => {
+            for depth in [1, 3, frames] {
+                let s = shape(depth, sig);
+                out.push((format!("depth {depth}, full frames"), s));
+            }
+        }
+        Method::Tile => {
+            out.push(("depth 1, full frames".into(), shape(1, sig)));
+            out.push((format!("depth {frames} (max), full frames"), shape(frames, sig)));
+            let odd: Vec<usize> = sig.iter().map(|&n| odd_extent(n)).collect();
+            let s = shape(5, &odd);
+            out.push((format!("tile {} (odd)", show(&s)), s));
+            if sig.len() >= 2 {
+                let mut row = vec![1; sig.len()];
+                if let (Some(r), Some(&w)) = (row.last_mut(), sig.last()) {
+                    *r = w;
+                }
+                let s = shape(1, &row);
+                out.push((format!("tile {} (single rows)", show(&s)), s));
+            }
+        }
+    }
+    out.dedup_by(|a, b| a.1 == b.1);
+    out
+}
+
+/// The invariance checks.
+pub(crate) fn check(ctx: &Ctx<'_>) -> Vec<Check> {
+    let frames = ctx.frames();
+    let threads = ctx.threads();
+    let mut checks = Vec::new();
+
+    let variants: Vec<Variant> = partition_counts(frames)
+        .into_iter()
+        .map(|p| Variant {
+            name: if p == frames { format!("{p} partitions (one per frame)") } else { format!("{p} partitions") },
+            options: RunOptions { partitions: Some(p), threads: Some(threads), ..Default::default() },
+        })
+        .collect();
+    checks.push(Check::from_evidence(
+        Group::Invariance,
+        "partitions",
+        "same results for partition counts 2, 3, 7 and one per frame as for one partition",
+        evidence(ctx, &variants),
+    ));
+
+    let method = ctx.method();
+    let sig = ctx.primary().data.shape().sig.clone();
+    let shapes = tile_shapes(method, &sig, frames);
+    if shapes.is_empty() {
+        checks.push(Check::not_applicable(
+            Group::Invariance,
+            "tiles",
+            "same results for other tile shapes",
+            "the partition method always gets the whole partition as one tile",
+        ));
+    } else {
+        let variants: Vec<Variant> = shapes
+            .into_iter()
+            .map(|(name, shape)| Variant {
+                name: format!("{name}, 3 partitions"),
+                options: RunOptions {
+                    partitions: Some(3),
+                    threads: Some(threads),
+                    tile_shape: Some(shape),
+                    ..Default::default()
+                },
+            })
+            .collect();
+        checks.push(Check::from_evidence(
+            Group::Invariance,
+            "tiles",
+            "same results for full-frame tiles at depth 1 and maximal depth, odd tile shapes, single rows",
+            evidence(ctx, &variants),
+        ));
+    }
+
+    let p = 7.min(frames);
+    // One thread is the baseline's.
+    let mut counts = vec![2.min(ctx.config.threads), ctx.config.threads];
+    counts.sort_unstable();
+    counts.dedup();
+    let variants: Vec<Variant> = counts
+        .into_iter()
+        .map(|t| Variant {
+            name: format!("{t} threads, {p} partitions"),
+            options: RunOptions { partitions: Some(p), threads: Some(t), ..Default::default() },
+        })
+        .collect();
+    checks.push(Check::from_evidence(
+        Group::Invariance,
+        "threads",
+        "same results whatever the number of worker threads",
+        evidence(ctx, &variants),
+    ));
+
+    // One thread: partitions complete in index order, so the seed alone fixes the merge
+    // order (the executor shuffles the completion order).
+    let seed = ctx.config.seed;
+    let mut variants = vec![Variant {
+        name: format!("{p} partitions merged in shuffled order (seed {seed})"),
+        options: RunOptions { partitions: Some(p), threads: Some(1), shuffle_merges: Some(seed), ..Default::default() },
+    }];
+    if frames > p {
+        variants.push(Variant {
+            name: format!("{frames} partitions merged in shuffled order (seed {seed})"),
+            options: RunOptions {
+                partitions: Some(frames),
+                threads: Some(1),
+                shuffle_merges: Some(seed),
+                ..Default::default()
+            },
+        });
+    }
+    checks.push(Check::from_evidence(
+        Group::Invariance,
+        "merge_order",
+        "same results when partitions are merged in shuffled orders",
+        evidence(ctx, &variants),
+    ));
+
+    let methods = ctx.subject.udf.description().methods.clone();
+    let others: Vec<Method> = methods.iter().copied().filter(|&m| m != method).collect();
+    if others.is_empty() {
+        checks.push(Check::not_applicable(
+            Group::Invariance,
+            "methods",
+            "same results with every implemented method",
+            format!("the plugin implements one method ({})", method.name()),
+        ));
+    } else {
+        let variants: Vec<Variant> = others
+            .into_iter()
+            .map(|m| Variant {
+                name: format!("{} method, 3 partitions", m.name()),
+                options: RunOptions {
+                    partitions: Some(3),
+                    threads: Some(threads),
+                    force_method: Some(m),
+                    ..Default::default()
+                },
+            })
+            .collect();
+        checks.push(Check::from_evidence(
+            Group::Invariance,
+            "methods",
+            "same results with every implemented method",
+            evidence(ctx, &variants),
+        ));
+    }
+    checks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_counts_are_distinct_and_bounded() {
+        assert_eq!(partition_counts(35), vec![2, 3, 7, 35]);
+        assert_eq!(partition_counts(5), vec![2, 3, 5]);
+        assert_eq!(partition_counts(1), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn odd_tiles_do_not_divide_the_frame() {
+        assert_eq!(odd_extent(16), 3);
+        assert_eq!(odd_extent(9), 5);
+        assert_eq!(odd_extent(1), 1);
+        let shapes = tile_shapes(Method::Tile, &[16, 12], 35);
+        assert!(shapes.iter().any(|(_, s)| s == &vec![5, 3, 5]), "{shapes:?}");
+        assert!(shapes.iter().any(|(_, s)| s == &vec![1, 1, 12]));
+        assert!(tile_shapes(Method::Partition, &[4, 4], 9).is_empty());
+    }
+}

@@ -1,0 +1,110 @@
+//! Resource use: peak guest memory and time per tile are reported, not judged; memory
+//! that grows with the number of tiles (a leak) fails.
+//!
+//! The leak check runs one partition of few frames and one of many, both in depth-1
+//! full-frame tiles (one tile per frame), and compares the peak memory of the two
+//! instances. Only nav buffers legitimately grow with the frames; anything beyond
+//! three times their growth plus [`SLACK`] is a leak.
+
+use super::subject::Ctx;
+use super::{Check, Evidence, Group, ResourceUse, synthetic};
+use crate::exec::{RunOptions, RunResults};
+use crate::udf::{BufferKind, BufferUse, Method};
+
+/// Growth of peak memory tolerated besides the nav buffers' (allocator rounding, wasm
+/// pages of 64 KiB).
+pub const SLACK: usize = 128 << 10;
+/// Frames of the short run.
+const FEW: usize = 8;
+/// Data of the long run, at most.
+const MAX_BYTES: usize = 32 << 20;
+
+/// Resource use of a run, summed over its partition instances.
+pub(crate) fn usage(run: &str, results: &RunResults) -> ResourceUse {
+    let instances = &results.udfs[0].instances;
+    let calls = instances.iter().map(|(_, s)| s.calls).sum();
+    let process_calls: u64 = instances.iter().map(|(_, s)| s.process_calls).sum();
+    let process_seconds: f64 = instances.iter().map(|(_, s)| s.process_seconds).sum();
+    ResourceUse {
+        run: run.to_owned(),
+        partitions: instances.len(),
+        tiles_per_partition: instances.iter().map(|(_, s)| s.process_calls).max().unwrap_or(0),
+        peak_memory: instances.iter().map(|(_, s)| s.peak_memory).max().unwrap_or(0),
+        calls,
+        process_calls,
+        process_seconds,
+        seconds_per_tile: if process_calls > 0 { process_seconds / process_calls as f64 } else { 0.0 },
+    }
+}
+
+fn kib(bytes: usize) -> String {
+    format!("{:.0} KiB", bytes as f64 / 1024.0)
+}
+
+/// The leak check and the usage of its runs.
+pub(crate) fn check(ctx: &Ctx<'_>) -> (Vec<Check>, Vec<ResourceUse>) {
+    let title = "peak memory does not grow with the number of tiles (no leak per tile)";
+    let na =
+        |reason: String| (vec![Check::not_applicable(Group::Resources, "memory_growth", title, reason)], Vec::new());
+    let Ok(base) = ctx.baseline() else { return na("the baseline run failed".into()) };
+    if base.results.udfs[0].instances.is_empty() {
+        return na("the UDF reports no instance statistics (not a wasm plugin)".into());
+    }
+    let method = ctx.method();
+    if method == Method::Partition {
+        return na("the partition method gets one tile per partition".into());
+    }
+    let primary = ctx.primary();
+    let shape = primary.data.shape().clone();
+    let frame_bytes = shape.sig_len() * primary.data.stored_dtype().dtype.size();
+    let many = (MAX_BYTES / frame_bytes.max(1)).clamp(4 * FEW, 512);
+    let frames = shape.nav_len();
+    let mut tile = vec![1];
+    tile.extend_from_slice(&shape.sig);
+
+    let mut runs = Vec::new();
+    for n in [FEW, many] {
+        let rows: Vec<usize> = (0..n).map(|i| i % frames).collect();
+        let name = format!("memory: {n} frames, 1 partition, depth-1 tiles");
+        let data = match synthetic::gather("repeated", primary.data.as_ref(), &rows, &[n]) {
+            Ok(d) => d,
+            Err(e) => return na(format!("cannot build the dataset: {e}")),
+        };
+        let options =
+            RunOptions { partitions: Some(1), threads: Some(1), tile_shape: Some(tile.clone()), ..Default::default() };
+        match ctx.subject.run(&data.data, &ctx.subject.params_for_rows(&rows), options) {
+            Ok(r) => runs.push(usage(&name, &r)),
+            Err(e) => {
+                let evidence = vec![Evidence::fail(&name, e.to_string())];
+                return (vec![Check::from_evidence(Group::Resources, "memory_growth", title, evidence)], runs);
+            }
+        }
+    }
+    let (few, lots) = (&runs[0], &runs[1]);
+    let row_bytes: usize = base
+        .decls
+        .iter()
+        .filter(|d| d.kind == BufferKind::Nav && d.usage != BufferUse::ResultOnly)
+        .map(|d| d.extra_shape.iter().product::<usize>() * d.dtype.size())
+        .sum();
+    let nav_growth = row_bytes * (many - FEW);
+    let allowed = 3 * nav_growth + SLACK;
+    let growth = lots.peak_memory.saturating_sub(few.peak_memory);
+    let extra_tiles = lots.process_calls.saturating_sub(few.process_calls).max(1);
+    let variant = format!("{FEW} vs {many} tiles of one frame");
+    let message = format!(
+        "peak memory {} with {} tiles, {} with {} tiles: grew {} (~{} B per extra tile); allowed {} \
+         (3 × nav buffer growth {} + {})",
+        kib(few.peak_memory),
+        few.process_calls,
+        kib(lots.peak_memory),
+        lots.process_calls,
+        kib(growth),
+        growth as u64 / extra_tiles,
+        kib(allowed),
+        kib(nav_growth),
+        kib(SLACK)
+    );
+    let e = if growth > allowed { Evidence::fail(&variant, message) } else { Evidence::pass(&variant, message) };
+    (vec![Check::from_evidence(Group::Resources, "memory_growth", title, vec![e])], runs)
+}

@@ -1,0 +1,205 @@
+//! Robustness: the plugin survives unusual but legal input — partitions emptied by a
+//! ROI, a single frame, 1×1 and non-square frames, NaN and infinities, extreme values —
+//! and reports bad parameters as typed errors. Survive means: success or a typed error
+//! (`bad-param`, `invalid-data`, `internal`), never a trap or a contract violation.
+
+use super::subject::{Ctx, filled, survives};
+use super::{Check, Evidence, Group, synthetic};
+use crate::array::NdArray;
+use crate::dataset::plan_partitions;
+use crate::dtype::{DType, Kind};
+use crate::exec::RunOptions;
+use crate::udf::{ParamSpec, ParamType, ParamValue};
+use std::sync::Arc;
+
+fn options(partitions: usize, threads: usize) -> RunOptions {
+    RunOptions { partitions: Some(partitions), threads: Some(threads), ..Default::default() }
+}
+
+/// A ROI that leaves some partitions of a `count`-way split without frames: it keeps
+/// the frames of every third partition (index 1, 4, ...).
+pub(crate) fn emptying_mask(frames: usize, count: usize) -> Vec<bool> {
+    let mut mask = vec![false; frames];
+    for p in plan_partitions(frames, count, None).iter().filter(|p| p.index % 3 == 1) {
+        for &f in &p.frames {
+            mask[f as usize] = true;
+        }
+    }
+    mask
+}
+
+/// Bad values for a parameter, derived from its spec and its current value.
+pub(crate) fn bad_values(spec: &ParamSpec, current: Option<&ParamValue>) -> Vec<(String, ParamValue)> {
+    match spec.ty {
+        ParamType::Bool => Vec::new(),
+        ParamType::Int => [-1, 0, i64::MAX, i64::MIN].iter().map(|&v| (v.to_string(), ParamValue::Int(v))).collect(),
+        ParamType::Float => [-1.0, 0.0, 1e300, f64::NAN, f64::INFINITY, f64::NEG_INFINITY]
+            .iter()
+            .map(|&v| (format!("{v:?}"), ParamValue::Float(v)))
+            .collect(),
+        ParamType::Text => vec![
+            ("empty text".into(), ParamValue::Text(String::new())),
+            ("unknown text".into(), ParamValue::Text("no-such-value-\u{1F4A5}".into())),
+        ],
+        ParamType::Array => {
+            let shape = match current {
+                Some(ParamValue::Array(a)) => a.shape().to_vec(),
+                _ => vec![3],
+            };
+            let mut wrong = shape.clone();
+            match wrong.last_mut() {
+                Some(last) => *last += 1,
+                None => wrong.push(2),
+            }
+            let empty = NdArray::zeros(DType::F64, &[0]);
+            vec![
+                ("empty array".into(), ParamValue::Array(Arc::new(empty))),
+                (format!("array of shape {wrong:?} (mis-shaped)"), ParamValue::Array(Arc::new(filled(&wrong, 1.0)))),
+                (format!("NaN array of shape {shape:?}"), ParamValue::Array(Arc::new(filled(&shape, f64::NAN)))),
+            ]
+        }
+    }
+}
+
+/// The robustness checks.
+pub(crate) fn check(ctx: &Ctx<'_>) -> Vec<Check> {
+    let frames = ctx.frames();
+    let threads = ctx.threads();
+    let primary = ctx.primary();
+    let shape = primary.data.shape().clone();
+    let dtype = primary.data.stored_dtype().dtype;
+    let seed = ctx.config.seed;
+    let mut checks = Vec::new();
+
+    // Partitions emptied by a ROI.
+    let title = "partitions left empty by a ROI";
+    if frames < 3 {
+        checks.push(Check::not_applicable(Group::Robustness, "empty_partitions", title, "fewer than 3 frames"));
+    } else {
+        let count = 6.min(frames);
+        let mask = emptying_mask(frames, count);
+        let kept = mask.iter().filter(|s| **s).count();
+        let variant = format!("{count} partitions, ROI keeping {kept} frames of partitions 1 and 4");
+        let (e, _) = super::roi::compare_with_subset(ctx, &variant, &mask, count, true);
+        checks.push(Check::from_evidence(Group::Robustness, "empty_partitions", title, vec![e]));
+    }
+
+    // A single frame.
+    let variant = "a dataset of one frame";
+    let e = match synthetic::gather("one frame", primary.data.as_ref(), &[0], &[1]) {
+        Ok(one) => survives(
+            variant,
+            ctx.subject.run(&one.data, &ctx.subject.params_for_rows(&[0]), options(3, threads)),
+            "ran",
+        ),
+        Err(e) => Evidence::fail(variant, format!("cannot build the dataset: {e}")),
+    };
+    checks.push(Check::from_evidence(Group::Robustness, "single_frame", "a dataset of a single frame", vec![e]));
+
+    // Other frame shapes.
+    let title = "1×1 and non-square frames";
+    let mut evidence = Vec::new();
+    let tiny = vec![1; shape.sig.len()];
+    let mut non_square = match shape.sig.len() {
+        1 => vec![9],
+        _ => {
+            let mut s = vec![1; shape.sig.len() - 2];
+            s.extend([5, 9]);
+            s
+        }
+    };
+    if non_square == shape.sig {
+        non_square.reverse();
+    }
+    for (name, sig) in [("1×1 frames", tiny), ("non-square frames", non_square)] {
+        let variant = format!("{name} {sig:?}");
+        if let Some(reason) = ctx.subject.sig_tied(&shape.sig) {
+            evidence.push(Evidence::na(&variant, format!("skipped: {reason}")));
+            continue;
+        }
+        let e = match synthetic::shaped(name, &shape.nav, &sig, dtype, seed) {
+            Ok(d) => survives(&variant, ctx.subject.run(&d.data, &ctx.subject.params, options(2, threads)), "ran"),
+            Err(e) => Evidence::fail(&variant, format!("cannot build the dataset: {e}")),
+        };
+        evidence.push(e);
+    }
+    checks.push(Check::from_evidence(Group::Robustness, "frame_shapes", title, evidence));
+
+    // NaN and infinities.
+    let variant = "float32 frames with NaN, +inf and -inf";
+    let e = match synthetic::planted(
+        "nonfinite",
+        &shape.nav,
+        &shape.sig,
+        &[f64::NAN, f64::INFINITY, f64::NEG_INFINITY],
+        seed,
+    ) {
+        Ok(d) => survives(variant, ctx.subject.run(&d.data, &ctx.subject.params, options(2, threads)), "ran"),
+        Err(e) => Evidence::fail(variant, format!("cannot build the dataset: {e}")),
+    };
+    checks.push(Check::from_evidence(Group::Robustness, "nonfinite", "frames containing NaN and infinities", vec![e]));
+
+    // Extreme values.
+    let mut evidence = Vec::new();
+    let extremes = [f64::from(f32::MAX), f64::from(-f32::MAX), f64::from(f32::MIN_POSITIVE), 1e-45, -0.0, 65535.0];
+    let variant = "float32 frames with ±3.4e38, 1.2e-38, 1e-45 (subnormal), -0, 65535";
+    evidence.push(match synthetic::planted("extreme", &shape.nav, &shape.sig, &extremes, seed) {
+        Ok(d) => survives(variant, ctx.subject.run(&d.data, &ctx.subject.params, options(2, threads)), "ran"),
+        Err(e) => Evidence::fail(variant, format!("cannot build the dataset: {e}")),
+    });
+    if matches!(dtype.kind(), Kind::Unsigned | Kind::Signed) {
+        let variant = format!("{} frames with the type's minimum and maximum", dtype.name());
+        evidence.push(
+            match synthetic::planted_as("extreme-int", &shape.nav, &shape.sig, &[1e300, -1e300], seed, dtype) {
+                Ok(d) => survives(&variant, ctx.subject.run(&d.data, &ctx.subject.params, options(2, threads)), "ran"),
+                Err(e) => Evidence::fail(&variant, format!("cannot build the dataset: {e}")),
+            },
+        );
+    }
+    checks.push(Check::from_evidence(Group::Robustness, "extreme_values", "frames with extreme values", evidence));
+
+    // Bad parameters.
+    let title = "bad parameter values are reported as typed errors, never traps";
+    let specs = ctx.subject.udf.description().params.clone();
+    let mut evidence = Vec::new();
+    for spec in &specs {
+        let current = ctx.subject.params.get(&spec.name).or(spec.default.as_ref());
+        for (label, value) in bad_values(spec, current) {
+            let variant = format!("{} = {label}", spec.name);
+            let mut params = ctx.subject.params.clone();
+            params.set(&spec.name, value);
+            let outcome = ctx.subject.run(&primary.data, &params, options(2, threads));
+            evidence.push(survives(&variant, outcome, "accepted (ran)"));
+        }
+    }
+    if evidence.is_empty() {
+        let reason =
+            if specs.is_empty() { "the plugin has no parameters" } else { "the plugin has only boolean parameters" };
+        checks.push(Check::not_applicable(Group::Robustness, "bad_params", title, reason));
+    } else {
+        checks.push(Check::from_evidence(Group::Robustness, "bad_params", title, evidence));
+    }
+    checks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emptying_mask_keeps_every_third_partition() {
+        let mask = emptying_mask(12, 6);
+        let kept: Vec<usize> = mask.iter().enumerate().filter(|(_, s)| **s).map(|(i, _)| i).collect();
+        assert_eq!(kept, vec![2, 3, 8, 9]);
+    }
+
+    #[test]
+    fn bad_values_follow_the_spec() {
+        let spec = |ty| ParamSpec { name: "x".into(), ty, doc: String::new(), default: None, nav_aux: false };
+        assert_eq!(bad_values(&spec(ParamType::Float), None).len(), 6);
+        assert!(bad_values(&spec(ParamType::Bool), None).is_empty());
+        let current = ParamValue::Array(Arc::new(NdArray::zeros(DType::F32, &[4, 4])));
+        let arrays = bad_values(&spec(ParamType::Array), Some(&current));
+        assert!(arrays.iter().any(|(l, _)| l.contains("[4, 5]")), "{arrays:?}");
+    }
+}
