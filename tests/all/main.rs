@@ -2,4 +2,11 @@
 
 mod bad_input;
 mod cli;
+mod formats_blo;
+mod formats_common;
+mod formats_empad;
+mod formats_mib;
+mod formats_mrc;
+mod formats_seq;
+mod formats_tvips;
 mod sum;

@@ -3,6 +3,7 @@
 //! in-process tests).
 
 mod generate;
+pub mod info;
 mod inspect;
 mod progress;
 mod run;
@@ -26,6 +27,8 @@ enum Command {
     Run(run::RunArgs),
     /// Print a plugin's description: parameters, methods, preferences.
     Inspect(inspect::InspectArgs),
+    /// Print what a dataset holds: format, shape, dtype, details, partitions, tile shape.
+    Info(info::InfoArgs),
     /// Write a sample dataset (synthetic 4D-STEM scan or test pattern).
     Generate(generate::GenerateArgs),
 }
@@ -149,6 +152,7 @@ where
     match cli.command {
         Command::Run(args) => run::run(args),
         Command::Inspect(args) => inspect::inspect(args),
+        Command::Info(args) => info::info(args),
         Command::Generate(args) => generate::generate(args),
     }
 }
