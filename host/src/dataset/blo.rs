@@ -130,6 +130,7 @@ pub(crate) fn open(path: &Path, options: &OpenOptions) -> Result<(Arc<dyn Datase
     file.take(1 << 16).read_to_end(&mut head).map_err(open_err)?;
     let header = BloHeader::parse(&head).map_err(|e| DatasetError::invalid(path, e.to_string()))?;
     let stride = FRAME_HEADER_BYTES + header.frame_bytes();
+    // (u16 sizes: no overflow in u64.)
     let offset = u64::from(header.data_offset_2) + FRAME_HEADER_BYTES;
     let (found, note) = count_frames(path, len, offset, stride, header.frame_bytes());
     let frames = header.frames();

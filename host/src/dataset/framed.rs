@@ -50,7 +50,7 @@ pub(crate) fn count_frames(
     stride: u64,
     frame_bytes: u64,
 ) -> (usize, Option<String>) {
-    if len < offset + frame_bytes || stride == 0 {
+    if len < offset.saturating_add(frame_bytes) || stride == 0 {
         let note = format!(
             "{} is truncated: the first frame at offset {offset} needs {frame_bytes} bytes, the file has {len}",
             path.display()

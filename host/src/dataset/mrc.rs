@@ -114,7 +114,7 @@ impl MrcHeader {
 
     /// Bytes of one image.
     pub fn frame_bytes(&self) -> u64 {
-        u64::from(self.nx) * u64::from(self.ny) * self.stored.dtype.size() as u64
+        (u64::from(self.nx) * u64::from(self.ny)).saturating_mul(self.stored.dtype.size() as u64)
     }
 }
 
@@ -130,7 +130,7 @@ pub(crate) fn open(path: &Path, options: &OpenOptions) -> Result<(Arc<dyn Datase
     let mut head = Vec::new();
     file.take(HEADER_BYTES as u64).read_to_end(&mut head).map_err(open_err)?;
     let header = MrcHeader::parse(&head).map_err(|e| DatasetError::invalid(path, e.to_string()))?;
-    let needed = header.data_offset() + u64::from(header.nz) * header.frame_bytes();
+    let needed = u64::from(header.nz).saturating_mul(header.frame_bytes()).saturating_add(header.data_offset());
     if len < needed {
         return Err(DatasetError::invalid(
             path,

@@ -115,7 +115,7 @@ impl SeqHeader {
 
     /// Bytes of an image's pixels.
     pub fn frame_bytes(&self) -> u64 {
-        u64::from(self.width) * u64::from(self.height) * u64::from(self.bit_depth / 8)
+        (u64::from(self.width) * u64::from(self.height)).saturating_mul(u64::from(self.bit_depth / 8))
     }
 
     /// Offset of the first image.

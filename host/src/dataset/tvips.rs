@@ -98,12 +98,12 @@ impl TvipsHeader {
 
     /// Bytes of one image's pixels.
     pub fn frame_bytes(&self) -> u64 {
-        u64::from(self.xdim) * u64::from(self.ydim) * u64::from(self.bpp / 8)
+        (u64::from(self.xdim) * u64::from(self.ydim)).saturating_mul(u64::from(self.bpp / 8))
     }
 
     /// Header plus pixels.
     pub fn stride(&self) -> u64 {
-        u64::from(self.image_header_bytes) + self.frame_bytes()
+        u64::from(self.image_header_bytes).saturating_add(self.frame_bytes())
     }
 
     fn dtype(&self) -> DType {
@@ -307,7 +307,8 @@ impl ScanPositions<'_> {
             max_x = max_x.max(x);
             if x < max_x {
                 let width = max_x as usize + 1;
-                return Some((sync as i64, vec![(count - sync) / width, width]));
+                let rows = (count - sync) / width;
+                return Some((sync as i64, if rows > 0 { vec![rows, width] } else { vec![count] }));
             }
             index += 1;
         }
