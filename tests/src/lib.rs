@@ -4,6 +4,17 @@
 pub mod fixtures;
 pub mod reference;
 
+/// Fixture writers for the detector formats, one file per format.
+pub mod fixture_formats {
+    pub mod blo;
+    pub mod empad;
+    pub mod mib;
+    pub mod mrc;
+    pub mod read;
+    pub mod seq;
+    pub mod tvips;
+}
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use udf_host::exec::{Run, RunOptions, RunResults, UdfSpec};

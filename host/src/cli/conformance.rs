@@ -24,7 +24,7 @@ pub struct ConformanceArgs {
     #[arg(long, value_name = "FILE")]
     data: Option<PathBuf>,
     /// Dataset format of --data (default: detected).
-    #[arg(long, value_name = "raw|npy", requires = "data")]
+    #[arg(long, value_name = "raw|npy|mib|...", requires = "data")]
     format: Option<String>,
     /// Element type: of the synthetic data (default float32), or of raw --data ('>u2'...).
     #[arg(long)]
@@ -110,7 +110,7 @@ impl ConformanceArgs {
             format: self
                 .format
                 .as_deref()
-                .map(|f| Format::parse(f).ok_or_else(|| anyhow!("unknown --format '{f}' (raw, npy)")))
+                .map(|f| Format::parse(f).ok_or_else(|| anyhow!("unknown --format '{f}' ({})", Format::NAMES)))
                 .transpose()?,
             dtype: self
                 .dtype
@@ -122,6 +122,7 @@ impl ConformanceArgs {
             nav_shape: self.nav_shape.clone().map(|s| s.0),
             sig_shape: self.sig_shape.clone().map(|s| s.0),
             offset: self.offset,
+            ..OpenOptions::default()
         };
         let dataset = dataset::open(path, &options)?;
         Ok(DataSource::Dataset { name: path.display().to_string(), dataset })

@@ -4,6 +4,7 @@
 
 mod conformance;
 mod generate;
+pub mod info;
 mod inspect;
 mod list;
 mod progress;
@@ -30,6 +31,8 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// List the native built-ins (usable as builtin:NAME) with their parameters.
     List(list::ListArgs),
+    /// Print what a dataset holds: format, shape, dtype, details, partitions, tile shape.
+    Info(info::InfoArgs),
     /// Write a sample dataset (synthetic 4D-STEM scan or test pattern).
     Generate(generate::GenerateArgs),
     /// Check that a plugin obeys the contract: the same input under many executions
@@ -182,6 +185,7 @@ where
         Command::Run(args) => run::run(args),
         Command::Inspect(args) => inspect::inspect(args),
         Command::List(args) => list::list(args),
+        Command::Info(args) => info::info(args),
         Command::Generate(args) => generate::generate(args),
         Command::Conformance(args) => conformance::conformance(args),
     }

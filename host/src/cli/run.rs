@@ -2,7 +2,7 @@
 
 use super::progress::ProgressDisplay;
 use super::{Failure, RuntimeArgs, Shape, exit};
-use crate::dataset::{self, Format, OpenOptions};
+use crate::dataset::{self, ExcludedPixels, Format, OpenOptions};
 use crate::dtype::StoredDType;
 use crate::exec::{Run, RunError, RunOptions, UdfSpec};
 use crate::log::LogLevel;
@@ -16,6 +16,72 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
+
+/// How to open the dataset: format, shapes, sync offset, corrections (shared by `run`
+/// and `info`).
+#[derive(Args, Debug, Clone)]
+pub struct DatasetArgs {
+    /// Dataset format (default: detected from the extension and content).
+    #[arg(long, value_name = "raw|npy|mib|...")]
+    format: Option<String>,
+    /// Element type of raw data, NumPy style: float32, uint16, '>u2' (big-endian)...
+    #[arg(long)]
+    dtype: Option<String>,
+    /// Nav (scan) shape, e.g. 64,64 (may use fewer frames than the files hold).
+    #[arg(long)]
+    nav_shape: Option<Shape>,
+    /// Sig (frame) shape, e.g. 256,256 (the same number of pixels as the frames).
+    #[arg(long)]
+    sig_shape: Option<Shape>,
+    /// Bytes to skip at the start of a raw file.
+    #[arg(long, default_value_t = 0)]
+    offset: u64,
+    /// Skip K leading frames (K > 0) or insert |K| blank frames (K < 0).
+    #[arg(long, value_name = "K", allow_negative_numbers = true)]
+    sync_offset: Option<i64>,
+    /// Dark frame to subtract (.npy of the frame shape).
+    #[arg(long, value_name = "DARK.npy")]
+    dark: Option<PathBuf>,
+    /// Gain map to multiply with after the dark subtraction (.npy of the frame shape).
+    #[arg(long, value_name = "GAIN.npy")]
+    gain: Option<PathBuf>,
+    /// Pixels to repair from their neighbours: a boolean .npy mask of the frame shape,
+    /// or coordinates 'y,x;y,x;...'.
+    #[arg(long, value_name = "MASK.npy|Y,X;...")]
+    excluded_pixels: Option<String>,
+}
+
+impl DatasetArgs {
+    /// The library's open options.
+    pub fn open_options(&self) -> anyhow::Result<OpenOptions> {
+        Ok(OpenOptions {
+            format: self
+                .format
+                .as_deref()
+                .map(|f| Format::parse(f).ok_or_else(|| anyhow!("unknown --format '{f}' ({})", Format::NAMES)))
+                .transpose()?,
+            dtype: self
+                .dtype
+                .as_deref()
+                .map(|d| {
+                    StoredDType::parse(d)
+                        .ok_or_else(|| anyhow!("--dtype '{d}' is not a dtype (try float32, uint16, '>u2')"))
+                })
+                .transpose()?,
+            nav_shape: self.nav_shape.clone().map(|s| s.0),
+            sig_shape: self.sig_shape.clone().map(|s| s.0),
+            offset: self.offset,
+            sync_offset: self.sync_offset,
+            dark: self.dark.clone(),
+            gain: self.gain.clone(),
+            excluded_pixels: self
+                .excluded_pixels
+                .as_deref()
+                .map(|e| ExcludedPixels::parse(e).map_err(|m| anyhow!("--excluded-pixels: {m}")))
+                .transpose()?,
+        })
+    }
+}
 
 #[derive(Args)]
 pub struct RunArgs {
@@ -32,21 +98,8 @@ pub struct RunArgs {
     /// Replace the output directory if it exists.
     #[arg(long)]
     force: bool,
-    /// Dataset format (default: detected from the file).
-    #[arg(long, value_name = "raw|npy")]
-    format: Option<String>,
-    /// Element type of raw data, NumPy style: float32, uint16, '>u2' (big-endian)...
-    #[arg(long)]
-    dtype: Option<String>,
-    /// Nav (scan) shape, e.g. 64,64.
-    #[arg(long)]
-    nav_shape: Option<Shape>,
-    /// Sig (frame) shape, e.g. 256,256.
-    #[arg(long)]
-    sig_shape: Option<Shape>,
-    /// Bytes to skip at the start of a raw file.
-    #[arg(long, default_value_t = 0)]
-    offset: u64,
+    #[command(flatten)]
+    dataset: DatasetArgs,
     /// Process only the frames selected by a nav-shaped .npy (nonzero = selected).
     #[arg(long, value_name = "ROI.npy", conflicts_with = "roi_rect")]
     roi: Option<PathBuf>,
@@ -116,25 +169,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     let load_seconds = started.elapsed().as_secs_f64();
 
     // Dataset.
-    let options = OpenOptions {
-        format: args
-            .format
-            .as_deref()
-            .map(|f| Format::parse(f).ok_or_else(|| anyhow!("unknown --format '{f}' (raw, npy)")))
-            .transpose()?,
-        dtype: args
-            .dtype
-            .as_deref()
-            .map(|d| {
-                StoredDType::parse(d)
-                    .ok_or_else(|| anyhow!("--dtype '{d}' is not a dtype (try float32, uint16, '>u2')"))
-            })
-            .transpose()?,
-        nav_shape: args.nav_shape.clone().map(|s| s.0),
-        sig_shape: args.sig_shape.clone().map(|s| s.0),
-        offset: args.offset,
-    };
-    let data = dataset::open(data_path, &options)?;
+    let data = dataset::open(data_path, &args.dataset.open_options()?)?;
 
     // ROI, params and plan.
     let nav = data.shape().nav.clone();

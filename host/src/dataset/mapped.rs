@@ -98,6 +98,23 @@ impl MappedFrames {
         self.map.len()
     }
 
+    /// The whole mapped file.
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// Byte offset of the first pixel of `frame` (which must be inside the dataset).
+    pub fn frame_offset(&self, frame: usize) -> usize {
+        self.offset + frame * self.stride
+    }
+
+    /// The stored bytes of `frame` (which must be inside the dataset): the payload a
+    /// decoder turns into pixels when the format packs them (e.g. raw Merlin data).
+    pub fn frame_bytes(&self, frame: usize) -> &[u8] {
+        let start = self.frame_offset(frame);
+        &self.map[start..start + self.shape.sig_len() * self.stored.dtype.size()]
+    }
+
     /// See [`Dataset::read_tile`](super::Dataset::read_tile).
     pub fn read_tile(&self, frames: &[u64], sig: &SigSlice, dtype: DType, out: &mut [u8]) -> Result<(), DatasetError> {
         let src_size = self.stored.dtype.size();
@@ -192,9 +209,9 @@ impl Dataset for MappedFrames {
 
 /// The element offsets (within a frame) of the contiguous runs that make up a signal
 /// slice: trailing axes the slice covers fully are merged into one run.
-struct ContiguousRuns {
+pub(crate) struct ContiguousRuns {
     /// Elements per run.
-    run_len: usize,
+    pub(crate) run_len: usize,
     /// Outer axes iterated one index at a time: (origin, count, element stride).
     outer: Vec<(usize, usize, usize)>,
     /// Element offset of the first run.
@@ -202,7 +219,7 @@ struct ContiguousRuns {
 }
 
 impl ContiguousRuns {
-    fn new(frame: &[usize], slice: &SigSlice) -> Self {
+    pub(crate) fn new(frame: &[usize], slice: &SigSlice) -> Self {
         let dims = frame.len();
         if dims == 0 {
             return ContiguousRuns { run_len: 1, outer: Vec::new(), first: 0 };
@@ -224,7 +241,7 @@ impl ContiguousRuns {
     }
 
     /// Element offsets of each run, in C order.
-    fn starts(&self) -> impl Iterator<Item = usize> + '_ {
+    pub(crate) fn starts(&self) -> impl Iterator<Item = usize> + '_ {
         let total: usize = self.outer.iter().map(|&(_, n, _)| n).product();
         (0..total).map(move |mut k| {
             let mut offset = self.first;

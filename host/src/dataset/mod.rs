@@ -6,6 +6,8 @@
 //! | [`MappedFrames`] | frames at a fixed stride in a memory-mapped file (raw, npy, ...) |
 //! | [`MemoryDataset`] | frames in memory (synthetic data, subsets of other datasets) |
 //! | [`OpenOptions`], [`open`] | pick the format and open a file |
+//! | [`mib`], ... | detector formats, one module each (see `docs/formats.md`) |
+//! | [`reshaped`], [`corrections`] | the common options (nav/sig shape, sync offset, dark/gain/excluded pixels) as wrappers |
 //! | [`Partition`], [`plan_partitions`] | contiguous nav ranges processed by one instance each |
 //! | [`TilingScheme`], [`negotiate`] | the tile shape agreed by all UDFs of a run |
 //!
@@ -19,9 +21,23 @@ mod partition;
 mod raw;
 mod tiling;
 
+// Detector formats (part A) and the common option wrappers.
+pub mod blo;
+pub mod concat;
+pub mod corrections;
+pub mod empad;
+pub mod framed;
+pub mod mib;
+pub mod mrc;
+pub mod reshaped;
+pub mod seq;
+pub mod tvips;
+
+pub use corrections::ExcludedPixels;
 pub use mapped::MappedFrames;
 pub use memory::MemoryDataset;
 pub use partition::{Partition, default_partition_count, plan_partitions};
+pub use reshaped::ShapeHints;
 pub use tiling::{TileRequest, TilingScheme, negotiate};
 
 use crate::dtype::{DType, StoredDType};
@@ -149,6 +165,19 @@ pub enum Format {
     Raw,
     /// NumPy `.npy`.
     Npy,
+    // Detector formats (part A).
+    /// Quantum Detectors Merlin `.mib` (+ `.hdr`).
+    Mib,
+    /// EMPAD `.xml` + `.raw`.
+    Empad,
+    /// NanoMegas `.blo`.
+    Blo,
+    /// NorPix `.seq`.
+    Seq,
+    /// MRC `.mrc`.
+    Mrc,
+    /// TVIPS `_NNN.tvips` series.
+    Tvips,
 }
 
 impl Format {
@@ -157,7 +186,32 @@ impl Format {
         match name.to_ascii_lowercase().as_str() {
             "raw" | "bin" => Some(Format::Raw),
             "npy" => Some(Format::Npy),
+            // Detector formats (part A).
+            "mib" | "merlin" => Some(Format::Mib),
+            "empad" => Some(Format::Empad),
+            "blo" => Some(Format::Blo),
+            "seq" => Some(Format::Seq),
+            "mrc" => Some(Format::Mrc),
+            "tvips" => Some(Format::Tvips),
             _ => None,
+        }
+    }
+
+    /// The `--format` names, for messages.
+    pub const NAMES: &'static str = "raw, npy, mib, empad, blo, seq, mrc, tvips";
+
+    /// The name used by `--format` and in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Raw => "raw",
+            Format::Npy => "npy",
+            // Detector formats (part A).
+            Format::Mib => "mib",
+            Format::Empad => "empad",
+            Format::Blo => "blo",
+            Format::Seq => "seq",
+            Format::Mrc => "mrc",
+            Format::Tvips => "tvips",
         }
     }
 
@@ -166,6 +220,9 @@ impl Format {
         let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
         if ext.as_deref() == Some("npy") {
             return Format::Npy;
+        }
+        if let Some(format) = detect_detector_format(path, ext.as_deref()) {
+            return format;
         }
         let mut magic = [0u8; 6];
         if let Ok(mut file) = std::fs::File::open(path) {
@@ -191,6 +248,15 @@ pub struct OpenOptions {
     pub sig_shape: Option<Vec<usize>>,
     /// Bytes to skip at the start of the file (raw).
     pub offset: u64,
+    /// Skip `k > 0` leading frames or insert `|k|` blank frames (`k < 0`); `None`: the
+    /// format's default (0, or what the format detects, e.g. TVIPS).
+    pub sync_offset: Option<i64>,
+    /// Dark frame to subtract (`.npy`, sig-shaped).
+    pub dark: Option<PathBuf>,
+    /// Gain map to multiply with after the dark subtraction (`.npy`, sig-shaped).
+    pub gain: Option<PathBuf>,
+    /// Pixels to replace by the mean of their valid neighbours.
+    pub excluded_pixels: Option<ExcludedPixels>,
 }
 
 /// Open a dataset file.
@@ -199,9 +265,52 @@ pub struct OpenOptions {
 /// [`DatasetError`] naming the file: unreadable, too short or long for the shape,
 /// malformed header, missing options.
 pub fn open(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Dataset>, DatasetError> {
-    match options.format.unwrap_or_else(|| Format::detect(path)) {
-        Format::Raw => Ok(Arc::new(raw::open(path, options)?)),
-        Format::Npy => Ok(Arc::new(npy::open(path, options)?)),
+    let (data, hints): (Arc<dyn Dataset>, ShapeHints) = match options.format.unwrap_or_else(|| Format::detect(path)) {
+        Format::Raw => (Arc::new(raw::open(path, options)?), ShapeHints::reshaped()),
+        Format::Npy => (Arc::new(npy::open(path, options)?), ShapeHints::reshaped()),
+        // Detector formats (part A): the common shape options are applied below.
+        Format::Mib => mib::open(path, options)?,
+        Format::Empad => empad::open(path, options)?,
+        Format::Blo => blo::open(path, options)?,
+        Format::Seq => seq::open(path, options)?,
+        Format::Mrc => mrc::open(path, options)?,
+        Format::Tvips => tvips::open(path, options)?,
+    };
+    let data = reshaped::apply(path, data, &hints, options)?;
+    corrections::apply(path, data, options)
+}
+
+/// Detection of the detector formats (part A): by extension, then by content.
+fn detect_detector_format(path: &Path, ext: Option<&str>) -> Option<Format> {
+    match ext {
+        Some("mib" | "hdr") => return Some(Format::Mib),
+        Some("blo") => return Some(Format::Blo),
+        Some("seq") => return Some(Format::Seq),
+        Some("mrc" | "mrcs") => return Some(Format::Mrc),
+        Some("tvips") => return Some(Format::Tvips),
+        _ => {}
+    }
+    let mut head = [0u8; 1024];
+    let n = std::fs::File::open(path).and_then(|mut f| {
+        use std::io::Read;
+        f.read(&mut head)
+    });
+    let head = &head[..n.unwrap_or(0)];
+    if ext == Some("xml") {
+        return empad::sniff_xml(head).then_some(Format::Empad);
+    }
+    if mib::sniff(head) {
+        Some(Format::Mib)
+    } else if blo::sniff(head) {
+        Some(Format::Blo)
+    } else if seq::sniff(head) {
+        Some(Format::Seq)
+    } else if mrc::sniff(head) {
+        Some(Format::Mrc)
+    } else if tvips::sniff(head) {
+        Some(Format::Tvips)
+    } else {
+        None
     }
 }
 
