@@ -31,7 +31,7 @@ pub struct RunArgs {
     #[arg(long)]
     force: bool,
     /// Dataset format (default: detected from the file).
-    #[arg(long, value_name = "raw|npy")]
+    #[arg(long, value_name = "raw|npy|hdf5|...")]
     format: Option<String>,
     /// Element type of raw data, NumPy style: float32, uint16, '>u2' (big-endian)...
     #[arg(long)]
@@ -45,6 +45,10 @@ pub struct RunArgs {
     /// Bytes to skip at the start of a raw file.
     #[arg(long, default_value_t = 0)]
     offset: u64,
+    // Formats, part B.
+    /// HDF5: the dataset to read, e.g. /entry/data/data [default: the only 3-D/4-D one].
+    #[arg(long, value_name = "PATH")]
+    dataset_path: Option<String>,
     /// Worker threads [default: all cores].
     #[arg(long)]
     threads: Option<usize>,
@@ -101,7 +105,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         format: args
             .format
             .as_deref()
-            .map(|f| Format::parse(f).ok_or_else(|| anyhow!("unknown --format '{f}' (raw, npy)")))
+            .map(|f| Format::parse(f).ok_or_else(|| anyhow!("unknown --format '{f}' (raw, npy, hdf5, ...)")))
             .transpose()?,
         dtype: args
             .dtype
@@ -114,6 +118,8 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         nav_shape: args.nav_shape.clone().map(|s| s.0),
         sig_shape: args.sig_shape.clone().map(|s| s.0),
         offset: args.offset,
+        // Formats, part B.
+        dataset_path: args.dataset_path.clone(),
     };
     let data = dataset::open(data_path, &options)?;
 

@@ -16,6 +16,11 @@ mod npy;
 mod partition;
 mod raw;
 mod tiling;
+// Formats, part B.
+pub mod dm;
+mod hdf5;
+pub mod k2is;
+mod raw_csr;
 
 pub use mapped::MappedFrames;
 pub use partition::{Partition, default_partition_count, plan_partitions};
@@ -146,6 +151,48 @@ pub enum Format {
     Raw,
     /// NumPy `.npy`.
     Npy,
+    // Formats, part B.
+    /// HDF5 (`.h5`, `.hdf5`, `.nxs`, `.emd`, `.hspy`).
+    Hdf5,
+    /// LiberTEM's raw CSR sparse format (`.toml` + three raw files).
+    RawCsr,
+    /// Gatan DigitalMicrograph `.dm3` / `.dm4`, one C-ordered 3-D/4-D image.
+    Dm,
+    /// Gatan K2 IS raw data: 8 sector `.bin` files and a `.gtg` file.
+    K2is,
+}
+
+/// Formats, part B: names and file extensions.
+fn parse_b(name: &str) -> Option<Format> {
+    match name {
+        "hdf5" | "h5" => Some(Format::Hdf5),
+        "raw_csr" | "csr" => Some(Format::RawCsr),
+        "dm" | "dm3" | "dm4" => Some(Format::Dm),
+        "k2is" | "k2" => Some(Format::K2is),
+        _ => None,
+    }
+}
+
+/// Formats, part B: detection by extension, then by magic bytes.
+fn detect_b(path: &Path, ext: Option<&str>) -> Option<Format> {
+    match ext {
+        Some("h5" | "hdf5" | "nxs" | "emd" | "hspy") => return Some(Format::Hdf5),
+        Some("toml") => return Some(Format::RawCsr),
+        Some("dm3" | "dm4") => return Some(Format::Dm),
+        Some("gtg") => return Some(Format::K2is),
+        _ => {}
+    }
+    let mut head = [0u8; 8];
+    let mut file = std::fs::File::open(path).ok()?;
+    use std::io::Read;
+    file.read_exact(&mut head).ok()?;
+    if &head == b"\x89HDF\r\n\x1a\n" {
+        return Some(Format::Hdf5);
+    }
+    if ext == Some("bin") && head[..4] == k2is::block::SYNC.to_be_bytes() {
+        return Some(Format::K2is);
+    }
+    None
 }
 
 impl Format {
@@ -154,7 +201,7 @@ impl Format {
         match name.to_ascii_lowercase().as_str() {
             "raw" | "bin" => Some(Format::Raw),
             "npy" => Some(Format::Npy),
-            _ => None,
+            other => parse_b(other),
         }
     }
 
@@ -163,6 +210,9 @@ impl Format {
         let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
         if ext.as_deref() == Some("npy") {
             return Format::Npy;
+        }
+        if let Some(format) = detect_b(path, ext.as_deref()) {
+            return format;
         }
         let mut magic = [0u8; 6];
         if let Ok(mut file) = std::fs::File::open(path) {
@@ -188,6 +238,10 @@ pub struct OpenOptions {
     pub sig_shape: Option<Vec<usize>>,
     /// Bytes to skip at the start of the file (raw).
     pub offset: u64,
+    // Formats, part B.
+    /// The dataset inside an HDF5 file, e.g. `/entry/data/data` (default: the only
+    /// 3-D or 4-D numeric dataset).
+    pub dataset_path: Option<String>,
 }
 
 /// Open a dataset file.
@@ -199,6 +253,11 @@ pub fn open(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Dataset>, Data
     match options.format.unwrap_or_else(|| Format::detect(path)) {
         Format::Raw => Ok(Arc::new(raw::open(path, options)?)),
         Format::Npy => Ok(Arc::new(npy::open(path, options)?)),
+        // Formats, part B.
+        Format::Hdf5 => Ok(Arc::new(hdf5::open(path, options)?)),
+        Format::RawCsr => Ok(Arc::new(raw_csr::open(path, options)?)),
+        Format::Dm => Ok(Arc::new(dm::open(path, options)?)),
+        Format::K2is => Ok(Arc::new(k2is::open(path, options)?)),
     }
 }
 
