@@ -18,9 +18,9 @@ mod raw;
 mod tiling;
 // Formats, part B.
 pub mod dm;
-mod hdf5;
+pub mod hdf5;
 pub mod k2is;
-mod raw_csr;
+pub mod raw_csr;
 
 pub use mapped::MappedFrames;
 pub use partition::{Partition, default_partition_count, plan_partitions};

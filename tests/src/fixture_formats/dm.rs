@@ -9,6 +9,9 @@ pub enum Tag {
     Group(Vec<(String, Tag)>),
     /// Type description ("info") and value bytes.
     Data(Vec<u64>, Vec<u8>),
+    /// Type description and the length of values streamed in by [`write_streaming`]
+    /// (at most one per file).
+    Payload(Vec<u64>, u64),
 }
 
 /// What to write.
@@ -122,23 +125,38 @@ fn word(out: &mut Vec<u8>, v: u64, dm4: bool) {
     }
 }
 
-fn group_bytes(children: &[(String, Tag)], dm4: bool, out: &mut Vec<u8>) {
+/// Bytes of values in `tag` that are streamed in later.
+fn payload_len(tag: &Tag) -> u64 {
+    match tag {
+        Tag::Group(c) => c.iter().map(|(_, t)| payload_len(t)).sum(),
+        Tag::Data(..) => 0,
+        Tag::Payload(_, len) => *len,
+    }
+}
+
+/// Serialise a group; `payload_at` receives the position in `out` where streamed values
+/// go (relative to `out`'s start).
+fn group_bytes(children: &[(String, Tag)], dm4: bool, out: &mut Vec<u8>, payload_at: &mut Option<usize>) {
     out.extend([0, 1]);
     word(out, children.len() as u64, dm4);
     for (label, tag) in children {
         let mut body = Vec::new();
+        let mut inner = None;
         let kind = match tag {
             Tag::Group(c) => {
-                group_bytes(c, dm4, &mut body);
+                group_bytes(c, dm4, &mut body, &mut inner);
                 20
             }
-            Tag::Data(info, bytes) => {
+            Tag::Data(info, _) | Tag::Payload(info, _) => {
                 body.extend(b"%%%%");
                 word(&mut body, info.len() as u64, dm4);
                 for &i in info {
                     word(&mut body, i, dm4);
                 }
-                body.extend(bytes);
+                match tag {
+                    Tag::Data(_, bytes) => body.extend(bytes),
+                    _ => inner = Some(body.len()),
+                }
                 21
             }
         };
@@ -146,24 +164,75 @@ fn group_bytes(children: &[(String, Tag)], dm4: bool, out: &mut Vec<u8>) {
         out.extend((label.len() as u16).to_be_bytes());
         out.extend(label.as_bytes());
         if dm4 {
-            out.extend((body.len() as u64).to_be_bytes());
+            out.extend((body.len() as u64 + payload_len(tag)).to_be_bytes());
+        }
+        if let Some(at) = inner {
+            *payload_at = Some(out.len() + at);
         }
         out.extend(body);
     }
 }
 
-/// The bytes of a whole file with root `tree`.
-pub fn file_bytes(tree: &Tag, version: u32, big_endian: bool) -> Vec<u8> {
+/// The file split where streamed values go: (before, after, values length).
+fn file_parts(tree: &Tag, version: u32, big_endian: bool) -> (Vec<u8>, Vec<u8>, u64) {
     let dm4 = version == 4;
     let Tag::Group(children) = tree else { panic!("the root must be a group") };
     let mut body = Vec::new();
-    group_bytes(children, dm4, &mut body);
+    let mut at = None;
+    group_bytes(children, dm4, &mut body, &mut at);
     body.extend(vec![0u8; if dm4 { 16 } else { 8 }]);
+    let len = payload_len(tree);
     let mut out = version.to_be_bytes().to_vec();
-    word(&mut out, body.len() as u64 + 4, dm4);
+    word(&mut out, body.len() as u64 + len + 4, dm4);
     out.extend(u32::from(!big_endian).to_be_bytes());
+    let at = out.len() + at.unwrap_or(body.len());
     out.extend(body);
-    out
+    let after = out.split_off(at);
+    (out, after, len)
+}
+
+/// Write a file whose `Tag::Payload` values come from `payload` (which must write
+/// exactly the declared length).
+pub fn write_streaming(
+    path: &Path,
+    tree: &Tag,
+    version: u32,
+    big_endian: bool,
+    payload: &mut dyn FnMut(&mut dyn std::io::Write),
+) {
+    use std::io::Write;
+    let (before, after, _) = file_parts(tree, version, big_endian);
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path).expect("create DM file"));
+    file.write_all(&before).expect("write");
+    payload(&mut file);
+    file.write_all(&after).expect("write");
+    file.flush().expect("flush");
+}
+
+/// The bytes of a whole file with root `tree` (no streamed values).
+pub fn file_bytes(tree: &Tag, version: u32, big_endian: bool) -> Vec<u8> {
+    let (mut before, after, len) = file_parts(tree, version, big_endian);
+    assert_eq!(len, 0, "use write_streaming for trees with a payload");
+    before.extend(after);
+    before
+}
+
+/// The tree of a file with one image of `dims` (C order) of `ty` streamed in later.
+pub fn streamed_image_tree(dims: &[usize], ty: Ty) -> Tag {
+    let count: usize = dims.iter().product();
+    let fastest_first: Vec<(String, Tag)> =
+        dims.iter().rev().map(|&d| (String::new(), scalar(Ty::U32, d as f64, false))).collect();
+    let image = Tag::Group(vec![
+        ("Data".into(), Tag::Payload(vec![20, element(ty), count as u64], (count * ty.size()) as u64)),
+        ("DataType".into(), scalar(Ty::I32, f64::from(data_type(ty)), false)),
+        ("Dimensions".into(), Tag::Group(fastest_first)),
+    ]);
+    let meta = Tag::Group(vec![("Data Order Swapped".into(), Tag::Data(vec![8], vec![1]))]);
+    let entry = Tag::Group(vec![
+        ("ImageData".into(), image),
+        ("ImageTags".into(), Tag::Group(vec![("Meta Data".into(), meta)])),
+    ]);
+    Tag::Group(vec![("ImageList".into(), Tag::Group(vec![(String::new(), entry)]))])
 }
 
 /// Write `data` as a DM file of `ty`.

@@ -16,6 +16,8 @@ use std::sync::{Arc, Mutex};
 const MAX_GRID_CELLS: usize = 1 << 28;
 /// Decoded chunks kept at least (bytes).
 const MIN_CACHE_BYTES: usize = 256 << 20;
+/// The largest chunk accepted (bytes, decoded).
+const MAX_CHUNK_BYTES: usize = 1 << 30;
 
 /// One stored chunk, as the chunk index lists it.
 #[derive(Debug, Clone)]
@@ -45,8 +47,10 @@ pub struct ChunkedData {
     /// Per grid cell (C order): index into `entries`, or `u32::MAX` when not stored.
     cells: Vec<u32>,
     entries: Vec<ChunkEntry>,
-    /// A whole chunk of the fill value, for chunks never written.
-    fill_chunk: Arc<Vec<u8>>,
+    /// One element of the fill value.
+    fill: Vec<u8>,
+    /// A whole chunk of the fill value, for chunks never written (made when needed).
+    fill_chunk: std::sync::OnceLock<Arc<Vec<u8>>>,
     chunk_bytes: usize,
     cache: Mutex<Lru>,
 }
@@ -76,8 +80,8 @@ impl ChunkedData {
         let chunk_bytes = chunk
             .iter()
             .try_fold(elem, |a, &c| a.checked_mul(c))
-            .filter(|&n| n <= 1 << 34)
-            .ok_or_else(|| bad(format!("chunk shape {chunk:?} is too large")))?;
+            .filter(|&n| n <= MAX_CHUNK_BYTES)
+            .ok_or_else(|| bad(format!("chunk shape {chunk:?} is larger than {MAX_CHUNK_BYTES} bytes")))?;
         let mut cells = vec![u32::MAX; cells_n];
         let mut kept = Vec::with_capacity(entries.len());
         for mut e in entries {
@@ -114,8 +118,7 @@ impl ChunkedData {
         // SAFETY: read-only mapping; a file changed by another process while mapped may
         // fault or show new bytes (the documented risk, docs/security.md).
         let map = unsafe { Mmap::map(&file) }.map_err(|source| DatasetError::Open { path: path.to_owned(), source })?;
-        let fill_elem = fill.unwrap_or_else(|| vec![0; elem]);
-        let fill_chunk = Arc::new(fill_elem.iter().copied().cycle().take(chunk_bytes).collect());
+        let fill = fill.unwrap_or_else(|| vec![0; elem]);
         let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
         let capacity = MIN_CACHE_BYTES.max(4 * cores * chunk_bytes);
         Ok(ChunkedData {
@@ -129,7 +132,8 @@ impl ChunkedData {
             filters,
             cells,
             entries: kept,
-            fill_chunk,
+            fill,
+            fill_chunk: std::sync::OnceLock::new(),
             chunk_bytes,
             cache: Mutex::new(Lru::new(capacity)),
         })
@@ -144,7 +148,10 @@ impl ChunkedData {
     fn chunk_data(&self, cell: usize) -> Result<ChunkBytes<'_>, DatasetError> {
         let index = self.cells[cell];
         if index == u32::MAX {
-            return Ok(ChunkBytes::Owned(self.fill_chunk.clone()));
+            let chunk = self
+                .fill_chunk
+                .get_or_init(|| Arc::new(self.fill.iter().copied().cycle().take(self.chunk_bytes).collect()));
+            return Ok(ChunkBytes::Owned(chunk.clone()));
         }
         let e = &self.entries[index as usize];
         let start = e.address as usize;

@@ -105,7 +105,7 @@ pub fn decode(filters: &[Filter], mask: u32, raw: &[u8], elem_size: usize, expec
 /// zlib-wrapped deflate (what HDF5's deflate filter writes), at most `limit` bytes
 /// plus a little, so a lying chunk cannot blow up memory.
 fn inflate(input: &[u8], limit: usize) -> Result<Vec<u8>, String> {
-    let mut out = Vec::with_capacity(limit);
+    let mut out = Vec::with_capacity(limit.min(input.len().saturating_mul(8)));
     flate2::read::ZlibDecoder::new(input)
         .take(limit as u64 + 1)
         .read_to_end(&mut out)

@@ -15,7 +15,7 @@
 //! | `nav_shape` | a reshape of the leading axes |
 
 mod chunked;
-pub(crate) mod filters;
+pub mod filters;
 
 use super::{Dataset, DatasetError, DatasetInfo, DatasetShape, MappedFrames, OpenOptions, SigSlice, reshape};
 use crate::dtype::{ByteOrder, DType, StoredDType};

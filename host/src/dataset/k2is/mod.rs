@@ -86,8 +86,24 @@ pub fn files_of(path: &Path) -> Result<(Vec<PathBuf>, PathBuf), DatasetError> {
 }
 
 impl Sector {
+    fn bytes(&self) -> SectorBytes<'_> {
+        SectorBytes { path: &self.path, bytes: &self.map }
+    }
+
+    fn bad(&self, offset: usize, what: &str) -> DatasetError {
+        self.bytes().bad(offset, what)
+    }
+}
+
+/// A sector file's bytes and its path (for messages).
+pub struct SectorBytes<'a> {
+    pub path: &'a Path,
+    pub bytes: &'a [u8],
+}
+
+impl SectorBytes<'_> {
     fn header(&self, offset: usize) -> Option<BlockHeader> {
-        self.map.get(offset..offset.checked_add(BLOCK_SIZE)?).and_then(BlockHeader::parse)
+        self.bytes.get(offset..offset.checked_add(BLOCK_SIZE)?).and_then(BlockHeader::parse)
     }
 
     fn bad(&self, offset: usize, what: &str) -> DatasetError {
@@ -141,16 +157,21 @@ impl Sector {
 }
 
 /// Synchronise the sectors; returns (first block offsets, number of frames, whether the
-/// shutter flag was found).
-fn sync(sectors: &[Sector], stem_scan: bool) -> Result<(Vec<usize>, usize, bool), DatasetError> {
+/// shutter flag was found). `stem_scan`: the nav shape comes from the `.gtg` file, so the
+/// data starts one frame before the shutter flag.
+///
+/// # Errors
+/// Sectors that are too short, hold no valid blocks, or do not line up; the error names
+/// the sector file and the block offset.
+pub fn sync(sectors: &[SectorBytes<'_>], stem_scan: bool) -> Result<(Vec<usize>, usize, bool), DatasetError> {
     let mut first = vec![0usize; SECTORS];
     let mut last = Vec::with_capacity(SECTORS);
     for s in sectors {
-        let blocks = s.map.len() / BLOCK_SIZE;
+        let blocks = s.bytes.len() / BLOCK_SIZE;
         if blocks < BLOCKS_PER_FRAME {
             return Err(DatasetError::invalid(
                 &s.path,
-                format!("{} bytes hold {blocks} blocks, less than one frame ({BLOCKS_PER_FRAME})", s.map.len()),
+                format!("{} bytes hold {blocks} blocks, less than one frame ({BLOCKS_PER_FRAME})", s.bytes.len()),
             ));
         }
         last.push((blocks - 1) * BLOCK_SIZE);
@@ -283,7 +304,9 @@ pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<K2isDataset, Da
     } else {
         None
     };
-    let (start, available, shutter) = sync(&sectors, gtg_shape.is_some())?;
+    let views: Vec<SectorBytes<'_>> = sectors.iter().map(Sector::bytes).collect();
+    let (start, available, shutter) = sync(&views, gtg_shape.is_some())?;
+    drop(views);
     for (s, o) in sectors.iter_mut().zip(&start) {
         s.start = *o;
     }
