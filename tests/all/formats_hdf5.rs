@@ -341,3 +341,43 @@ fn unsupported_filters_and_types_are_named() {
     let msg = open_err(&fx::file("dtypes.h5"), Some("/d_le_u2x"));
     assert!(msg.contains("no dataset"), "{msg}");
 }
+
+#[test]
+fn cli_run_with_dataset_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let cache = udf_host_tests::test_cache_dir();
+    let args: Vec<String> = [
+        "udf-host",
+        "run",
+        &udf_host_tests::plugin("sum").display().to_string(),
+        &fx::file("chunked.h5").display().to_string(),
+        "--dataset-path",
+        "/entry/data/gzip",
+        "--out",
+        &out.display().to_string(),
+        "--cache-dir",
+        &cache.display().to_string(),
+        "-q",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    udf_host::cli::execute(args).map_err(|f| format!("{:#}", f.error)).unwrap();
+    let sum = udf_host::npy::read_array(&out.join("sum/intensity.npy")).unwrap();
+    let data = Data { nav: vec![3, 5], sig: vec![11, 13], values: fx::values(3 * 5 * 11 * 13, 3, Kind::U(2)) };
+    assert_eq!(to_f64(&sum), sum_frames(&data, None));
+    // Without the path the file is ambiguous: the error lists the datasets.
+    let args: Vec<String> = ["udf-host", "run", &udf_host_tests::plugin("sum").display().to_string()]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .chain([
+            fx::file("chunked.h5").display().to_string(),
+            "--out".into(),
+            dir.path().join("o2").display().to_string(),
+        ])
+        .collect();
+    let err = udf_host::cli::execute(args).err().expect("ambiguous file ran");
+    let msg = format!("{:#}", err.error);
+    assert!(msg.contains("--dataset-path") && msg.contains("/entry/data/bslz4"), "{msg}");
+}

@@ -341,9 +341,9 @@ impl Dataset for RawCsrDataset {
                     }
                     let mut at = 0;
                     let mut inside = true;
-                    for a in 0..dims.len() {
-                        match coords[a].checked_sub(sig.origin[a]).filter(|&c| c < sig.shape[a]) {
-                            Some(c) => at = at * sig.shape[a] + c,
+                    for ((&c, &origin), &len) in coords.iter().zip(&sig.origin).zip(&sig.shape) {
+                        match c.checked_sub(origin).filter(|&c| c < len) {
+                            Some(c) => at = at * len + c,
                             None => inside = false,
                         }
                     }

@@ -216,9 +216,9 @@ impl ChunkedData {
             }
             let mut nav_cell = 0usize;
             let mut local_nav = 0usize;
-            for a in 0..nav_axes {
-                nav_cell = nav_cell * self.grid[a] + nav[a] / self.chunk[a];
-                local_nav = local_nav * self.chunk[a] + nav[a] % self.chunk[a];
+            for (a, &n) in nav.iter().enumerate() {
+                nav_cell = nav_cell * self.grid[a] + n / self.chunk[a];
+                local_nav = local_nav * self.chunk[a] + n % self.chunk[a];
             }
             let frame_out = &mut out[fi * slice_len * dst_size..(fi + 1) * slice_len * dst_size];
             for k in 0..touched {

@@ -107,7 +107,7 @@ impl SectorBytes<'_> {
     }
 
     fn bad(&self, offset: usize, what: &str) -> DatasetError {
-        DatasetError::invalid(&self.path, format!("block at offset {offset}: {what}"))
+        DatasetError::invalid(self.path, format!("block at offset {offset}: {what}"))
     }
 
     fn valid_header(&self, offset: usize) -> Result<BlockHeader, DatasetError> {
@@ -170,7 +170,7 @@ pub fn sync(sectors: &[SectorBytes<'_>], stem_scan: bool) -> Result<(Vec<usize>,
         let blocks = s.bytes.len() / BLOCK_SIZE;
         if blocks < BLOCKS_PER_FRAME {
             return Err(DatasetError::invalid(
-                &s.path,
+                s.path,
                 format!("{} bytes hold {blocks} blocks, less than one frame ({BLOCKS_PER_FRAME})", s.bytes.len()),
             ));
         }
