@@ -120,13 +120,12 @@ fn bad_files_fail_with_file_and_offset() {
     let mut lying = dm::tree(&data, Ty::U16, &options);
     if let dm::Tag::Group(root) = &mut lying {
         let list = root.iter_mut().find(|(n, _)| n == "ImageList").unwrap();
-        if let dm::Tag::Group(images) = &mut list.1 {
-            if let dm::Tag::Group(image) = &mut images[1].1 {
-                if let dm::Tag::Group(fields) = &mut image[0].1 {
-                    let d = fields.iter_mut().find(|(n, _)| n == "Data").unwrap();
-                    d.1 = dm::Tag::Data(vec![20, 4, 40], vec![0; 80]);
-                }
-            }
+        if let dm::Tag::Group(images) = &mut list.1
+            && let dm::Tag::Group(image) = &mut images[1].1
+            && let dm::Tag::Group(fields) = &mut image[0].1
+        {
+            let d = fields.iter_mut().find(|(n, _)| n == "Data").unwrap();
+            d.1 = dm::Tag::Data(vec![20, 4, 40], vec![0; 80]);
         }
     }
     std::fs::write(&path, dm::file_bytes(&lying, 3, false)).unwrap();

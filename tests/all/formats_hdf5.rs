@@ -377,7 +377,7 @@ fn cli_run_with_dataset_path() {
             dir.path().join("o2").display().to_string(),
         ])
         .collect();
-    let err = udf_host::cli::execute(args).err().expect("ambiguous file ran");
+    let err = udf_host::cli::execute(args).expect_err("ambiguous file ran");
     let msg = format!("{:#}", err.error);
     assert!(msg.contains("--dataset-path") && msg.contains("/entry/data/bslz4"), "{msg}");
 }
