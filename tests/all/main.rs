@@ -3,14 +3,19 @@
 mod bad_input;
 mod builtins;
 mod cli;
+// Formats, part B.
 mod conformance;
 mod contract;
 mod formats_blo;
 mod formats_common;
+mod formats_dm;
 mod formats_empad;
 mod formats_fuzz_regressions;
+mod formats_hdf5;
+mod formats_k2is;
 mod formats_mib;
 mod formats_mrc;
+mod formats_raw_csr;
 mod formats_seq;
 mod formats_tvips;
 mod plugin_matrix;

@@ -53,6 +53,11 @@ impl Ty {
         }
     }
 
+    /// `v` as stored in this type, little- or big-endian.
+    pub fn to_bytes(self, v: f64, big: bool) -> Vec<u8> {
+        self.bytes(v, big)
+    }
+
     fn bytes(self, v: f64, big: bool) -> Vec<u8> {
         macro_rules! b {
             ($x:expr) => {

@@ -1,19 +1,9 @@
 //! Shared pieces of the integration tests: fixture writers, plain-Rust references,
 //! and access to the plugins built by `build.rs`.
 
+pub mod fixture_formats;
 pub mod fixtures;
 pub mod reference;
-
-/// Fixture writers for the detector formats, one file per format.
-pub mod fixture_formats {
-    pub mod blo;
-    pub mod empad;
-    pub mod mib;
-    pub mod mrc;
-    pub mod read;
-    pub mod seq;
-    pub mod tvips;
-}
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};

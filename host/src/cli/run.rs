@@ -49,6 +49,9 @@ pub struct DatasetArgs {
     /// or coordinates 'y,x;y,x;...'.
     #[arg(long, value_name = "MASK.npy|Y,X;...")]
     excluded_pixels: Option<String>,
+    /// HDF5: the dataset to read, e.g. /entry/data/data [default: the only 3-D/4-D one].
+    #[arg(long, value_name = "PATH")]
+    dataset_path: Option<String>,
 }
 
 impl DatasetArgs {
@@ -79,6 +82,7 @@ impl DatasetArgs {
                 .as_deref()
                 .map(|e| ExcludedPixels::parse(e).map_err(|m| anyhow!("--excluded-pixels: {m}")))
                 .transpose()?,
+            dataset_path: self.dataset_path.clone(),
         })
     }
 }

@@ -20,6 +20,11 @@ mod npy;
 mod partition;
 mod raw;
 mod tiling;
+// Formats, part B.
+pub mod dm;
+pub mod hdf5;
+pub mod k2is;
+pub mod raw_csr;
 
 // Detector formats (part A) and the common option wrappers.
 pub mod blo;
@@ -178,6 +183,48 @@ pub enum Format {
     Mrc,
     /// TVIPS `_NNN.tvips` series.
     Tvips,
+    // Formats, part B.
+    /// HDF5 (`.h5`, `.hdf5`, `.nxs`, `.emd`, `.hspy`).
+    Hdf5,
+    /// LiberTEM's raw CSR sparse format (`.toml` + three raw files).
+    RawCsr,
+    /// Gatan DigitalMicrograph `.dm3` / `.dm4`, one C-ordered 3-D/4-D image.
+    Dm,
+    /// Gatan K2 IS raw data: 8 sector `.bin` files and a `.gtg` file.
+    K2is,
+}
+
+/// Formats, part B: names and file extensions.
+fn parse_b(name: &str) -> Option<Format> {
+    match name {
+        "hdf5" | "h5" => Some(Format::Hdf5),
+        "raw_csr" | "csr" => Some(Format::RawCsr),
+        "dm" | "dm3" | "dm4" => Some(Format::Dm),
+        "k2is" | "k2" => Some(Format::K2is),
+        _ => None,
+    }
+}
+
+/// Formats, part B: detection by extension, then by magic bytes.
+fn detect_b(path: &Path, ext: Option<&str>) -> Option<Format> {
+    match ext {
+        Some("h5" | "hdf5" | "nxs" | "emd" | "hspy") => return Some(Format::Hdf5),
+        Some("toml") => return Some(Format::RawCsr),
+        Some("dm3" | "dm4") => return Some(Format::Dm),
+        Some("gtg") => return Some(Format::K2is),
+        _ => {}
+    }
+    let mut head = [0u8; 8];
+    let mut file = std::fs::File::open(path).ok()?;
+    use std::io::Read;
+    file.read_exact(&mut head).ok()?;
+    if &head == b"\x89HDF\r\n\x1a\n" {
+        return Some(Format::Hdf5);
+    }
+    if ext == Some("bin") && head[..4] == k2is::block::SYNC.to_be_bytes() {
+        return Some(Format::K2is);
+    }
+    None
 }
 
 impl Format {
@@ -193,12 +240,12 @@ impl Format {
             "seq" => Some(Format::Seq),
             "mrc" => Some(Format::Mrc),
             "tvips" => Some(Format::Tvips),
-            _ => None,
+            other => parse_b(other),
         }
     }
 
     /// The `--format` names, for messages.
-    pub const NAMES: &'static str = "raw, npy, mib, empad, blo, seq, mrc, tvips";
+    pub const NAMES: &'static str = "raw, npy, mib, empad, blo, seq, mrc, tvips, hdf5, raw_csr, dm, k2is";
 
     /// The name used by `--format` and in messages.
     pub fn name(self) -> &'static str {
@@ -212,6 +259,11 @@ impl Format {
             Format::Seq => "seq",
             Format::Mrc => "mrc",
             Format::Tvips => "tvips",
+            // Formats, part B.
+            Format::Hdf5 => "hdf5",
+            Format::RawCsr => "raw_csr",
+            Format::Dm => "dm",
+            Format::K2is => "k2is",
         }
     }
 
@@ -221,7 +273,7 @@ impl Format {
         if ext.as_deref() == Some("npy") {
             return Format::Npy;
         }
-        if let Some(format) = detect_detector_format(path, ext.as_deref()) {
+        if let Some(format) = detect_detector_format(path, ext.as_deref()).or_else(|| detect_b(path, ext.as_deref())) {
             return format;
         }
         let mut magic = [0u8; 6];
@@ -257,6 +309,10 @@ pub struct OpenOptions {
     pub gain: Option<PathBuf>,
     /// Pixels to replace by the mean of their valid neighbours.
     pub excluded_pixels: Option<ExcludedPixels>,
+    // Formats, part B.
+    /// The dataset inside an HDF5 file, e.g. `/entry/data/data` (default: the only
+    /// 3-D or 4-D numeric dataset).
+    pub dataset_path: Option<String>,
 }
 
 /// Open a dataset file.
@@ -275,6 +331,11 @@ pub fn open(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Dataset>, Data
         Format::Seq => seq::open(path, options)?,
         Format::Mrc => mrc::open(path, options)?,
         Format::Tvips => tvips::open(path, options)?,
+        // Formats, part B: the readers apply the shape options themselves.
+        Format::Hdf5 => (Arc::new(hdf5::open(path, options)?), ShapeHints::reshaped()),
+        Format::RawCsr => (Arc::new(raw_csr::open(path, options)?), ShapeHints::reshaped()),
+        Format::Dm => (Arc::new(dm::open(path, options)?), ShapeHints::reshaped()),
+        Format::K2is => (Arc::new(k2is::open(path, options)?), ShapeHints::reshaped()),
     };
     let data = reshaped::apply(path, data, &hints, options)?;
     corrections::apply(path, data, options)

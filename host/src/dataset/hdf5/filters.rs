@@ -1,0 +1,345 @@
+//! HDF5 filter pipelines, decoded in our own code: deflate (1), shuffle (2), fletcher32
+//! (3), the HDF5 LZ4 filter (32004) and bitshuffle (32008, with or without LZ4), the
+//! filters 4D-STEM files use (DECTRIS writes bitshuffle-LZ4, h5py users gzip).
+//!
+//! A chunk is decoded by running the filters of the pipeline in reverse order, skipping
+//! those whose bit is set in the chunk's filter mask.
+
+use std::io::Read;
+
+/// `H5Z_FILTER_DEFLATE`.
+pub const DEFLATE: u16 = 1;
+/// `H5Z_FILTER_SHUFFLE`.
+pub const SHUFFLE: u16 = 2;
+/// `H5Z_FILTER_FLETCHER32`.
+pub const FLETCHER32: u16 = 3;
+/// The registered HDF5 LZ4 filter.
+pub const LZ4: u16 = 32004;
+/// The registered bitshuffle filter (DECTRIS, hdf5plugin).
+pub const BITSHUFFLE: u16 = 32008;
+
+/// One filter of a dataset's pipeline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Filter {
+    pub id: u16,
+    pub name: Option<String>,
+    pub client_data: Vec<u32>,
+}
+
+impl Filter {
+    /// A name for messages: the registered name, or the one stored in the file.
+    pub fn describe(&self) -> String {
+        let known = match self.id {
+            DEFLATE => "deflate",
+            SHUFFLE => "shuffle",
+            FLETCHER32 => "fletcher32",
+            4 => "szip",
+            5 => "nbit",
+            6 => "scaleoffset",
+            LZ4 => "lz4",
+            BITSHUFFLE => "bitshuffle",
+            32001 => "blosc",
+            32015 => "zstd",
+            _ => self.name.as_deref().unwrap_or("unknown"),
+        };
+        format!("{known} (id {})", self.id)
+    }
+
+    /// Whether [`decode`] can undo this filter.
+    pub fn supported(&self) -> Result<(), String> {
+        match self.id {
+            DEFLATE | SHUFFLE | FLETCHER32 | LZ4 => Ok(()),
+            BITSHUFFLE => match self.client_data.get(4).copied().unwrap_or(0) {
+                0 | 2 => Ok(()),
+                3 => Err("bitshuffle with zstd compression is not supported (only lz4 or none)".into()),
+                other => Err(format!("bitshuffle compression code {other} is unknown")),
+            },
+            _ => Err(format!(
+                "filter {} is not supported (supported: deflate/gzip, shuffle, fletcher32, lz4, bitshuffle-lz4)",
+                self.describe()
+            )),
+        }
+    }
+}
+
+/// Decode one chunk: undo `filters` (in reverse) except those masked out, producing
+/// exactly `expected` bytes of `elem_size`-byte elements.
+///
+/// # Errors
+/// A message describing the filter and what was wrong; the caller adds file and offset.
+pub fn decode(filters: &[Filter], mask: u32, raw: &[u8], elem_size: usize, expected: usize) -> Result<Vec<u8>, String> {
+    let mut data: Option<Vec<u8>> = None;
+    for (i, filter) in filters.iter().enumerate().rev() {
+        if i < 32 && mask & (1 << i) != 0 {
+            continue;
+        }
+        let input: &[u8] = data.as_deref().unwrap_or(raw);
+        let output = match filter.id {
+            DEFLATE => inflate(input, expected)?,
+            SHUFFLE => {
+                let size = filter.client_data.first().map_or(elem_size, |&s| s as usize);
+                unshuffle(input, size)
+            }
+            FLETCHER32 => {
+                let n = input.len().checked_sub(4).ok_or("fletcher32: chunk shorter than its checksum")?;
+                input[..n].to_vec()
+            }
+            LZ4 => hdf5_lz4(input, expected)?,
+            BITSHUFFLE => {
+                let size = filter.client_data.get(2).map_or(elem_size, |&s| s as usize);
+                let compressed = filter.client_data.get(4).copied().unwrap_or(0) == 2;
+                let block = filter.client_data.get(3).map_or(0, |&b| b as usize);
+                bitshuffle(input, size, compressed, block, expected)?
+            }
+            _ => return Err(filter.supported().err().unwrap_or_default()),
+        };
+        data = Some(output);
+    }
+    let out = data.unwrap_or_else(|| raw.to_vec());
+    if out.len() < expected {
+        return Err(format!("decoded chunk has {} bytes, expected {expected}", out.len()));
+    }
+    Ok(out)
+}
+
+/// zlib-wrapped deflate (what HDF5's deflate filter writes), at most `limit` bytes
+/// plus a little, so a lying chunk cannot blow up memory.
+fn inflate(input: &[u8], limit: usize) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(limit.min(input.len().saturating_mul(8)));
+    flate2::read::ZlibDecoder::new(input)
+        .take(limit as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("deflate: {e}"))?;
+    Ok(out)
+}
+
+/// Undo HDF5's byte shuffle: byte `j` of element `i` was stored at `j * n + i`.
+fn unshuffle(input: &[u8], size: usize) -> Vec<u8> {
+    if size <= 1 {
+        return input.to_vec();
+    }
+    let n = input.len() / size;
+    let mut out = vec![0u8; input.len()];
+    for j in 0..size {
+        let plane = &input[j * n..(j + 1) * n];
+        for (i, &b) in plane.iter().enumerate() {
+            out[i * size + j] = b;
+        }
+    }
+    // Trailing bytes that do not make an element are stored as they are.
+    out[n * size..].copy_from_slice(&input[n * size..]);
+    out
+}
+
+fn be_u64(input: &[u8], at: usize) -> Result<u64, String> {
+    let bytes: [u8; 8] = input.get(at..at + 8).and_then(|b| b.try_into().ok()).ok_or("header cut short")?;
+    Ok(u64::from_be_bytes(bytes))
+}
+
+fn be_u32(input: &[u8], at: usize) -> Result<u32, String> {
+    let bytes: [u8; 4] = input.get(at..at + 4).and_then(|b| b.try_into().ok()).ok_or("header cut short")?;
+    Ok(u32::from_be_bytes(bytes))
+}
+
+/// The HDF5 LZ4 filter (32004): 8-byte big-endian total size, 4-byte block size, then
+/// blocks of (4-byte compressed size, LZ4 block); a block stored with its full size is
+/// stored uncompressed.
+fn hdf5_lz4(input: &[u8], limit: usize) -> Result<Vec<u8>, String> {
+    let total = usize::try_from(be_u64(input, 0).map_err(|e| format!("lz4: {e}"))?).unwrap_or(usize::MAX);
+    let block = be_u32(input, 8).map_err(|e| format!("lz4: {e}"))? as usize;
+    if total > limit || block == 0 {
+        return Err(format!("lz4: header says {total} bytes in blocks of {block}, expected {limit}"));
+    }
+    let mut out = vec![0u8; total];
+    let mut at = 12;
+    let mut done = 0;
+    while done < total {
+        let n = (total - done).min(block);
+        let size = be_u32(input, at).map_err(|e| format!("lz4: block at {at}: {e}"))? as usize;
+        at += 4;
+        let src = input.get(at..at + size).ok_or_else(|| format!("lz4: block at {at} of {size} bytes is cut short"))?;
+        if size == n {
+            out[done..done + n].copy_from_slice(src);
+        } else {
+            let got = lz4_flex::block::decompress_into(src, &mut out[done..done + n])
+                .map_err(|e| format!("lz4: block at {at}: {e}"))?;
+            if got != n {
+                return Err(format!("lz4: block at {at} decoded to {got} bytes, expected {n}"));
+            }
+        }
+        at += size;
+        done += n;
+    }
+    Ok(out)
+}
+
+/// Bitshuffle's default block size in elements (`bshuf_default_block_size`).
+fn default_block(elem_size: usize) -> usize {
+    let block = 8192 / elem_size.max(1);
+    (block / 8 * 8).max(128)
+}
+
+/// The bitshuffle filter (32008). With LZ4: an 8-byte big-endian decoded size and a
+/// 4-byte block size in bytes, then blocks of `block` elements, each bit-transposed and
+/// stored as (4-byte big-endian compressed size, LZ4 block). Without compression there is
+/// no header, the blocks (of `block_param` elements, or the default) are stored as they
+/// are. The last partial block is rounded down to a multiple of 8 elements; the remaining
+/// elements are stored untransposed.
+pub fn bitshuffle(
+    input: &[u8],
+    elem_size: usize,
+    lz4: bool,
+    block_param: usize,
+    limit: usize,
+) -> Result<Vec<u8>, String> {
+    if elem_size == 0 {
+        return Err("bitshuffle: element size 0".into());
+    }
+    let (total, mut block, mut at) = if lz4 {
+        let total = usize::try_from(be_u64(input, 0).map_err(|e| format!("bitshuffle: {e}"))?).unwrap_or(usize::MAX);
+        let block_bytes = be_u32(input, 8).map_err(|e| format!("bitshuffle: {e}"))? as usize;
+        (total, block_bytes / elem_size, 12)
+    } else {
+        (input.len(), block_param, 0)
+    };
+    if total > limit {
+        return Err(format!("bitshuffle: header says {total} decoded bytes, expected at most {limit}"));
+    }
+    if block == 0 {
+        block = default_block(elem_size);
+    }
+    if !block.is_multiple_of(8) {
+        return Err(format!("bitshuffle: block of {block} elements is not a multiple of 8"));
+    }
+    let elems = total / elem_size;
+    let mut out = vec![0u8; total];
+    let mut scratch = vec![0u8; if lz4 { block * elem_size } else { 0 }];
+    let mut done = 0; // elements
+    let full = elems / block;
+    let last = (elems % block) / 8 * 8;
+    let blocks = (0..full).map(|_| block).chain((last > 0).then_some(last));
+    for n in blocks {
+        let bytes = n * elem_size;
+        let shuffled: &[u8] = if lz4 {
+            let size = be_u32(input, at).map_err(|e| format!("bitshuffle: block at {at}: {e}"))? as usize;
+            at += 4;
+            let src = input
+                .get(at..at + size)
+                .ok_or_else(|| format!("bitshuffle: block at {at} of {size} bytes is cut short"))?;
+            let got = lz4_flex::block::decompress_into(src, &mut scratch[..bytes])
+                .map_err(|e| format!("bitshuffle: lz4 block at {at}: {e}"))?;
+            if got != bytes {
+                return Err(format!("bitshuffle: lz4 block at {at} decoded to {got} bytes, expected {bytes}"));
+            }
+            at += size;
+            &scratch[..bytes]
+        } else {
+            let src = input.get(at..at + bytes).ok_or_else(|| format!("bitshuffle: block at {at} is cut short"))?;
+            at += bytes;
+            src
+        };
+        bit_untranspose(shuffled, &mut out[done * elem_size..done * elem_size + bytes], n, elem_size);
+        done += n;
+    }
+    let rest = (elems - done) * elem_size + total % elem_size;
+    let src =
+        input.get(at..at + rest).ok_or_else(|| format!("bitshuffle: {rest} trailing bytes at {at} are missing"))?;
+    out[done * elem_size..].copy_from_slice(src);
+    Ok(out)
+}
+
+/// Undo the bit transpose of one block of `n` elements (`n` a multiple of 8): bit `k` of
+/// byte `j` of element `i` is stored in bit row `8 j + k`, byte `i / 8`, bit `i % 8`.
+fn bit_untranspose(input: &[u8], out: &mut [u8], n: usize, elem_size: usize) {
+    let row = n / 8;
+    for j in 0..elem_size {
+        let rows = &input[j * 8 * row..(j + 1) * 8 * row];
+        for g in 0..row {
+            let mut x = 0u64;
+            for k in 0..8 {
+                x |= u64::from(rows[k * row + g]) << (8 * k);
+            }
+            let x = transpose8(x).to_le_bytes();
+            let base = 8 * g * elem_size + j;
+            for (m, &b) in x.iter().enumerate() {
+                out[base + m * elem_size] = b;
+            }
+        }
+    }
+}
+
+/// Transpose an 8x8 bit matrix held in a `u64` (bit `8 r + c` to bit `8 c + r`).
+fn transpose8(mut x: u64) -> u64 {
+    let t = (x ^ (x >> 7)) & 0x00AA_00AA_00AA_00AA;
+    x ^= t ^ (t << 7);
+    let t = (x ^ (x >> 14)) & 0x0000_CCCC_0000_CCCC;
+    x ^= t ^ (t << 14);
+    let t = (x ^ (x >> 28)) & 0x0000_0000_F0F0_F0F0;
+    x ^ t ^ (t << 28)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The obvious bit-by-bit transpose, as bitshuffle defines it.
+    fn bit_transpose_reference(input: &[u8], n: usize, size: usize) -> Vec<u8> {
+        let mut out = vec![0u8; n * size];
+        for i in 0..n {
+            for j in 0..size {
+                for k in 0..8 {
+                    let bit = (input[i * size + j] >> k) & 1;
+                    let row = j * 8 + k;
+                    out[row * n / 8 + i / 8] |= bit << (i % 8);
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn untranspose_inverts_the_reference_transpose() {
+        for size in [1, 2, 4, 8] {
+            let n = 64;
+            let data: Vec<u8> = (0..n * size).map(|i| (i * 37 + i / 3) as u8).collect();
+            let shuffled = bit_transpose_reference(&data, n, size);
+            let mut back = vec![0u8; n * size];
+            bit_untranspose(&shuffled, &mut back, n, size);
+            assert_eq!(back, data, "size {size}");
+        }
+    }
+
+    #[test]
+    fn transpose8_is_an_involution_and_moves_bits() {
+        assert_eq!(transpose8(1 << 1), 1 << 8);
+        assert_eq!(transpose8(transpose8(0x0123_4567_89AB_CDEF)), 0x0123_4567_89AB_CDEF);
+    }
+
+    #[test]
+    fn shuffle_round_trip() {
+        let data: Vec<u8> = (0..21).collect();
+        // 5 elements of 4 bytes, one trailing byte.
+        let mut shuffled = vec![0u8; 21];
+        for i in 0..5 {
+            for j in 0..4 {
+                shuffled[j * 5 + i] = data[i * 4 + j];
+            }
+        }
+        shuffled[20] = 20;
+        assert_eq!(unshuffle(&shuffled, 4), data);
+    }
+
+    #[test]
+    fn lying_headers_are_errors_not_panics() {
+        assert!(bitshuffle(&[0; 5], 2, true, 0, 100).is_err());
+        let mut head = 1000u64.to_be_bytes().to_vec();
+        head.extend(16u32.to_be_bytes());
+        assert!(bitshuffle(&head, 2, true, 0, 100).unwrap_err().contains("expected at most"));
+        let mut head = 64u64.to_be_bytes().to_vec();
+        head.extend(64u32.to_be_bytes());
+        head.extend(9999u32.to_be_bytes());
+        assert!(bitshuffle(&head, 2, true, 0, 64).unwrap_err().contains("cut short"));
+        assert!(hdf5_lz4(&head, 64).is_err());
+        assert!(inflate(&[1, 2, 3], 10).is_err());
+    }
+}

@@ -1,0 +1,383 @@
+//! HDF5 reader against files written by h5py/libhdf5 (tests/data/hdf5/generate.py): every
+//! dtype and byte order, contiguous and chunked, gzip, shuffle, bitshuffle(-LZ4), unwritten
+//! chunks, every chunk index of the newest file format; tiles of every shape; a wasm plugin
+//! end to end; and bad files.
+
+use std::path::Path;
+use std::sync::Arc;
+use udf_host::dataset::{self, Dataset, OpenOptions, SigSlice};
+use udf_host::dtype::{ByteOrder, DType};
+use udf_host::exec::RunOptions;
+use udf_host::udf::Params;
+use udf_host_tests::fixture_formats::hdf5::{self as fx, Kind};
+use udf_host_tests::fixtures::Data;
+use udf_host_tests::reference::{assert_close, sum_frames, to_f64};
+use udf_host_tests::{load, run_on};
+
+fn open_path(path: &Path, dataset: &str) -> Arc<dyn Dataset> {
+    let options = OpenOptions { dataset_path: Some(dataset.into()), ..OpenOptions::default() };
+    dataset::open(path, &options).unwrap_or_else(|e| panic!("{dataset}: {e}"))
+}
+
+fn decode(bytes: &[u8], dtype: DType) -> Vec<f64> {
+    let array = udf_host::array::NdArray::from_bytes(dtype, &[bytes.len() / dtype.size()], bytes).expect("array");
+    to_f64(&array)
+}
+
+/// Read `frames` x the whole frame, cut into slices of `slice` (clipped at the borders),
+/// and reassemble the frames in C order, as f64.
+fn read_frames(ds: &dyn Dataset, frames: &[u64], slice: &[usize], dtype: DType) -> Vec<f64> {
+    let sig = ds.shape().sig.clone();
+    let sig_len: usize = sig.iter().product();
+    let mut out = vec![f64::NAN; frames.len() * sig_len];
+    let counts: Vec<usize> = sig.iter().zip(slice).map(|(&s, &c)| s.div_ceil(c)).collect();
+    let total: usize = counts.iter().product();
+    for k in 0..total {
+        let mut rem = k;
+        let mut origin = vec![0; sig.len()];
+        for a in (0..sig.len()).rev() {
+            origin[a] = (rem % counts[a]) * slice[a];
+            rem /= counts[a];
+        }
+        let shape: Vec<usize> = origin.iter().zip(slice).zip(&sig).map(|((&o, &c), &s)| c.min(s - o)).collect();
+        let part = SigSlice { origin: origin.clone(), shape: shape.clone() };
+        let mut buf = vec![0u8; frames.len() * part.len() * dtype.size()];
+        ds.read_tile(frames, &part, dtype, &mut buf).unwrap_or_else(|e| panic!("read_tile: {e}"));
+        let values = decode(&buf, dtype);
+        // Scatter the slice into the frames (2-D signal).
+        let (h, w) = (shape[0], shape[1]);
+        for (fi, chunk) in values.chunks(part.len()).enumerate() {
+            for y in 0..h {
+                for x in 0..w {
+                    out[fi * sig_len + (origin[0] + y) * sig[1] + origin[1] + x] = chunk[y * w + x];
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The expected frames of a fixture dataset.
+fn expected(frames: &[u64], sig_len: usize, seed: u64, kind: Kind) -> Vec<f64> {
+    frames
+        .iter()
+        .flat_map(|&f| (0..sig_len as u64).map(move |p| fx::value(f * sig_len as u64 + p, seed, kind)))
+        .collect()
+}
+
+fn check_dataset(path: &Path, name: &str, seed: u64, kind: Kind) {
+    let ds = open_path(path, name);
+    let sig_len = ds.shape().sig_len();
+    let n = ds.shape().nav_len() as u64;
+    let all: Vec<u64> = (0..n).collect();
+    let some: Vec<u64> = (0..n).filter(|f| f % 3 != 1).collect();
+    let native = ds.stored_dtype().dtype;
+    let sig = ds.shape().sig.clone();
+    for (frames, slice) in [
+        (&all, sig.clone()),
+        (&all, vec![1, sig[1]]),
+        (&some, vec![3, 5]),
+        (&some, vec![sig[0], 4]),
+        (&vec![n - 1], vec![2, 2]),
+    ] {
+        for dtype in [native, DType::F64] {
+            let got = read_frames(ds.as_ref(), frames, &slice, dtype);
+            let want = expected(frames, sig_len, seed, kind);
+            assert_eq!(got, want, "{name}: frames {frames:?} slice {slice:?} as {dtype}");
+        }
+    }
+}
+
+#[test]
+fn every_dtype_and_byte_order_contiguous() {
+    let path = fx::file("dtypes.h5");
+    let codes = ["u1", "<u2", "<u4", "<u8", "i1", "<i2", "<i4", "<i8", "<f4", "<f8", ">u2", ">i4", ">f4", ">f8", "<c8"];
+    for (k, code) in codes.iter().enumerate() {
+        let name = format!("/d_{}", code.replace('<', "le_").replace('>', "be_"));
+        let ds = open_path(&path, &name);
+        assert_eq!(ds.shape().nav, vec![3, 4], "{name}");
+        assert_eq!(ds.shape().sig, vec![5, 6], "{name}");
+        let big = code.starts_with('>');
+        assert_eq!(ds.stored_dtype().order == ByteOrder::Big, big && !code.ends_with('1'), "{name}");
+        let kind = Kind::from_code(code.trim_start_matches(['<', '>']));
+        if kind == Kind::C {
+            assert_eq!(ds.stored_dtype().dtype, DType::C64);
+            let mut buf = vec![0u8; 12 * 30 * 8];
+            let frames: Vec<u64> = (0..12).collect();
+            ds.read_tile(&frames, &SigSlice::full(&[5, 6]), DType::C64, &mut buf).unwrap();
+            let pairs: &[f32] = bytemuck::cast_slice(&buf);
+            for i in 0..360u64 {
+                let (re, im) = (pairs[2 * i as usize], pairs[2 * i as usize + 1]);
+                assert_eq!(f64::from(re), fx::value(i, k as u64, kind), "{name} re {i}");
+                assert_eq!(f64::from(im), fx::imag(i, k as u64), "{name} im {i}");
+            }
+            continue;
+        }
+        check_dataset(&path, &name, k as u64, kind);
+        // Contiguous data in native byte order is handed out without a copy.
+        let direct = ds.direct_frames(0..12, ds.stored_dtype().dtype);
+        assert_eq!(direct.is_some(), !big || code.ends_with('1'), "{name}: direct frames");
+    }
+}
+
+#[test]
+fn chunked_and_filtered_datasets() {
+    let path = fx::file("chunked.h5");
+    for (name, seed, code) in [
+        ("/entry/data/plain", 1, "u2"),
+        ("/entry/data/frame_chunks", 2, "f4"),
+        ("/entry/data/gzip", 3, "u2"),
+        ("/entry/data/shuffle_gzip", 4, "i4"),
+        ("/entry/data/bslz4", 5, "u2"),
+        ("/entry/data/bslz4_small_blocks", 6, "u4"),
+        ("/entry/data/bitshuffle_only", 7, "f8"),
+        ("/entry/data/gzip_be", 8, "f4"),
+    ] {
+        let ds = open_path(&path, name);
+        assert_eq!((ds.shape().nav.clone(), ds.shape().sig.clone()), (vec![3, 5], vec![11, 13]), "{name}");
+        assert!(ds.direct_frames(0..2, ds.stored_dtype().dtype).is_none(), "{name}: chunked data is never direct");
+        check_dataset(&path, name, seed, Kind::from_code(code));
+    }
+}
+
+#[test]
+fn unwritten_chunks_read_as_the_fill_value() {
+    let path = fx::file("chunked.h5");
+    let ds = open_path(&path, "/entry/data/sparse");
+    let sig_len = 11 * 13;
+    let frames: Vec<u64> = (0..15).collect();
+    let got = read_frames(ds.as_ref(), &frames, &[4, 4], DType::F32);
+    for f in 0..15u64 {
+        for p in 0..sig_len as u64 {
+            let want = if f / 5 == 1 { fx::value(f * sig_len as u64 + p, 9, Kind::I(2)) } else { -7.0 };
+            assert_eq!(got[(f * sig_len as u64 + p) as usize], want, "frame {f} pixel {p}");
+        }
+    }
+}
+
+#[test]
+fn newest_file_format_and_every_chunk_index() {
+    let path = fx::file("latest.h5");
+    for (name, seed, code) in [
+        ("/fixed_array", 10, "u2"),
+        ("/extensible_array", 11, "u2"),
+        ("/btree_v2", 12, "f4"),
+        ("/single_chunk", 13, "i2"),
+        ("/contiguous", 14, "f8"),
+        ("/implicit", 15, "u2"),
+    ] {
+        check_dataset(&path, name, seed, Kind::from_code(code));
+    }
+}
+
+#[test]
+fn a_single_stack_is_picked_and_nav_can_be_reshaped() {
+    let path = fx::file("stack3d.h5");
+    let ds = dataset::open(&path, &OpenOptions::default()).unwrap();
+    assert_eq!(ds.info().format, "hdf5");
+    assert_eq!((ds.shape().nav.clone(), ds.shape().sig.clone()), (vec![6], vec![16, 12]));
+    let frames: Vec<u64> = (0..6).collect();
+    assert_eq!(read_frames(ds.as_ref(), &frames, &[5, 5], DType::U16), expected(&frames, 192, 16, Kind::U(2)));
+    let reshaped = OpenOptions { nav_shape: Some(vec![2, 3]), ..OpenOptions::default() };
+    let ds = dataset::open(&path, &reshaped).unwrap();
+    assert_eq!(ds.shape().nav, vec![2, 3]);
+    assert_eq!(read_frames(ds.as_ref(), &[4, 5], &[16, 12], DType::F32), expected(&[4, 5], 192, 16, Kind::U(2)));
+    // The base shape of chunked data is the chunk's frame part.
+    assert_eq!(ds.base_shape(), vec![16, 12]);
+}
+
+#[test]
+fn several_candidates_are_listed() {
+    let path = fx::file("two_candidates.h5");
+    let err = dataset::open(&path, &OpenOptions::default()).err().expect("ambiguous file opened").to_string();
+    assert!(err.contains("two_candidates.h5") && err.contains("/a/data") && err.contains("/b/data"), "{err}");
+    assert!(err.contains("--dataset-path"), "{err}");
+    let err = dataset::open(&path, &OpenOptions { dataset_path: Some("/c".into()), ..OpenOptions::default() })
+        .err()
+        .expect("missing dataset opened")
+        .to_string();
+    assert!(err.contains("no dataset '/c'") && err.contains("/a/data"), "{err}");
+}
+
+#[test]
+fn sum_plugin_over_bitshuffle_lz4_end_to_end() {
+    let path = fx::file("chunked.h5");
+    let open = OpenOptions { dataset_path: Some("/entry/data/bslz4".into()), ..OpenOptions::default() };
+    let n = 3 * 5 * 11 * 13;
+    let data = Data { nav: vec![3, 5], sig: vec![11, 13], values: fx::values(n, 5, Kind::U(2)) };
+    let expected = sum_frames(&data, None);
+    for partitions in [1, 4] {
+        for tile in [None, Some(vec![2, 3, 4])] {
+            let options = RunOptions { partitions: Some(partitions), tile_shape: tile.clone(), ..Default::default() };
+            let results = run_on(&path, &open, vec![(load("sum"), Params::default())], options)
+                .unwrap_or_else(|e| panic!("partitions {partitions} tile {tile:?}: {e}"));
+            let s = results.udfs[0].buffer("intensity").expect("intensity");
+            assert_eq!(s.data.shape(), &[11, 13]);
+            assert_close(&to_f64(&s.data), &expected, 1e-6, &format!("sum, partitions {partitions} tile {tile:?}"));
+        }
+    }
+}
+
+// --- Bad files -------------------------------------------------------------------------
+
+fn open_err(path: &Path, dataset: Option<&str>) -> String {
+    let options = OpenOptions { dataset_path: dataset.map(str::to_owned), ..OpenOptions::default() };
+    match dataset::open(path, &options) {
+        Ok(_) => panic!("{} opened", path.display()),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn wrong_magic_and_empty_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("not.h5");
+    std::fs::write(&path, vec![0x42u8; 4096]).unwrap();
+    let msg = open_err(&path, None);
+    assert!(msg.contains("not.h5") && msg.contains("not a readable HDF5 file"), "{msg}");
+    std::fs::write(&path, b"").unwrap();
+    let msg = open_err(&path, None);
+    assert!(msg.contains("not.h5"), "{msg}");
+}
+
+#[test]
+fn truncated_files_fail_clearly_at_every_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = std::fs::read(fx::file("chunked.h5")).unwrap();
+    let path = dir.path().join("cut.h5");
+    // Cut anywhere: opening or reading fails with the file named, never panics.
+    for cut in (0..src.len()).step_by(997).chain([src.len() - 1, src.len() / 2]) {
+        std::fs::write(&path, &src[..cut]).unwrap();
+        for name in ["/entry/data/gzip", "/entry/data/plain", "/entry/data/bslz4"] {
+            let options = OpenOptions { dataset_path: Some(name.into()), ..OpenOptions::default() };
+            match dataset::open(&path, &options) {
+                Err(e) => assert!(e.to_string().contains("cut.h5"), "cut {cut}: {e}"),
+                Ok(ds) => {
+                    // Chunks past the cut are found at open; reading the rest must work.
+                    let frames: Vec<u64> = (0..15).collect();
+                    let mut buf = vec![0u8; 15 * 143 * 4];
+                    ds.read_tile(&frames, &SigSlice::full(&[11, 13]), DType::F32, &mut buf)
+                        .unwrap_or_else(|e| panic!("cut {cut} {name}: opened but read failed: {e}"));
+                }
+            }
+        }
+    }
+    // Cut through the contiguous data: the message says how much is missing and where.
+    let src = std::fs::read(fx::file("dtypes.h5")).unwrap();
+    let good = open_path(&fx::file("dtypes.h5"), "/d_le_f8");
+    let layout = good.info().details.iter().find(|(k, _)| k == "layout").unwrap().1.clone();
+    let at: usize = layout.trim_start_matches("contiguous at offset ").parse().unwrap();
+    std::fs::write(&path, &src[..at + 100]).unwrap();
+    let msg = open_err(&path, Some("/d_le_f8"));
+    assert!(msg.contains("cut.h5") && msg.contains("truncated") && msg.contains(&format!("offset {at}")), "{msg}");
+}
+
+/// Replace every occurrence of `from` with `to` (same length).
+fn patch(bytes: &mut [u8], from: &[u8], to: &[u8]) {
+    let mut found = 0;
+    for at in 0..bytes.len() - from.len() {
+        if &bytes[at..at + from.len()] == from {
+            bytes[at..at + to.len()].copy_from_slice(to);
+            found += 1;
+        }
+    }
+    assert!(found > 0, "pattern not in the fixture");
+}
+
+fn dims_bytes(dims: &[u64]) -> Vec<u8> {
+    dims.iter().flat_map(|d| d.to_le_bytes()).collect()
+}
+
+#[test]
+fn headers_lying_about_sizes() {
+    let dir = tempfile::tempdir().unwrap();
+    // The dataspace of the contiguous dataset claims 100x more frames than stored.
+    let path = dir.path().join("lies.h5");
+    let mut contiguous = std::fs::read(fx::file("dtypes.h5")).unwrap();
+    patch(&mut contiguous, &dims_bytes(&[3, 4, 5, 6]), &dims_bytes(&[300, 4, 5, 6]));
+    std::fs::write(&path, &contiguous).unwrap();
+    let msg = open_err(&path, Some("/d_le_u2"));
+    assert!(msg.contains("lies.h5") && msg.contains("truncated"), "{msg}");
+    // A chunked dataset claiming a larger frame than its chunks cover: chunks still fit
+    // the grid, the missing ones read as fill; a shape off the grid is an error.
+    let mut chunked = std::fs::read(fx::file("chunked.h5")).unwrap();
+    patch(&mut chunked, &dims_bytes(&[3, 5, 11, 13]), &dims_bytes(&[1, 5, 11, 13]));
+    std::fs::write(&path, &chunked).unwrap();
+    let msg = open_err(&path, Some("/entry/data/plain"));
+    assert!(msg.contains("lies.h5") && msg.contains("offset"), "{msg}");
+}
+
+#[test]
+fn corrupt_compressed_chunks_fail_on_read_naming_the_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = std::fs::read(fx::file("stack3d.h5")).unwrap();
+    // zlib streams of the gzip chunks start with 0x78; spoil the second byte of each so
+    // the header check fails.
+    let mut spoiled = 0;
+    for i in 0..bytes.len() - 1 {
+        if bytes[i] == 0x78 && matches!(bytes[i + 1], 0x01 | 0x5e | 0x9c | 0xda) {
+            bytes[i + 1] = 0x00;
+            spoiled += 1;
+        }
+    }
+    assert!(spoiled >= 3, "gzip chunks found: {spoiled}");
+    let path = dir.path().join("spoiled.h5");
+    std::fs::write(&path, &bytes).unwrap();
+    let ds = dataset::open(&path, &OpenOptions { dataset_path: Some("/frames".into()), ..OpenOptions::default() })
+        .expect("the metadata is intact");
+    let mut buf = vec![0u8; 6 * 192 * 4];
+    let err = ds.read_tile(&[0, 1, 2, 3, 4, 5], &SigSlice::full(&[16, 12]), DType::F32, &mut buf).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("spoiled.h5") && msg.contains("at offset") && msg.contains("deflate"), "{msg}");
+}
+
+#[test]
+fn unsupported_filters_and_types_are_named() {
+    let path = fx::file("chunked.h5");
+    let msg = open_err(&path, Some("/entry/data/lzf"));
+    assert!(msg.contains("lzf") && msg.contains("32000") && msg.contains("not supported"), "{msg}");
+    let msg = open_err(&path, Some("/entry/scan_positions"));
+    assert!(msg.contains("scan_positions") && msg.contains("fewer than 3 axes"), "{msg}");
+    let msg = open_err(&fx::file("dtypes.h5"), Some("/d_le_u2x"));
+    assert!(msg.contains("no dataset"), "{msg}");
+}
+
+#[test]
+fn cli_run_with_dataset_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let cache = udf_host_tests::test_cache_dir();
+    let args: Vec<String> = [
+        "udf-host",
+        "run",
+        &udf_host_tests::plugin("sum").display().to_string(),
+        &fx::file("chunked.h5").display().to_string(),
+        "--dataset-path",
+        "/entry/data/gzip",
+        "--out",
+        &out.display().to_string(),
+        "--cache-dir",
+        &cache.display().to_string(),
+        "-q",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    udf_host::cli::execute(args).map_err(|f| format!("{:#}", f.error)).unwrap();
+    let sum = udf_host::npy::read_array(&out.join("sum/intensity.npy")).unwrap();
+    let data = Data { nav: vec![3, 5], sig: vec![11, 13], values: fx::values(3 * 5 * 11 * 13, 3, Kind::U(2)) };
+    assert_eq!(to_f64(&sum), sum_frames(&data, None));
+    // Without the path the file is ambiguous: the error lists the datasets.
+    let args: Vec<String> = ["udf-host", "run", &udf_host_tests::plugin("sum").display().to_string()]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .chain([
+            fx::file("chunked.h5").display().to_string(),
+            "--out".into(),
+            dir.path().join("o2").display().to_string(),
+        ])
+        .collect();
+    let err = udf_host::cli::execute(args).expect_err("ambiguous file ran");
+    let msg = format!("{:#}", err.error);
+    assert!(msg.contains("--dataset-path") && msg.contains("/entry/data/bslz4"), "{msg}");
+}
