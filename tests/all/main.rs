@@ -3,5 +3,6 @@
 mod bad_input;
 mod cli;
 mod contract;
+mod polyglot;
 mod sandbox;
 mod sum;
