@@ -26,5 +26,6 @@ mod plugins_logsum;
 mod plugins_masks;
 mod plugins_pick;
 mod plugins_stddev;
+mod polyglot;
 mod sandbox;
 mod sum;

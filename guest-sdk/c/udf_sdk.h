@@ -1,0 +1,355 @@
+/* udf_sdk.h: write udf-host plugins in C (and Zig, through guest-sdk/zig).
+ *
+ * The SDK implements the exports of wit/udf.wit on top of the bindings `wit-bindgen c`
+ * generates, and gives a plugin LiberTEM's view of a UDF: callbacks for process_tile /
+ * process_frame / process_partition, result buffers seen through the view shapes of
+ * docs/contract.md (udf_buffer), pure merge and get_results. A plugin fills one
+ * `udf_plugin` and exports it with UDF_EXPORT:
+ *
+ *     #include "udf_sdk.h"
+ *
+ *     static int buffers(const udf_params *p, const udf_dataset *ds, udf_decls *out) {
+ *         return udf_decl(out, "intensity", UDF_SIG, UDF_F32, NULL, 0, UDF_NORMAL);
+ *     }
+ *     static int tile(udf_context *ctx, const udf_tile *t, udf_buffers *results) {
+ *         udf_view acc = udf_buffer(results, "intensity");     // the tile's part of the frame
+ *         for (size_t f = 0; f < t->frames; f++) {
+ *             udf_view frame = udf_view_sub(&t->data, f);
+ *             for (size_t r = 0; r < udf_view_rows(&acc); r++) {
+ *                 float *a = udf_view_row(&acc, r);
+ *                 const float *x = udf_view_row(&frame, r);
+ *                 for (size_t i = 0; i < udf_view_row_len(&acc); i++) a[i] += x[i];
+ *             }
+ *         }
+ *         return 0;
+ *     }
+ *     ...
+ *     static const udf_plugin SUM = {
+ *         .description = {.name = "my-sum", .version = "0.1.0", .summary = "Sum of all frames",
+ *                         .custom_merge = true},
+ *         .result_buffers = buffers, .process_tile = tile, .merge = merge,
+ *     };
+ *     UDF_EXPORT(SUM)
+ *
+ * Conventions: callbacks return 0 on success; on failure they return
+ * `udf_fail(kind, fmt, ...)` (which returns -1) and the host receives a typed `udf-error`.
+ * Arrays arrive as typed lists (`data-access: typed`): aligned for their element type, no
+ * copy. Views count strides in elements; a complex element is a pair of floats.
+ */
+#ifndef UDF_SDK_H
+#define UDF_SDK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Most axes a view, a shape or a signal slice may have. */
+#define UDF_MAX_DIMS 8
+
+/** Element types, in the order of the WIT `dtype` enum. */
+typedef enum udf_dtype {
+    UDF_BOOL, UDF_U8, UDF_U16, UDF_U32, UDF_U64, UDF_I8, UDF_I16, UDF_I32, UDF_I64,
+    UDF_F32, UDF_F64, UDF_C64, UDF_C128,
+} udf_dtype;
+
+/** Bytes per element. */
+size_t udf_dtype_size(udf_dtype dtype);
+/** NumPy name ("float32"). */
+const char *udf_dtype_name(udf_dtype dtype);
+/** Parse a NumPy name; returns false for an unknown one. */
+bool udf_dtype_parse(const char *name, size_t len, udf_dtype *out);
+/** Whether the dtype is complex (an element is two floats). */
+static inline bool udf_dtype_is_complex(udf_dtype d) { return d == UDF_C64 || d == UDF_C128; }
+
+typedef enum udf_method { UDF_METHOD_TILE, UDF_METHOD_FRAME, UDF_METHOD_PARTITION } udf_method;
+typedef enum udf_buffer_kind { UDF_NAV, UDF_SIG, UDF_SINGLE } udf_buffer_kind;
+typedef enum udf_buffer_use { UDF_NORMAL, UDF_PRIVATE, UDF_RESULT_ONLY } udf_buffer_use;
+typedef enum udf_error_kind { UDF_BAD_PARAM, UDF_INVALID_DATA, UDF_INTERNAL } udf_error_kind;
+typedef enum udf_param_type { UDF_PARAM_BOOL, UDF_PARAM_INT, UDF_PARAM_FLOAT, UDF_PARAM_TEXT, UDF_PARAM_ARRAY } udf_param_type;
+typedef enum udf_log_level { UDF_TRACE, UDF_DEBUG, UDF_INFO, UDF_WARN, UDF_ERROR } udf_log_level;
+
+/* ------------------------------------------------------------------------------------ */
+/* Views */
+
+/** A strided n-d view of typed elements. Strides count elements; the last axis of every
+ *  view the SDK hands out is contiguous. */
+typedef struct udf_view {
+    void *data;
+    udf_dtype dtype;
+    size_t ndim;
+    size_t shape[UDF_MAX_DIMS];
+    ptrdiff_t strides[UDF_MAX_DIMS];
+} udf_view;
+
+/** Number of elements. */
+size_t udf_view_size(const udf_view *v);
+/** Index axis 0: the view one dimension down (a 1-d view gives a 1-element view `(1,)`). */
+udf_view udf_view_sub(const udf_view *v, size_t i);
+/** Number of rows of the last axis (product of all but the last dimension). */
+size_t udf_view_rows(const udf_view *v);
+/** Values in one row: the last dimension, twice that for complex dtypes. */
+size_t udf_view_row_len(const udf_view *v);
+/** Pointer to row `r` (C order over all but the last axis). */
+void *udf_view_row(const udf_view *v, size_t r);
+/** Pointer to the element at `idx` (v->ndim indices). */
+void *udf_view_ptr(const udf_view *v, const size_t *idx);
+/** Whether the view is C-contiguous (then `data` holds udf_view_size elements). */
+bool udf_view_contiguous(const udf_view *v);
+/** Restrict the first `n` axes to the window at `origin` with `shape`. */
+udf_view udf_view_window(const udf_view *v, const uint64_t *origin, const uint64_t *shape, size_t n);
+/** Element `i` of a 1-d (or flat contiguous) view as a double (real part for complex). */
+double udf_view_get_f64(const udf_view *v, size_t i);
+
+/* ------------------------------------------------------------------------------------ */
+/* Errors and logging */
+
+/** Record a typed error for the host and return -1 (return it from a callback). */
+int udf_fail(udf_error_kind kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/** Send a log line to the host. */
+void udf_log(udf_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ------------------------------------------------------------------------------------ */
+/* Description */
+
+typedef struct udf_param_spec {
+    const char *name;
+    udf_param_type type;
+    const char *doc;
+    bool has_default;
+    bool bool_default;
+    int64_t int_default;
+    double float_default;
+    const char *text_default;
+    /** Array params: per-frame aux data (sliced by the host to the partition). */
+    bool nav_aux;
+} udf_param_spec;
+
+#define UDF_PARAM_BOOL_DEFAULT(n, d, v) {.name = (n), .type = UDF_PARAM_BOOL, .doc = (d), .has_default = true, .bool_default = (v)}
+#define UDF_PARAM_INT_DEFAULT(n, d, v) {.name = (n), .type = UDF_PARAM_INT, .doc = (d), .has_default = true, .int_default = (v)}
+#define UDF_PARAM_FLOAT_DEFAULT(n, d, v) {.name = (n), .type = UDF_PARAM_FLOAT, .doc = (d), .has_default = true, .float_default = (v)}
+#define UDF_PARAM_TEXT_DEFAULT(n, d, v) {.name = (n), .type = UDF_PARAM_TEXT, .doc = (d), .has_default = true, .text_default = (v)}
+#define UDF_PARAM_REQUIRED(n, t, d) {.name = (n), .type = (t), .doc = (d)}
+#define UDF_PARAM_AUX(n, d) {.name = (n), .type = UDF_PARAM_ARRAY, .doc = (d), .nav_aux = true}
+
+/** Tile depth preference: 0 = host default, UDF_DEPTH_MAX, or a number of frames. */
+#define UDF_DEPTH_MAX UINT64_MAX
+/** Tile size preference: 0 = best fit (~1 MiB), UDF_SIZE_MAX, or bytes. */
+#define UDF_SIZE_MAX UINT64_MAX
+
+typedef struct udf_description {
+    const char *name;
+    const char *version;
+    const char *summary;
+    const udf_param_spec *params;
+    size_t n_params;
+    /** Implemented methods in order of preference; n_methods == 0 means {tile}. */
+    udf_method methods[3];
+    size_t n_methods;
+    /** Preferred input dtype; `native_dtype` for the dataset's own. */
+    udf_dtype input_dtype;
+    bool native_dtype;
+    uint64_t tile_depth;
+    uint64_t tile_size;
+    bool custom_merge;
+    bool custom_results;
+    bool main_preprocess;
+} udf_description;
+
+/* ------------------------------------------------------------------------------------ */
+/* Params and meta */
+
+/** The run's parameters (opaque). */
+typedef struct udf_params udf_params;
+
+/* Getters return 0, or a bad-param error (missing, wrong type) via udf_fail. */
+int udf_param_bool(const udf_params *p, const char *name, bool *out);
+int udf_param_int(const udf_params *p, const char *name, int64_t *out);
+/** A float param (an int param is converted). */
+int udf_param_float(const udf_params *p, const char *name, double *out);
+/** A text param: pointer and length (not NUL-terminated). */
+int udf_param_text(const udf_params *p, const char *name, const char **ptr, size_t *len);
+/** An array param as a view of the whole array. */
+int udf_param_array(const udf_params *p, const char *name, udf_view *out);
+/** Whether a param is present. */
+bool udf_param_has(const udf_params *p, const char *name);
+
+typedef struct udf_dataset {
+    size_t nav_dims;
+    uint64_t nav_shape[UDF_MAX_DIMS];
+    size_t sig_dims;
+    uint64_t sig_shape[UDF_MAX_DIMS];
+    udf_dtype dataset_dtype;
+    /** The dtype of every tile (final in result_buffers and later). */
+    udf_dtype input_dtype;
+    bool has_roi;
+    uint64_t roi_count;
+    /** Selected frames: roi_count with a ROI, else the product of nav_shape. */
+    uint64_t frames;
+    uint32_t threads_per_worker;
+} udf_dataset;
+
+/** True nav coordinates of a true flat nav index (dataset->nav_dims values). */
+void udf_nav_coordinates(const udf_dataset *ds, uint64_t index, uint64_t *out);
+
+typedef struct udf_partition {
+    uint32_t index;
+    /** Compressed flat nav index of the first frame. */
+    uint64_t origin;
+    uint64_t frames;
+    udf_method method;
+    uint64_t tile_depth;
+} udf_partition;
+
+/** Everything a worker callback gets besides the data. */
+typedef struct udf_context {
+    const udf_params *params;
+    const udf_dataset *dataset;
+    /** NULL on the main side (main_preprocess). */
+    const udf_partition *partition;
+    /** Task data: set it in `init`, free it in `finish`. */
+    void *task;
+} udf_context;
+
+typedef struct udf_merge_context {
+    const udf_params *params;
+    const udf_dataset *dataset;
+    const udf_partition *partition;
+    /** Compressed positions merged before this partition. */
+    const bool *valid_nav_mask;
+    size_t valid_nav_len;
+} udf_merge_context;
+
+typedef struct udf_results_context {
+    const udf_params *params;
+    const udf_dataset *dataset;
+    const bool *valid_nav_mask;
+    size_t valid_nav_len;
+    /** The ROI over the flat uncompressed nav axis, or NULL. */
+    const bool *roi;
+    size_t roi_len;
+} udf_results_context;
+
+/* ------------------------------------------------------------------------------------ */
+/* Tiles and frames */
+
+typedef struct udf_tile {
+    /** The data: [frames, *sig_shape], contiguous, of the input dtype. */
+    udf_view data;
+    /** Compressed flat nav index of the first frame. */
+    uint64_t origin;
+    size_t frames;
+    /** First frame within the partition. */
+    size_t nav_offset;
+    uint32_t scheme_index;
+    size_t sig_dims;
+    uint64_t sig_origin[UDF_MAX_DIMS];
+    uint64_t sig_shape[UDF_MAX_DIMS];
+    /** Elements per frame of this tile (product of sig_shape). */
+    size_t frame_len;
+    const uint64_t *true_nav_indices;
+    const udf_context *ctx;
+} udf_tile;
+
+typedef struct udf_frame {
+    /** The frame: a view of the signal shape. */
+    udf_view data;
+    /** Compressed flat nav index. */
+    uint64_t nav_index;
+    uint64_t true_nav_index;
+    /** Index within the tile. */
+    size_t index;
+    const udf_tile *tile;
+} udf_frame;
+
+/** The tile's part of a sig-shaped array (e.g. a mask or reference frame, or one of a
+ *  stack after udf_view_sub): its first sig_dims axes restricted to the tile's slice. */
+static inline udf_view udf_tile_sig_part(const udf_tile *t, const udf_view *sig_array) {
+    return udf_view_window(sig_array, t->sig_origin, t->sig_shape, t->sig_dims);
+}
+/** Per-frame aux data of a tile's frames: [frames, *extra]. */
+int udf_tile_aux(const udf_tile *t, const char *name, udf_view *out);
+/** Per-frame aux data of one frame: extra, or (1,). */
+int udf_frame_aux(const udf_frame *f, const char *name, udf_view *out);
+
+/* ------------------------------------------------------------------------------------ */
+/* Buffers */
+
+/** Result buffers by name, viewed through the current unit (opaque). */
+typedef struct udf_buffers udf_buffers;
+
+/** The view of buffer `name` for the current unit (docs/contract.md): in process_tile a
+ *  nav buffer's rows of the tile (T, *E), a sig buffer's part under the tile (*s, *E); in
+ *  process_frame a nav buffer's entry E or (1,), the whole sig buffer; otherwise (and for
+ *  single buffers) the whole buffer. An unknown name is a plugin bug: it logs and traps. */
+udf_view udf_buffer(const udf_buffers *b, const char *name);
+/** The whole buffer, whatever the unit. */
+udf_view udf_buffer_whole(const udf_buffers *b, const char *name);
+/** Whether a buffer exists. */
+bool udf_buffer_has(const udf_buffers *b, const char *name);
+
+/** Result buffer declarations being collected (opaque). */
+typedef struct udf_decls udf_decls;
+/** Declare a buffer; returns 0. */
+int udf_decl(udf_decls *out, const char *name, udf_buffer_kind kind, udf_dtype dtype, const uint64_t *extra_shape,
+             size_t extra_dims, udf_buffer_use use);
+
+/** Results being collected in get_results (opaque). */
+typedef struct udf_results udf_results;
+/** Add a result: a copy of `nbytes` bytes of `data` with `shape`. */
+int udf_result(udf_results *out, const char *name, udf_dtype dtype, const uint64_t *shape, size_t ndim,
+               const void *data, size_t nbytes);
+/** Add a result with a valid mask (1 value, one per nav position, or one per element). */
+int udf_result_masked(udf_results *out, const char *name, udf_dtype dtype, const uint64_t *shape, size_t ndim,
+                      const void *data, size_t nbytes, const bool *valid, size_t valid_len);
+/** Add a buffer unchanged. */
+int udf_result_buffer(udf_results *out, const udf_buffers *b, const char *name);
+
+/* ------------------------------------------------------------------------------------ */
+/* The plugin */
+
+typedef struct udf_run_plan {
+    udf_method method;
+    udf_dtype input_dtype;
+    bool native_dtype;
+    uint64_t tile_depth;
+    uint64_t tile_size;
+} udf_run_plan;
+
+/** A plugin: its description and callbacks. Every callback is optional except
+ *  result_buffers and the process_* named by the description's methods. */
+typedef struct udf_plugin {
+    udf_description description;
+    /** Run-time choices; `out` starts from the description. */
+    int (*plan)(const udf_params *params, const udf_dataset *dataset, udf_run_plan *out);
+    int (*result_buffers)(const udf_params *params, const udf_dataset *dataset, udf_decls *out);
+    /** Per partition, before preprocess: prepare ctx->task. */
+    int (*init)(udf_context *ctx);
+    int (*preprocess)(udf_context *ctx, udf_buffers *results);
+    int (*process_tile)(udf_context *ctx, const udf_tile *tile, udf_buffers *results);
+    int (*process_frame)(udf_context *ctx, const udf_frame *frame, udf_buffers *results);
+    int (*process_partition)(udf_context *ctx, const udf_tile *tile, udf_buffers *results);
+    int (*postprocess)(udf_context *ctx, udf_buffers *results);
+    /** Free ctx->task (called when the partition's buffers are exported). */
+    void (*finish)(udf_context *ctx);
+    /** dest += src, pure (custom_merge). */
+    int (*merge)(const udf_merge_context *ctx, udf_buffers *dest, const udf_buffers *src);
+    /** Results from the merged buffers, pure (custom_results). Buffers not added are
+     *  passed through by the host (normal ones). */
+    int (*get_results)(const udf_results_context *ctx, const udf_buffers *buffers, udf_results *out);
+} udf_plugin;
+
+/** Defined by UDF_EXPORT: the plugin the SDK serves. */
+const udf_plugin *udf_plugin_get(void);
+
+/** Export a plugin (a `udf_plugin` variable), once per program. */
+#define UDF_EXPORT(plugin)                                                                                 \
+    const udf_plugin *udf_plugin_get(void) { return &(plugin); }
+
+#ifdef __cplusplus
+}
+#endif
+#endif

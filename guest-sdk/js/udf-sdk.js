@@ -1,0 +1,707 @@
+// udf-sdk.js: write udf-host plugins in JavaScript (built with componentize-js).
+//
+// The SDK hides the bindings componentize-js generates from wit/udf.wit and gives a plugin
+// author LiberTEM's view of a UDF: a class with processTile / processFrame /
+// processPartition, result buffers seen through the view shapes of docs/contract.md, and
+// pure merge / getResults. A sum plugin:
+//
+//     import * as sdk from './udf-sdk.js';
+//
+//     class Sum extends sdk.Udf {
+//       static description = sdk.description({
+//         name: 'my-sum', version: '0.1.0', summary: 'Sum of all frames', customMerge: true,
+//       });
+//       static resultBuffers(params, dataset) {
+//         return [sdk.buffer.sig('intensity', dataset.inputDtype)];
+//       }
+//       processTile(tile, results) {
+//         const acc = results.get('intensity');          // the tile's part of the frame
+//         for (let f = 0; f < tile.frames; f++) sdk.iadd(acc, tile.data.sub(f));
+//       }
+//       static merge(ctx, dest, src) {
+//         sdk.iadd(dest.get('intensity'), src.get('intensity'));
+//       }
+//     }
+//
+//     export const udf = sdk.exportUdf(Sum);             // the exported interface `udf`
+//
+// Arrays arrive as bytes (the plugin declares `data-access: bytes`) and are viewed as typed
+// arrays (Float32Array, ...) over the same memory, without a copy. Dtypes are NumPy names
+// ('float32'); 64-bit integers are BigInt64Array / BigUint64Array (BigInt values). Complex
+// buffers are viewed as their float parts, with one more trailing axis of length 2.
+
+// ------------------------------------------------------------------------------------
+// dtypes
+
+const DTYPE_INFO = {
+  bool: [Uint8Array, 1],
+  uint8: [Uint8Array, 1],
+  uint16: [Uint16Array, 1],
+  uint32: [Uint32Array, 1],
+  uint64: [BigUint64Array, 1],
+  int8: [Int8Array, 1],
+  int16: [Int16Array, 1],
+  int32: [Int32Array, 1],
+  int64: [BigInt64Array, 1],
+  float32: [Float32Array, 1],
+  float64: [Float64Array, 1],
+  complex64: [Float32Array, 2],
+  complex128: [Float64Array, 2],
+};
+
+// wit enum strings <-> NumPy names
+const WIT_OF = { bool: 'boolean' };
+const NAME_OF = { boolean: 'bool' };
+
+/** Every dtype name the SDK knows. */
+export const DTYPES = Object.keys(DTYPE_INFO);
+
+function witDtype(name) {
+  if (!(name in DTYPE_INFO)) {
+    throw UdfError.badParam(`'${name}' is not a dtype name (expected one of ${DTYPES.join(', ')})`);
+  }
+  return WIT_OF[name] ?? name;
+}
+
+/** The NumPy name of a wit dtype. */
+export function dtypeName(wit) {
+  return NAME_OF[wit] ?? wit;
+}
+
+/** Bytes per element of a dtype name. */
+export function itemsize(dtype) {
+  const [Ctor, values] = DTYPE_INFO[dtype];
+  return Ctor.BYTES_PER_ELEMENT * values;
+}
+
+/** Whether a dtype is complex (viewed as float pairs). */
+export function isComplex(dtype) {
+  return DTYPE_INFO[dtype][1] === 2;
+}
+
+/** Whether elements of a dtype are BigInt values. */
+export function isBigInt(dtype) {
+  return dtype === 'int64' || dtype === 'uint64';
+}
+
+/** A typed array over the bytes of `u8` (no copy when aligned; a copy otherwise). */
+function typed(u8, dtype) {
+  const Ctor = DTYPE_INFO[dtype][0];
+  const size = Ctor.BYTES_PER_ELEMENT;
+  if (u8.byteOffset % size !== 0) u8 = u8.slice();
+  return new Ctor(u8.buffer, u8.byteOffset, Math.floor(u8.byteLength / size));
+}
+
+function valueShape(dtype, shape) {
+  return isComplex(dtype) ? [...shape, 2] : [...shape];
+}
+
+function product(shape) {
+  let n = 1;
+  for (const d of shape) n *= d;
+  return n;
+}
+
+const nums = (list) => Array.from(list, Number);
+const u64s = (list) => BigUint64Array.from(list, (v) => BigInt(v));
+
+// ------------------------------------------------------------------------------------
+// errors and logging
+
+/** An expected failure, reported to the host as a typed `udf-error` instead of a trap. */
+export class UdfError extends Error {
+  constructor(kind, message) {
+    super(message);
+    this.kind = kind;
+    // componentize-js turns a thrown object's `payload` into the `err` of a result.
+    this.payload = { kind, message };
+  }
+  static badParam(message) {
+    return new UdfError('bad-param', message);
+  }
+  static invalidData(message) {
+    return new UdfError('invalid-data', message);
+  }
+  static internal(message) {
+    return new UdfError('internal', message);
+  }
+}
+
+import { log as hostLog } from 'udf:plugin/host@0.1.0';
+
+/** Send a log line to the host (level: trace, debug, info, warn, error). */
+export function log(level, message) {
+  hostLog(level, String(message));
+}
+
+// ------------------------------------------------------------------------------------
+// n-d views
+
+/**
+ * A strided n-d view of a typed array (LiberTEM's buffer views): `shape`, `strides` (in
+ * elements), `offset`; the last axis is contiguous. `v.at(i, j)`, `v.set([i, j], x)`,
+ * `v.sub(i)` (index axis 0), `v.row(i, j)` (a typed subarray of the last axis, no copy),
+ * `v.rows()` (all of them), `v.flat()` (the whole view when contiguous).
+ */
+export class View {
+  constructor(data, shape, strides, offset = 0, dtype = undefined) {
+    this.data = data;
+    this.shape = shape;
+    this.offset = offset;
+    this.dtype = dtype;
+    if (!strides) {
+      strides = new Array(shape.length);
+      let step = 1;
+      for (let i = shape.length - 1; i >= 0; i--) {
+        strides[i] = step;
+        step *= shape[i];
+      }
+    }
+    this.strides = strides;
+  }
+  get ndim() {
+    return this.shape.length;
+  }
+  get size() {
+    return product(this.shape);
+  }
+  index(idx) {
+    if (idx.length !== this.shape.length) {
+      throw UdfError.internal(`${idx.length} indices for a ${this.shape.length}-d view`);
+    }
+    let off = this.offset;
+    for (let a = 0; a < idx.length; a++) {
+      const i = idx[a];
+      if (i < 0 || i >= this.shape[a]) throw UdfError.internal(`index ${i} out of range for length ${this.shape[a]}`);
+      off += i * this.strides[a];
+    }
+    return off;
+  }
+  at(...idx) {
+    return this.data[this.index(idx)];
+  }
+  set(idx, value) {
+    this.data[this.index(idx)] = value;
+  }
+  sub(i) {
+    if (i < 0 || i >= this.shape[0]) throw UdfError.internal(`index ${i} out of range for length ${this.shape[0]}`);
+    return new View(this.data, this.shape.slice(1), this.strides.slice(1), this.offset + i * this.strides[0], this.dtype);
+  }
+  row(...idx) {
+    let start = this.offset;
+    for (let a = 0; a < idx.length; a++) start += idx[a] * this.strides[a];
+    return this.data.subarray(start, start + this.shape[this.shape.length - 1]);
+  }
+  *rows() {
+    const nd = this.shape.length;
+    if (nd <= 1) {
+      yield this.data.subarray(this.offset, this.offset + (nd ? this.shape[0] : 1));
+      return;
+    }
+    const outer = this.shape.slice(0, -1);
+    const n = this.shape[nd - 1];
+    const idx = new Array(outer.length).fill(0);
+    const count = product(outer);
+    for (let k = 0; k < count; k++) {
+      let start = this.offset;
+      for (let a = 0; a < outer.length; a++) start += idx[a] * this.strides[a];
+      yield this.data.subarray(start, start + n);
+      for (let a = outer.length - 1; a >= 0; a--) {
+        if (++idx[a] < outer[a]) break;
+        idx[a] = 0;
+      }
+    }
+  }
+  isContiguous() {
+    let step = 1;
+    for (let a = this.shape.length - 1; a >= 0; a--) {
+      if (this.shape[a] > 1 && this.strides[a] !== step) return false;
+      step *= this.shape[a];
+    }
+    return true;
+  }
+  flat() {
+    if (!this.isContiguous()) throw UdfError.internal('flat() of a non-contiguous view; use rows()');
+    return this.data.subarray(this.offset, this.offset + this.size);
+  }
+  fill(value) {
+    for (const row of this.rows()) row.fill(value);
+  }
+}
+
+/** `dest += src` elementwise for two views of the same shape. */
+export function iadd(dest, src) {
+  if (dest.shape.join() !== src.shape.join()) {
+    throw UdfError.internal(`iadd: shapes [${dest.shape}] and [${src.shape}] differ`);
+  }
+  const d = dest.rows();
+  const s = src.rows();
+  for (;;) {
+    const a = d.next();
+    const b = s.next();
+    if (a.done) break;
+    const x = a.value;
+    const y = b.value;
+    for (let i = 0; i < x.length; i++) x[i] += y[i];
+  }
+}
+
+function arrayBytes(nd) {
+  const data = nd.data;
+  if (data.tag === 'bytes' || data.tag === 'uint8') return data.val;
+  const dtype = dtypeName(nd.dtype);
+  if (data.tag === 'boolean') return Uint8Array.from(data.val, (v) => (v ? 1 : 0));
+  const Ctor = DTYPE_INFO[dtype][0];
+  const arr = Ctor.from(data.val);
+  return new Uint8Array(arr.buffer, arr.byteOffset, arr.byteLength);
+}
+
+/** An array parameter: `dtype`, `shape` and a typed `view`. */
+export class ArrayParam {
+  constructor(nd) {
+    this.dtype = dtypeName(nd.dtype);
+    this.shape = nums(nd.shape);
+    this.view = new View(typed(arrayBytes(nd), this.dtype), valueShape(this.dtype, this.shape), null, 0, this.dtype);
+  }
+  /** The elements as a flat array of numbers (BigInt for 64-bit integers). */
+  values() {
+    const out = [];
+    for (const row of this.view.rows()) out.push(...row);
+    return out;
+  }
+}
+
+// ------------------------------------------------------------------------------------
+// description, params, buffers
+
+const optional = (v, make) => (v === undefined || v === null ? undefined : make(v));
+
+/** Parameter declarations: `param.float(name, doc, default)` etc. (no default: required). */
+export const param = {
+  boolean: (name, doc, def) => ({ name, ty: 'boolean', doc, default: optional(def, (v) => ({ tag: 'boolean', val: v })), navAux: false }),
+  int: (name, doc, def) => ({ name, ty: 'int', doc, default: optional(def, (v) => ({ tag: 'int', val: BigInt(v) })), navAux: false }),
+  float: (name, doc, def) => ({ name, ty: 'float', doc, default: optional(def, (v) => ({ tag: 'float', val: v })), navAux: false }),
+  text: (name, doc, def) => ({ name, ty: 'text', doc, default: optional(def, (v) => ({ tag: 'text', val: v })), navAux: false }),
+  /** A required n-d array; `navAux` for per-frame aux data. */
+  array: (name, doc, navAux = false) => ({ name, ty: 'array', doc, default: undefined, navAux }),
+};
+
+function preference(dtype) {
+  return dtype === undefined || dtype === 'native' ? { tag: 'native' } : { tag: 'prefer', val: witDtype(dtype) };
+}
+
+function tiling(depth, size) {
+  return {
+    depth: depth === undefined ? { tag: 'default' } : depth === 'max' ? { tag: 'max' } : { tag: 'frames', val: BigInt(depth) },
+    totalSize: size === undefined ? { tag: 'best-fit' } : size === 'max' ? { tag: 'max' } : { tag: 'bytes', val: BigInt(size) },
+  };
+}
+
+/**
+ * A plugin description: `{name, version, summary, params, methods (['tile'] by default;
+ * order of preference), inputDtype ('float32' by default; 'native'), tileDepth (undefined,
+ * 'max' or frames), tileSize (undefined, 'max' or bytes), customMerge, customResults,
+ * mainPreprocess}`.
+ */
+export function description(d) {
+  return {
+    name: d.name,
+    version: d.version,
+    summary: d.summary,
+    params: d.params ?? [],
+    methods: d.methods ?? ['tile'],
+    inputDtype: d.inputDtype ?? 'float32',
+    tileDepth: d.tileDepth,
+    tileSize: d.tileSize,
+    customMerge: !!d.customMerge,
+    customResults: !!d.customResults,
+    mainPreprocess: !!d.mainPreprocess,
+  };
+}
+
+function witDescription(d) {
+  return {
+    name: d.name,
+    version: d.version,
+    summary: d.summary,
+    params: d.params,
+    methods: d.methods,
+    inputDtype: preference(d.inputDtype),
+    tiling: tiling(d.tileDepth, d.tileSize),
+    customMerge: d.customMerge,
+    customResults: d.customResults,
+    mainPreprocess: d.mainPreprocess,
+    dataAccess: 'bytes',
+  };
+}
+
+/** Result buffer declarations: `buffer.nav(name, dtype, extraShape = [], use = 'normal')`
+ * (use: 'normal', 'private', 'result-only'). */
+export const buffer = {
+  nav: (name, dtype, extraShape = [], use = 'normal') => ({ name, kind: 'nav', dtype, extraShape, use }),
+  sig: (name, dtype, extraShape = [], use = 'normal') => ({ name, kind: 'sig', dtype, extraShape, use }),
+  single: (name, dtype, extraShape = [], use = 'normal') => ({ name, kind: 'single', dtype, extraShape, use }),
+};
+
+function witDecl(d) {
+  return { name: d.name, kind: d.kind, dtype: witDtype(d.dtype), extraShape: u64s(d.extraShape), usage: d.use };
+}
+
+/** The run's parameters by name: `params.float('r')`, `.int` (a Number), `.boolean`,
+ * `.text`, `.array` (an `ArrayParam`), `params.has(name)`. */
+export class Params {
+  constructor(list) {
+    this.values = new Map(list.map((p) => [p.name, p.value]));
+    this.arrays = new Map();
+  }
+  has(name) {
+    return this.values.has(name);
+  }
+  get(name, tag, what) {
+    const v = this.values.get(name);
+    if (v === undefined) throw UdfError.badParam(`parameter '${name}' is missing`);
+    if (v.tag !== tag) throw UdfError.badParam(`parameter '${name}' is not ${what}`);
+    return v.val;
+  }
+  boolean(name) {
+    return this.get(name, 'boolean', 'a boolean');
+  }
+  int(name) {
+    return Number(this.get(name, 'int', 'an integer'));
+  }
+  float(name) {
+    const v = this.values.get(name);
+    if (v && v.tag === 'int') return Number(v.val);
+    return this.get(name, 'float', 'a float');
+  }
+  text(name) {
+    return this.get(name, 'text', 'text');
+  }
+  array(name) {
+    if (!this.arrays.has(name)) this.arrays.set(name, new ArrayParam(this.get(name, 'array', 'an array')));
+    return this.arrays.get(name);
+  }
+}
+
+/** Dataset meta: navShape, sigShape, datasetDtype, inputDtype (names), roiCount
+ * (undefined without ROI), frames (selected frames). */
+export class Dataset {
+  constructor(m) {
+    this.navShape = nums(m.navShape);
+    this.sigShape = nums(m.sigShape);
+    this.datasetDtype = dtypeName(m.datasetDtype);
+    this.inputDtype = dtypeName(m.inputDtype);
+    this.roiCount = m.roiCount === undefined || m.roiCount === null ? undefined : Number(m.roiCount);
+    this.threadsPerWorker = m.threadsPerWorker;
+    this.frames = this.roiCount ?? product(this.navShape);
+  }
+  /** True nav coordinates of a true flat nav index. */
+  navCoordinates(index) {
+    const out = new Array(this.navShape.length);
+    for (let a = this.navShape.length - 1; a >= 0; a--) {
+      out[a] = index % this.navShape[a];
+      index = Math.floor(index / this.navShape[a]);
+    }
+    return out;
+  }
+}
+
+/** A worker's partition: index, origin (compressed), frames, method. */
+export class Partition {
+  constructor(p) {
+    this.index = p.index;
+    this.origin = Number(p.origin);
+    this.frames = Number(p.frames);
+    this.method = p.method;
+    this.tileDepth = Number(p.tileDepth);
+  }
+}
+
+// ------------------------------------------------------------------------------------
+// buffers
+
+function storageShape(d, frames, sigShape) {
+  let shape = d.kind === 'nav' ? [frames] : d.kind === 'sig' ? [...sigShape] : [];
+  shape = shape.concat(nums(d.extraShape));
+  return shape.length ? shape : [1];
+}
+
+/**
+ * Result buffers by name, seen through the current unit (docs/contract.md):
+ * `results.get(name)` is a `View` — in processTile a nav buffer's rows of the tile
+ * `(T, *E)` and a sig buffer's part under the tile `(*s, *E)`; in processFrame a nav
+ * buffer's entry `E` (or `(1,)`) and the whole sig buffer; otherwise the whole buffer.
+ */
+export class Buffers {
+  constructor(list, sigDims = 0) {
+    this.buffers = new Map(list.map((b) => [b.name, b]));
+    this.sigDims = sigDims;
+    this.unit = null; // null: whole; {tile: [n0, n1], sigOrigin, sigShape}; {frame: n}
+  }
+  names() {
+    return [...this.buffers.keys()];
+  }
+  buffer(name) {
+    const b = this.buffers.get(name);
+    if (!b) throw UdfError.internal(`no buffer '${name}' (buffers: ${this.names().join(', ')})`);
+    return b;
+  }
+  dtype(name) {
+    return this.buffer(name).dtype;
+  }
+  /** The whole buffer, whatever the unit. */
+  whole(name) {
+    const b = this.buffer(name);
+    return new View(b.data, valueShape(b.dtype, b.shape), null, 0, b.dtype);
+  }
+  get(name) {
+    const b = this.buffer(name);
+    const view = this.whole(name);
+    const unit = this.unit;
+    if (unit === null || b.kind === null || b.kind === 'single') return view;
+    if (b.kind === 'nav') {
+      if (unit.tile) {
+        const [n0, n1] = unit.tile;
+        return new View(b.data, [n1 - n0, ...view.shape.slice(1)], view.strides, n0 * view.strides[0], b.dtype);
+      }
+      const sub = view.sub(unit.frame);
+      return sub.shape.length ? sub : new View(b.data, [1], [1], sub.offset, b.dtype);
+    }
+    if (unit.tile) {
+      let off = 0;
+      const k = Math.min(this.sigDims, unit.sigOrigin.length);
+      for (let a = 0; a < k; a++) off += unit.sigOrigin[a] * view.strides[a];
+      return new View(b.data, [...unit.sigShape.slice(0, k), ...view.shape.slice(k)], view.strides, off, b.dtype);
+    }
+    return view;
+  }
+  /** A buffer unchanged, as a result. */
+  result(name) {
+    const b = this.buffer(name);
+    return { name, dtype: b.dtype, shape: b.shape, data: b.data };
+  }
+  named() {
+    return [...this.buffers.values()].map((b) => ({
+      name: b.name,
+      data: { dtype: witDtype(b.dtype), shape: u64s(b.shape), data: { tag: 'bytes', val: b.bytes } },
+    }));
+  }
+}
+
+function makeBuffer(name, kind, dtype, shape, bytes) {
+  return { name, kind, dtype, shape, bytes, data: typed(bytes, dtype) };
+}
+
+function allocate(decls, frames, sigShape) {
+  const list = [];
+  for (const d of decls) {
+    if (d.use === 'result-only') continue;
+    const shape = storageShape(d, frames, sigShape);
+    list.push(makeBuffer(d.name, d.kind, d.dtype, shape, new Uint8Array(product(shape) * itemsize(d.dtype))));
+  }
+  return new Buffers(list, sigShape.length);
+}
+
+function fromNamed(arrays) {
+  return new Buffers(
+    arrays.map((a) => {
+      const dtype = dtypeName(a.data.dtype);
+      const shape = nums(a.data.shape);
+      let bytes = arrayBytes(a.data);
+      if (bytes.byteLength !== product(shape) * itemsize(dtype)) {
+        throw UdfError.internal(`buffer '${a.name}' from the host has ${bytes.byteLength} bytes, expected ${product(shape) * itemsize(dtype)}`);
+      }
+      return makeBuffer(a.name, null, dtype, shape, bytes);
+    }),
+  );
+}
+
+/** A result of getResults: `{name, dtype, shape, data (a typed array), valid (optional
+ * array of booleans)}`. */
+export function result(name, dtype, shape, data, valid = undefined) {
+  return { name, dtype, shape, data, valid };
+}
+
+function witResult(r) {
+  const d = r.data;
+  const bytes = new Uint8Array(d.buffer, d.byteOffset, d.byteLength);
+  return {
+    name: r.name,
+    data: { dtype: witDtype(r.dtype), shape: u64s(r.shape), data: { tag: 'bytes', val: bytes } },
+    valid: r.valid === undefined ? undefined : r.valid.map(Boolean),
+  };
+}
+
+// ------------------------------------------------------------------------------------
+// tiles and frames
+
+/** A tile: `frames` consecutive frames times one signal slice. `data` is a `View`
+ * `[frames, ...sigShape]`; origin (compressed flat nav index), sigOrigin, sigShape,
+ * schemeIndex, trueNavIndices, dtype, navOffset (first frame within the partition). */
+export class Tile {
+  constructor(raw, ctx) {
+    this.ctx = ctx;
+    this.dtype = ctx.dataset.inputDtype;
+    this.frames = Number(raw.frames);
+    this.origin = Number(raw.origin);
+    this.schemeIndex = raw.schemeIndex;
+    this.sigOrigin = nums(raw.sig.origin);
+    this.sigShape = nums(raw.sig.shape);
+    this.trueNavIndices = raw.trueNavIndices;
+    const bytes = arrayBytes({ dtype: witDtype(this.dtype), data: raw.data });
+    this.data = new View(typed(bytes, this.dtype), valueShape(this.dtype, [this.frames, ...this.sigShape]), null, 0, this.dtype);
+    this.navOffset = this.origin - (ctx.partition ? ctx.partition.origin : 0);
+  }
+  get frameLen() {
+    return product(this.sigShape);
+  }
+  frame(i) {
+    return new Frame(this, i);
+  }
+  coordinates() {
+    return Array.from(this.trueNavIndices, (i) => this.ctx.dataset.navCoordinates(Number(i)));
+  }
+  /** Per-frame aux data of this tile's frames: `[frames, ...extra]`. */
+  aux(name) {
+    const v = this.ctx.params.array(name).view;
+    return new View(v.data, [this.frames, ...v.shape.slice(1)], v.strides, v.offset + this.navOffset * v.strides[0], v.dtype);
+  }
+}
+
+/** One full frame: `data` (a `View` of the signal shape), navIndex (compressed),
+ * trueNavIndex, coordinates, aux(name). */
+export class Frame {
+  constructor(tile, i) {
+    this.tile = tile;
+    this.index = i;
+    this.data = tile.data.sub(i);
+    this.dtype = tile.dtype;
+    this.navIndex = tile.origin + i;
+    this.trueNavIndex = Number(tile.trueNavIndices[i]);
+  }
+  get coordinates() {
+    return this.tile.ctx.dataset.navCoordinates(this.trueNavIndex);
+  }
+  flat() {
+    return this.data.flat();
+  }
+  aux(name) {
+    const sub = this.tile.ctx.params.array(name).view.sub(this.tile.navOffset + this.index);
+    return sub.shape.length ? sub : new View(sub.data, [1], [1], sub.offset, sub.dtype);
+  }
+}
+
+// ------------------------------------------------------------------------------------
+// the plugin base class and the export adapter
+
+/**
+ * Base class of a plugin. Set `static description`; implement `static resultBuffers` and one
+ * of `processTile(tile, results)`, `processFrame(frame, results)`,
+ * `processPartition(tile, results)`. Optional: `static plan(params, dataset)`,
+ * `constructor(ctx)` (per partition: task data), `preprocess(ctx, results)`,
+ * `postprocess(ctx, results)`, `static merge(ctx, dest, src)` (with customMerge),
+ * `static getResults(ctx, buffers)` (with customResults; returns `result(...)`s).
+ */
+export class Udf {
+  constructor(_ctx) {}
+  static plan(_params, _dataset) {
+    const d = this.description;
+    return { method: d.methods[0], inputDtype: d.inputDtype, tileDepth: d.tileDepth, tileSize: d.tileSize };
+  }
+  static resultBuffers(_params, _dataset) {
+    return [];
+  }
+  preprocess(_ctx, _results) {}
+  postprocess(_ctx, _results) {}
+  static merge(_ctx, _dest, _src) {
+    throw UdfError.internal('merge is not implemented');
+  }
+  static getResults(_ctx, buffers) {
+    return buffers.names().map((n) => buffers.result(n));
+  }
+}
+
+function guard(f) {
+  return (...args) => {
+    try {
+      return f(...args);
+    } catch (e) {
+      if (e instanceof UdfError) throw e;
+      hostLog('error', `javascript exception: ${e && e.stack ? `${e}\n${e.stack}` : e}`);
+      throw e;
+    }
+  };
+}
+
+/** The object to export as `udf` from the plugin module. */
+export function exportUdf(Cls) {
+  let worker = null;
+  const need = () => {
+    if (!worker) throw UdfError.internal('called before init');
+    return worker;
+  };
+  return {
+    describe: guard(() => witDescription(Cls.description)),
+    plan: guard((params, dataset) => {
+      const p = Cls.plan(new Params(params), new Dataset(dataset));
+      return { method: p.method, inputDtype: preference(p.inputDtype), tiling: tiling(p.tileDepth, p.tileSize) };
+    }),
+    resultBuffers: guard((params, dataset) => Cls.resultBuffers(new Params(params), new Dataset(dataset)).map(witDecl)),
+    init: guard((c) => {
+      const params = new Params(c.params);
+      const dataset = new Dataset(c.dataset);
+      const partition = c.partition ? new Partition(c.partition) : undefined;
+      const ctx = { params, dataset, partition };
+      const frames = partition ? partition.frames : dataset.frames;
+      const buffers = allocate(Cls.resultBuffers(params, dataset), frames, dataset.sigShape);
+      worker = { ctx, buffers, method: partition ? partition.method : 'partition', udf: null };
+      worker.udf = new Cls(ctx);
+    }),
+    preprocess: guard(() => {
+      const w = need();
+      w.buffers.unit = null;
+      w.udf.preprocess(w.ctx, w.buffers);
+    }),
+    process: guard((raw) => {
+      const w = need();
+      const tile = new Tile(raw, w.ctx);
+      if (w.method === 'tile') {
+        w.buffers.unit = { tile: [tile.navOffset, tile.navOffset + tile.frames], sigOrigin: tile.sigOrigin, sigShape: tile.sigShape };
+        w.udf.processTile(tile, w.buffers);
+      } else if (w.method === 'frame') {
+        for (let i = 0; i < tile.frames; i++) {
+          w.buffers.unit = { frame: tile.navOffset + i };
+          w.udf.processFrame(new Frame(tile, i), w.buffers);
+        }
+      } else {
+        w.buffers.unit = null;
+        w.udf.processPartition(tile, w.buffers);
+      }
+    }),
+    postprocess: guard(() => {
+      const w = need();
+      w.buffers.unit = null;
+      w.udf.postprocess(w.ctx, w.buffers);
+    }),
+    exportBuffers: guard(() => {
+      const w = need();
+      worker = null;
+      return w.buffers.named();
+    }),
+    merge: guard((c, dest, src) => {
+      const ctx = {
+        params: new Params(c.params),
+        dataset: new Dataset(c.dataset),
+        partition: new Partition(c.partition),
+        validNavMask: c.validNavMask,
+      };
+      const d = fromNamed(dest);
+      Cls.merge(ctx, d, fromNamed(src));
+      return d.named();
+    }),
+    getResults: guard((c, buffers) => {
+      const ctx = { params: new Params(c.params), dataset: new Dataset(c.dataset), validNavMask: c.validNavMask, roi: c.roi };
+      return Cls.getResults(ctx, fromNamed(buffers)).map(witResult);
+    }),
+  };
+}

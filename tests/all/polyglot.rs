@@ -1,0 +1,451 @@
+//! Plugins written in C, Zig, Python and JavaScript (`plugins/polyglot/`, SDKs in
+//! `guest-sdk/{c,zig,python,js}`) against plain-Rust references and the Rust `sum`/`sumsig`, across partitionings, odd
+//! tile shapes, dtypes and a ROI.
+//!
+//! Python and JavaScript components take seconds to compile; the shared test cache
+//! (`udf_host_tests::test_cache_dir()`) makes reruns fast. C and Zig components are
+//! committed (`scripts/polyglot/fixtures.sh` rebuilds them bit for bit); Python and
+//! JavaScript ones are built by `scripts/polyglot/{python,js}.sh` into `target/polyglot/`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use udf_host::array::NdArray;
+use udf_host::dataset::OpenOptions;
+use udf_host::dtype::DType;
+use udf_host::exec::{RunError, RunOptions};
+use udf_host::roi::Roi;
+use udf_host::udf::{ParamValue, Params, Udf};
+use udf_host::wasm::{RuntimeOptions, WasmRuntime};
+use udf_host_tests::fixtures::{self, Data, Ty};
+use udf_host_tests::reference::{assert_close, sum_frames, sum_sig, to_f64};
+use udf_host_tests::{params, plugin, run_on, runtime_options};
+
+/// Languages with `sum` and `sumsig` plugins.
+const LANGUAGES: [&str; 4] = ["c", "zig", "python", "js"];
+
+/// The component `<language>/<name>.wasm`: committed in `tests/fixtures/polyglot/` (C, Zig)
+/// or built by `scripts/polyglot/<language>.sh` into `target/polyglot/` (Python, JS;
+/// `scripts/test.sh` and CI build them).
+fn component(language: &str, name: &str) -> PathBuf {
+    let file = format!("{name}.wasm");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let committed = root.join("tests/fixtures/polyglot").join(language).join(&file);
+    if committed.exists() {
+        return committed;
+    }
+    let built = root.join("target/polyglot").join(language).join(&file);
+    assert!(
+        built.exists(),
+        "{} is missing: build it with scripts/polyglot/{language}.sh (scripts/test.sh does)",
+        built.display()
+    );
+    built
+}
+
+/// A runtime for these tests: the shared test cache, and time to compile the Python and
+/// JavaScript components (seconds each, minutes on a busy machine) on a first run.
+fn polyglot_runtime() -> &'static WasmRuntime {
+    static RUNTIME: OnceLock<WasmRuntime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        let options = RuntimeOptions { compile_timeout: Duration::from_secs(1800), ..runtime_options() };
+        WasmRuntime::new(options).expect("runtime")
+    })
+}
+
+/// Load a component once per test process: the tests run in parallel, and compiling a
+/// Python or JavaScript component twice at once would only cost time.
+fn load_path(path: &Path) -> Arc<dyn Udf> {
+    static LOADED: Mutex<BTreeMap<PathBuf, Arc<dyn Udf>>> = Mutex::new(BTreeMap::new());
+    let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(udf) = loaded.get(path) {
+        return udf.clone();
+    }
+    let (udf, _) = polyglot_runtime().load(path).unwrap_or_else(|e| panic!("{e}"));
+    let udf: Arc<dyn Udf> = Arc::new(udf);
+    loaded.insert(path.to_owned(), udf.clone());
+    udf
+}
+
+/// A polyglot plugin.
+fn load_polyglot(language: &str, name: &str) -> Arc<dyn Udf> {
+    load_path(&component(language, name))
+}
+
+/// A Rust plugin from `plugins/`, with the same runtime.
+fn load_rust(name: &str) -> Arc<dyn Udf> {
+    load_path(&plugin(name))
+}
+
+fn write_npy(dir: &Path, data: &Data, ty: Ty) -> PathBuf {
+    let path = dir.join(format!("data-{ty:?}-{}.npy", data.frames()));
+    fixtures::write_npy(&path, data, ty);
+    path
+}
+
+fn array_param(dtype: DType, shape: &[usize], values: &[f64]) -> ParamValue {
+    let bytes: Vec<u8> = match dtype {
+        DType::F32 => values.iter().flat_map(|&v| (v as f32).to_le_bytes()).collect(),
+        DType::F64 => values.iter().flat_map(|&v| v.to_le_bytes()).collect(),
+        other => panic!("array_param: {other:?}"),
+    };
+    ParamValue::Array(Arc::new(NdArray::from_bytes(dtype, shape, &bytes).expect("array param")))
+}
+
+#[test]
+fn sum_and_sumsig_in_every_language_match_the_reference_and_the_rust_plugins() {
+    let dir = tempfile::tempdir().unwrap();
+    // 35 frames of 19 x 23: no tile shape below divides the frame evenly.
+    let data = fixtures::mk_random(&[5, 7], &[19, 23], 11);
+    let rust_sum = load_rust("sum");
+    let rust_sumsig = load_rust("sumsig");
+    for language in LANGUAGES {
+        let sum = load_polyglot(language, "sum");
+        let sumsig = load_polyglot(language, "sumsig");
+        for ty in [Ty::F32, Ty::U16] {
+            let path = write_npy(dir.path(), &data, ty);
+            let stored = data.rounded(ty);
+            let expected_sum = sum_frames(&stored, None);
+            let expected_sig = sum_sig(&stored);
+            for partitions in [1, 3, 7] {
+                for tile in [None, Some(vec![3, 5, 7]), Some(vec![1, 19, 23]), Some(vec![4, 19, 4])] {
+                    let what = format!("{language} {ty:?} partitions={partitions} tile={tile:?}");
+                    let options = RunOptions { partitions: Some(partitions), tile_shape: tile, ..Default::default() };
+                    let udfs: Vec<(Arc<dyn Udf>, Params)> = vec![
+                        (sum.clone(), Params::default()),
+                        (sumsig.clone(), Params::default()),
+                        (rust_sum.clone(), Params::default()),
+                        (rust_sumsig.clone(), Params::default()),
+                    ];
+                    let results =
+                        run_on(&path, &OpenOptions::default(), udfs, options).unwrap_or_else(|e| panic!("{what}: {e}"));
+                    assert_eq!(results.input_dtype, DType::F32, "{what}");
+                    let s = results.udfs[0].buffer("intensity").expect("sum intensity");
+                    assert_eq!(s.data.shape(), &[19, 23], "{what}");
+                    assert_eq!(s.dtype(), DType::F32, "{what}");
+                    assert_close(&to_f64(&s.data), &expected_sum, 1e-5, &format!("sum {what}"));
+                    let rust = results.udfs[2].buffer("intensity").unwrap();
+                    assert_close(&to_f64(&s.data), &to_f64(&rust.data), 1e-5, &format!("sum vs Rust {what}"));
+                    let ss = results.udfs[1].buffer("intensity").expect("sumsig intensity");
+                    assert_eq!(ss.data.shape(), &[5, 7], "{what}");
+                    assert_eq!(ss.dtype(), DType::F32, "{what}");
+                    assert_close(&to_f64(&ss.data), &expected_sig, 1e-5, &format!("sumsig {what}"));
+                    let rust = results.udfs[3].buffer("intensity").unwrap();
+                    assert_close(&to_f64(&ss.data), &to_f64(&rust.data), 1e-5, &format!("sumsig vs Rust {what}"));
+                    assert!(s.all_valid && ss.all_valid, "{what}: complete run is all valid");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn sum_in_every_language_follows_the_input_dtype_rule_and_its_dtype_param() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = fixtures::mk_random(&[4, 4], &[8, 8], 12);
+    let f64_path = write_npy(dir.path(), &data, Ty::F64);
+    let i32_path = write_npy(dir.path(), &data, Ty::I32);
+    for language in LANGUAGES {
+        let sum = load_polyglot(language, "sum");
+        let sumsig = load_polyglot(language, "sumsig");
+        // float64 data: float32 preferred + float64 native = float64: exact sums.
+        let options = RunOptions { partitions: Some(3), tile_shape: Some(vec![3, 5, 8]), ..Default::default() };
+        let udfs = vec![(sum.clone(), Params::default()), (sumsig.clone(), Params::default())];
+        let results = run_on(&f64_path, &OpenOptions::default(), udfs, options.clone()).unwrap();
+        assert_eq!(results.input_dtype, DType::F64, "{language}");
+        let s = results.udfs[0].buffer("intensity").unwrap();
+        assert_eq!(s.dtype(), DType::F64, "{language}");
+        assert_close(&to_f64(&s.data), &sum_frames(&data, None), 1e-12, &format!("{language} float64 sum"));
+        let ss = results.udfs[1].buffer("intensity").unwrap();
+        assert_eq!(ss.dtype(), DType::F64, "{language}");
+        assert_close(&to_f64(&ss.data), &sum_sig(&data), 1e-12, &format!("{language} float64 sumsig"));
+        // int32 data with dtype=int32: integer buffers, exact.
+        let p = params(&[("dtype", ParamValue::Text("int32".into()))]);
+        let udfs = vec![(sum.clone(), p), (sumsig.clone(), Params::default())];
+        let results = run_on(&i32_path, &OpenOptions::default(), udfs, options).unwrap();
+        assert_eq!(results.input_dtype, DType::I32, "{language}");
+        let s = results.udfs[0].buffer("intensity").unwrap();
+        assert_eq!(s.dtype(), DType::I32, "{language}");
+        assert_eq!(to_f64(&s.data), sum_frames(&data.rounded(Ty::I32), None), "{language} int32 sum");
+        let ss = results.udfs[1].buffer("intensity").unwrap();
+        assert_eq!(ss.dtype(), DType::I32, "{language}");
+        assert_eq!(to_f64(&ss.data), sum_sig(&data.rounded(Ty::I32)), "{language} int32 sumsig");
+    }
+}
+
+#[test]
+fn sumsig_in_every_language_fills_only_the_roi() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = fixtures::mk_random(&[6, 5], &[7, 9], 13);
+    let path = write_npy(dir.path(), &data, Ty::F32);
+    let roi: Vec<bool> = (0..30).map(|i| i % 3 != 1 && i != 17).collect();
+    let expected = sum_sig(&data);
+    for language in LANGUAGES {
+        let options = RunOptions {
+            partitions: Some(4),
+            tile_shape: Some(vec![2, 3, 9]),
+            roi: Some(Roi::from_mask(roi.clone())),
+            ..Default::default()
+        };
+        let udfs = vec![(load_polyglot(language, "sumsig"), Params::default())];
+        let results = run_on(&path, &OpenOptions::default(), udfs, options).unwrap();
+        let ss = results.udfs[0].buffer("intensity").unwrap();
+        let got = to_f64(&ss.data);
+        for (i, (&g, &e)) in got.iter().zip(&expected).enumerate() {
+            if roi[i] {
+                assert!((g - e).abs() <= 1e-5 * e.abs() + 1e-8, "{language} frame {i}: got {g}, expected {e}");
+            } else {
+                assert!(g.is_nan(), "{language} frame {i} is outside the ROI: got {g}, expected NaN");
+            }
+        }
+    }
+}
+
+#[test]
+fn polyglot_plugins_report_a_bad_dtype_param_as_a_typed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = fixtures::mk_random(&[2, 2], &[4, 4], 14);
+    let path = write_npy(dir.path(), &data, Ty::F32);
+    for language in LANGUAGES {
+        let p = params(&[("dtype", ParamValue::Text("float17".into()))]);
+        let udfs = vec![(load_polyglot(language, "sum"), p)];
+        let err = run_on(&path, &OpenOptions::default(), udfs, RunOptions::default()).err();
+        let message = match err {
+            Some(e @ RunError::Udf { .. }) if e.is_user_error() => format!("{e}"),
+            Some(other) => panic!("{language}: expected a bad-param error from the plugin, got {other}"),
+            None => panic!("{language}: a bad dtype param was accepted"),
+        };
+        assert!(message.contains("float17"), "{language}: {message}");
+    }
+}
+
+/// CoMUDF's raw centre of mass and field (BUILTINS.md §5), written out as plain loops.
+struct ComReference {
+    raw_com: Vec<[f64; 2]>,
+    raw_shifts: Vec<[f64; 2]>,
+    field: Vec<[f64; 2]>,
+}
+
+fn com_reference(data: &Data, cy: f64, cx: f64, r: f64, ri: f64, rotation_deg: f64, flip_y: bool) -> ComReference {
+    let (sy, sx) = (data.sig[0], data.sig[1]);
+    let mut out = ComReference { raw_com: vec![], raw_shifts: vec![], field: vec![] };
+    for n in 0..data.frames() {
+        let frame = data.frame(n);
+        let (mut i, mut gy, mut gx) = (0.0, 0.0, 0.0);
+        for y in 0..sy {
+            for x in 0..sx {
+                let d2 = (y as f64 - cy).powi(2) + (x as f64 - cx).powi(2);
+                let inside = d2 <= r * r && (ri <= 0.0 || d2 > ri * ri);
+                if inside {
+                    let v = frame[y * sx + x];
+                    i += v;
+                    gy += v * y as f64;
+                    gx += v * x as f64;
+                }
+            }
+        }
+        let (shift_y, shift_x) = if i == 0.0 { (0.0, 0.0) } else { (gy / i - cy, gx / i - cx) };
+        out.raw_com.push([shift_y + cy, shift_x + cx]);
+        out.raw_shifts.push([shift_y, shift_x]);
+        let fy = if flip_y { -shift_y } else { shift_y };
+        let (s, c) = rotation_deg.to_radians().sin_cos();
+        out.field.push([c * fy + s * shift_x, -s * fy + c * shift_x]);
+    }
+    out
+}
+
+/// `np.gradient` of a `(ny, nx)` grid along `axis`: central differences inside, one-sided
+/// at the edges.
+fn gradient(f: &[f64], ny: usize, nx: usize, axis: usize) -> Vec<f64> {
+    let (n, step) = if axis == 0 { (ny, nx) } else { (nx, 1) };
+    (0..ny * nx)
+        .map(|at| {
+            let k = if axis == 0 { at / nx } else { at % nx };
+            if k == 0 {
+                f[at + step] - f[at]
+            } else if k == n - 1 {
+                f[at] - f[at - step]
+            } else {
+                (f[at + step] - f[at - step]) / 2.0
+            }
+        })
+        .collect()
+}
+
+/// CoMUDF's `divergence = d field_y / dy + d field_x / dx`, `curl = d field_y / dx - d field_x / dy`.
+fn divergence_and_curl(field_y: &[f64], field_x: &[f64], ny: usize, nx: usize) -> (Vec<f64>, Vec<f64>) {
+    let (dyy, dxx) = (gradient(field_y, ny, nx, 0), gradient(field_x, ny, nx, 1));
+    let (dyx, dxy) = (gradient(field_y, ny, nx, 1), gradient(field_x, ny, nx, 0));
+    let divergence = dyy.iter().zip(&dxx).map(|(a, b)| a + b).collect();
+    let curl = dyx.iter().zip(&dxy).map(|(a, b)| a - b).collect();
+    (divergence, curl)
+}
+
+#[test]
+fn c_com_matches_the_builtins_formulas() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = fixtures::mk_random(&[4, 5], &[16, 15], 15);
+    let path = write_npy(dir.path(), &data, Ty::F32);
+    let com = load_polyglot("c", "com");
+    let cases: [(&str, Vec<(&str, ParamValue)>, (f64, f64, f64, f64, f64, bool)); 3] = [
+        ("defaults", vec![], (8.0, 7.0, f64::INFINITY, 0.0, 0.0, false)),
+        (
+            "disk, rotation 30, flip_y",
+            vec![
+                ("cy", ParamValue::Float(6.5)),
+                ("cx", ParamValue::Float(8.0)),
+                ("r", ParamValue::Float(5.0)),
+                ("scan_rotation", ParamValue::Float(30.0)),
+                ("flip_y", ParamValue::Bool(true)),
+            ],
+            (6.5, 8.0, 5.0, 0.0, 30.0, true),
+        ),
+        (
+            "ring, rotation 90",
+            vec![
+                ("r", ParamValue::Float(7.0)),
+                ("ri", ParamValue::Float(2.0)),
+                ("scan_rotation", ParamValue::Float(90.0)),
+            ],
+            (8.0, 7.0, 7.0, 2.0, 90.0, false),
+        ),
+    ];
+    for (name, p, (cy, cx, r, ri, rot, flip)) in cases {
+        let expected = com_reference(&data, cy, cx, r, ri, rot, flip);
+        for (partitions, tile) in [(1, None), (3, Some(vec![3, 5, 7])), (6, Some(vec![2, 16, 4]))] {
+            let what = format!("{name}, {partitions} partitions, tile {tile:?}");
+            let options = RunOptions { partitions: Some(partitions), tile_shape: tile, ..Default::default() };
+            let results = run_on(&path, &OpenOptions::default(), vec![(com.clone(), params(&p))], options)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let buf = |n: &str| results.udfs[0].buffer(n).unwrap_or_else(|| panic!("{what}: no {n}"));
+            let flat = |v: &[[f64; 2]]| v.iter().flatten().copied().collect::<Vec<f64>>();
+            assert_eq!(buf("raw_com").data.shape(), &[4, 5, 2], "{what}");
+            assert_close(&to_f64(&buf("raw_com").data), &flat(&expected.raw_com), 1e-5, &format!("raw_com {what}"));
+            assert_close(
+                &to_f64(&buf("raw_shifts").data),
+                &flat(&expected.raw_shifts),
+                1e-4,
+                &format!("raw_shifts {what}"),
+            );
+            assert_close(&to_f64(&buf("field").data), &flat(&expected.field), 1e-4, &format!("field {what}"));
+            let field_y: Vec<f64> = expected.field.iter().map(|f| f[0]).collect();
+            let field_x: Vec<f64> = expected.field.iter().map(|f| f[1]).collect();
+            assert_close(&to_f64(&buf("field_y").data), &field_y, 1e-4, &format!("field_y {what}"));
+            assert_close(&to_f64(&buf("field_x").data), &field_x, 1e-4, &format!("field_x {what}"));
+            let magnitude: Vec<f64> = expected.field.iter().map(|f| f[0].hypot(f[1])).collect();
+            assert_close(&to_f64(&buf("magnitude").data), &magnitude, 1e-4, &format!("magnitude {what}"));
+            let (divergence, curl) = divergence_and_curl(&field_y, &field_x, 4, 5);
+            assert_close(&to_f64(&buf("divergence").data), &divergence, 1e-4, &format!("divergence {what}"));
+            assert_close(&to_f64(&buf("curl").data), &curl, 1e-4, &format!("curl {what}"));
+            assert!(results.udfs[0].buffer("raw_mask_result").is_none(), "{what}: the private buffer is no result");
+        }
+    }
+}
+
+#[test]
+fn zig_masks_match_the_dot_products() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = fixtures::mk_uniform(&[3, 7], &[9, 11], 16);
+    let path = write_npy(dir.path(), &data, Ty::F32);
+    // Three masks: a disk-ish pattern, a gradient, and a checkerboard with negative values.
+    let (m, px) = (3, 9 * 11);
+    let mut masks = vec![0.0; m * px];
+    for y in 0..9 {
+        for x in 0..11 {
+            let i = y * 11 + x;
+            masks[i] = if (y as f64 - 4.0).powi(2) + (x as f64 - 5.0).powi(2) <= 9.0 { 1.0 } else { 0.0 };
+            masks[px + i] = x as f64 * 0.25 + y as f64;
+            masks[2 * px + i] = if (x + y) % 2 == 0 { 1.5 } else { -0.5 };
+        }
+    }
+    let stored = data.rounded(Ty::F32);
+    let masks_ref = &masks;
+    let expected: Vec<f64> = (0..stored.frames())
+        .flat_map(|n| {
+            let frame = stored.frame(n);
+            (0..m).map(move |k| (0..px).map(|i| frame[i] * masks_ref[k * px + i]).sum::<f64>()).collect::<Vec<_>>()
+        })
+        .collect();
+    let zig = load_polyglot("zig", "masks");
+    for mask_dtype in [DType::F32, DType::F64] {
+        let p = params(&[("masks", array_param(mask_dtype, &[m, 9, 11], &masks))]);
+        for (partitions, tile) in [(1, None), (2, Some(vec![4, 3, 11])), (5, Some(vec![3, 9, 5]))] {
+            let what = format!("masks {mask_dtype:?}, {partitions} partitions, tile {tile:?}");
+            let options = RunOptions { partitions: Some(partitions), tile_shape: tile, ..Default::default() };
+            let results = run_on(&path, &OpenOptions::default(), vec![(zig.clone(), p.clone())], options)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(results.input_dtype, DType::F32, "{what}: float32 preferred and native");
+            let b = results.udfs[0].buffer("intensity").unwrap();
+            assert_eq!(b.data.shape(), &[3, 7, 3], "{what}");
+            assert_eq!(b.dtype(), mask_dtype, "{what}: result_type(float32, mask dtype)");
+            assert_close(&to_f64(&b.data), &expected, 1e-5, &what);
+        }
+    }
+}
+
+#[test]
+fn python_fem_matches_the_ring_standard_deviation() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = fixtures::mk_uniform(&[4, 3], &[13, 12], 17);
+    let path = write_npy(dir.path(), &data, Ty::F32);
+    let stored = data.rounded(Ty::F32);
+    let (cy, cx, r_in, r_out) = (6.0, 5.0, 2.0, 5.0);
+    let expected: Vec<f64> = (0..stored.frames())
+        .map(|n| {
+            let frame = stored.frame(n);
+            let ring: Vec<f64> = (0..13 * 12)
+                .filter(|i| {
+                    let d2 = ((i / 12) as f64 - cy).powi(2) + ((i % 12) as f64 - cx).powi(2);
+                    d2 <= r_out * r_out && d2 > r_in * r_in
+                })
+                .map(|i| frame[i])
+                .collect();
+            let mean = ring.iter().sum::<f64>() / ring.len() as f64;
+            (ring.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / ring.len() as f64).sqrt()
+        })
+        .collect();
+    let p = params(&[
+        ("center", array_param(DType::F64, &[2], &[cy, cx])),
+        ("rad_in", ParamValue::Float(r_in)),
+        ("rad_out", ParamValue::Float(r_out)),
+    ]);
+    let fem = load_polyglot("python", "fem");
+    for (partitions, tile) in [(1, None), (3, Some(vec![5, 13, 12]))] {
+        let what = format!("{partitions} partitions, tile {tile:?}");
+        let options = RunOptions { partitions: Some(partitions), tile_shape: tile, ..Default::default() };
+        let results = run_on(&path, &OpenOptions::default(), vec![(fem.clone(), p.clone())], options)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let b = results.udfs[0].buffer("intensity").unwrap();
+        assert_eq!(b.data.shape(), &[4, 3], "{what}");
+        assert_eq!(b.dtype(), DType::F32, "{what}");
+        assert_close(&to_f64(&b.data), &expected, 1e-5, &what);
+    }
+}
+
+#[test]
+fn js_logsum_matches_the_sum_of_log_scaled_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = fixtures::mk_random(&[5, 4], &[10, 7], 18);
+    let path = write_npy(dir.path(), &data, Ty::U16);
+    let stored = data.rounded(Ty::U16);
+    let mut expected = vec![0.0; 70];
+    for n in 0..stored.frames() {
+        let frame = stored.frame(n);
+        let min = frame.iter().copied().fold(f64::INFINITY, f64::min);
+        for (e, v) in expected.iter_mut().zip(frame) {
+            *e += (v - min + 1.0).ln();
+        }
+    }
+    let logsum = load_polyglot("js", "logsum");
+    for (partitions, tile) in [(1, None), (4, Some(vec![3, 10, 7]))] {
+        let what = format!("{partitions} partitions, tile {tile:?}");
+        let options = RunOptions { partitions: Some(partitions), tile_shape: tile, ..Default::default() };
+        let results = run_on(&path, &OpenOptions::default(), vec![(logsum.clone(), Params::default())], options)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let b = results.udfs[0].buffer("logsum").unwrap();
+        assert_eq!(b.data.shape(), &[10, 7], "{what}");
+        assert_eq!(b.dtype(), DType::F32, "{what}");
+        assert_close(&to_f64(&b.data), &expected, 1e-5, &what);
+    }
+}
