@@ -6,8 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-command -v node >/dev/null && command -v npm >/dev/null || { echo "error: node and npm are needed for the JavaScript plugins (apt-get install nodejs npm)" >&2; exit 1; }
-python3 -c "import venv" || { echo "error: python3 with venv is needed for the Python plugins (apt-get install python3-venv)" >&2; exit 1; }
+# Node.js for componentize-js, Python's venv for componentize-py: from apt when missing.
+source scripts/polyglot/common.sh
+{ command -v node && command -v npm; } >/dev/null || apt_install nodejs npm
+python3 -c "import venv, ensurepip" 2>/dev/null || apt_install python3-venv
 scripts/polyglot/python.sh
 scripts/polyglot/js.sh
 cargo test "$@"

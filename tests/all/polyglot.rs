@@ -160,16 +160,20 @@ fn sum_in_every_language_follows_the_input_dtype_rule_and_its_dtype_param() {
         let ss = results.udfs[1].buffer("intensity").unwrap();
         assert_eq!(ss.dtype(), DType::F64, "{language}");
         assert_close(&to_f64(&ss.data), &sum_sig(&data), 1e-12, &format!("{language} float64 sumsig"));
-        // int32 data with dtype=int32: integer buffers, exact.
+        // int32 data, sum with dtype=int32 alone: integer buffers, exact. (With another UDF
+        // in the same pass the one input dtype is the result type of all preferences.)
         let p = params(&[("dtype", ParamValue::Text("int32".into()))]);
-        let udfs = vec![(sum.clone(), p), (sumsig.clone(), Params::default())];
-        let results = run_on(&i32_path, &OpenOptions::default(), udfs, options).unwrap();
+        let results = run_on(&i32_path, &OpenOptions::default(), vec![(sum.clone(), p)], options.clone()).unwrap();
         assert_eq!(results.input_dtype, DType::I32, "{language}");
         let s = results.udfs[0].buffer("intensity").unwrap();
         assert_eq!(s.dtype(), DType::I32, "{language}");
         assert_eq!(to_f64(&s.data), sum_frames(&data.rounded(Ty::I32), None), "{language} int32 sum");
-        let ss = results.udfs[1].buffer("intensity").unwrap();
-        assert_eq!(ss.dtype(), DType::I32, "{language}");
+        // int32 data, sumsig (float32 preferred): result_type(int32, float32) = float64.
+        let results =
+            run_on(&i32_path, &OpenOptions::default(), vec![(sumsig.clone(), Params::default())], options).unwrap();
+        assert_eq!(results.input_dtype, DType::F64, "{language}");
+        let ss = results.udfs[0].buffer("intensity").unwrap();
+        assert_eq!(ss.dtype(), DType::F64, "{language}");
         assert_eq!(to_f64(&ss.data), sum_sig(&data.rounded(Ty::I32)), "{language} int32 sumsig");
     }
 }

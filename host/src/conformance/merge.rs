@@ -240,12 +240,8 @@ pub(crate) fn check(ctx: &Ctx<'_>) -> Vec<Check> {
     let count = 6.min(ctx.frames());
     // One thread: the run merges in index order, so its results are the in-order
     // reference even for a plugin whose merge depends on the order.
-    let options = RunOptions {
-        partitions: Some(count),
-        threads: Some(1),
-        keep_partition_buffers: true,
-        ..Default::default()
-    };
+    let options =
+        RunOptions { partitions: Some(count), threads: Some(1), keep_partition_buffers: true, ..Default::default() };
     let run = match ctx.subject.execute(&primary.data, &ctx.subject.params, options, false) {
         Ok(r) => r,
         Err(e) => {

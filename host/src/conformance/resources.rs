@@ -3,8 +3,10 @@
 //!
 //! The leak check runs one partition of few frames and one of many, both in depth-1
 //! full-frame tiles (one tile per frame), and compares the peak memory of the two
-//! instances. Only nav buffers legitimately grow with the frames; anything beyond
-//! three times their growth plus [`SLACK`] is a leak.
+//! instances. Only buffers legitimately grow with the frames (nav buffers, and buffers
+//! sized by the frame count like `pick`'s); anything beyond three times their growth
+//! plus [`SLACK`] is a leak. The runs keep a 2-D scan (`2 × n/2`) where the data has one,
+//! for plugins that need a 2-D scan (divergence and curl need two rows).
 
 use super::subject::Ctx;
 use super::{Check, Evidence, Group, ResourceUse, synthetic};
@@ -57,23 +59,29 @@ pub(crate) fn check(ctx: &Ctx<'_>) -> (Vec<Check>, Vec<ResourceUse>) {
     let primary = ctx.primary();
     let shape = primary.data.shape().clone();
     let frame_bytes = shape.sig_len() * primary.data.stored_dtype().dtype.size();
-    let many = (MAX_BYTES / frame_bytes.max(1)).clamp(4 * FEW, 512);
+    // Even, for the 2-D scans below.
+    let many = (MAX_BYTES / frame_bytes.max(1)).clamp(4 * FEW, 512) & !1;
     let frames = shape.nav_len();
     let mut tile = vec![1];
     tile.extend_from_slice(&shape.sig);
 
     let mut runs = Vec::new();
+    let mut result_bytes = Vec::new();
     for n in [FEW, many] {
         let rows: Vec<usize> = (0..n).map(|i| i % frames).collect();
         let name = format!("memory: {n} frames, 1 partition, depth-1 tiles");
-        let data = match synthetic::gather("repeated", primary.data.as_ref(), &rows, &[n]) {
+        let nav: &[usize] = if shape.nav.len() >= 2 { &[2, n / 2] } else { &[n] };
+        let data = match synthetic::gather("repeated", primary.data.as_ref(), &rows, nav) {
             Ok(d) => d,
             Err(e) => return na(format!("cannot build the dataset: {e}")),
         };
         let options =
             RunOptions { partitions: Some(1), threads: Some(1), tile_shape: Some(tile.clone()), ..Default::default() };
         match ctx.subject.run(&data.data, &ctx.subject.params_for_rows(&rows), options) {
-            Ok(r) => runs.push(usage(&name, &r)),
+            Ok(r) => {
+                runs.push(usage(&name, &r));
+                result_bytes.push(r.udfs[0].buffers.iter().map(|b| b.data.bytes().len()).sum::<usize>());
+            }
             Err(e) => {
                 let evidence = vec![Evidence::fail(&name, e.to_string())];
                 return (vec![Check::from_evidence(Group::Resources, "memory_growth", title, evidence)], runs);
@@ -87,14 +95,15 @@ pub(crate) fn check(ctx: &Ctx<'_>) -> (Vec<Check>, Vec<ResourceUse>) {
         .filter(|d| d.kind == BufferKind::Nav && d.usage != BufferUse::ResultOnly)
         .map(|d| d.extra_shape.iter().product::<usize>() * d.dtype.size())
         .sum();
-    let nav_growth = row_bytes * (many - FEW);
+    // Nav buffers as declared, or all results (buffers sized by the frame count).
+    let nav_growth = (row_bytes * (many - FEW)).max(result_bytes[1].saturating_sub(result_bytes[0]));
     let allowed = 3 * nav_growth + SLACK;
     let growth = lots.peak_memory.saturating_sub(few.peak_memory);
     let extra_tiles = lots.process_calls.saturating_sub(few.process_calls).max(1);
     let variant = format!("{FEW} vs {many} tiles of one frame");
     let message = format!(
         "peak memory {} with {} tiles, {} with {} tiles: grew {} (~{} B per extra tile); allowed {} \
-         (3 × nav buffer growth {} + {})",
+         (3 × buffer growth {} + {})",
         kib(few.peak_memory),
         few.process_calls,
         kib(lots.peak_memory),
