@@ -1,22 +1,27 @@
-//! Throughput of the native built-ins on a ≥ 2 GiB float32 dataset in the page cache,
-//! next to memcpy bandwidth measured in the same run.
+//! Throughput of the native built-ins and their wasm twins on ≥ 1 GiB datasets in the
+//! page cache (float32 and uint16), next to memcpy bandwidth measured in the same run.
 //!
 //! ```sh
-//! cargo bench -p udf-host-tests --bench builtins            # all built-ins
-//! cargo bench -p udf-host-tests --bench builtins -- sum masks16   # some
+//! cargo bench -p udf-host-tests --bench builtins            # everything
+//! cargo bench -p udf-host-tests --bench builtins -- sum masks16   # some (label filter)
+//! UDF_BENCH_DTYPES=uint16 UDF_BENCH_REPEAT=5 cargo bench -p udf-host-tests --bench builtins
 //! ```
 //!
-//! The dataset (`$UDF_BENCH_DATA`, default `/tmp/udf-host-bench-f32.npy`: 128 × 64
-//! frames of 256 × 256 float32, 2 GiB) is written once and read once to get it into the
-//! page cache. Each built-in then runs alone, as `udf-host run builtin:NAME` would (all
-//! cores, default partitions, the file freshly mapped), best of `$UDF_BENCH_REPEAT`
-//! (default 3) runs. memcpy baselines, with as many threads as cores:
+//! The datasets (`$UDF_BENCH_DIR`, default `/tmp`: `udf-host-bench-float32.npy`, 2 GiB, and
+//! `udf-host-bench-uint16.npy`, 1 GiB; 128 × 64 frames of 256 × 256) are written once
+//! and read once to get them into the page cache. Each case then runs alone, as
+//! `udf-host run` would (all cores, default partitions, the file freshly mapped), best of
+//! `$UDF_BENCH_REPEAT` (default 3) runs: the native built-in, and for `sum`, `sumsig`,
+//! `stddev`, `masks16` and `com` the wasm plugin of `plugins/` with epoch interruption
+//! (the default) and without (`--trusted`). memcpy baselines, as many threads as cores:
 //! - `memcpy map→L2`: a fresh mapping of the file copied into a 1 MiB buffer per thread
 //!   (page faults included, like a run) — the bandwidth at which data can be read;
 //! - `memcpy map→L2 (mapped)`: the same over a mapping already faulted in;
 //! - `memcpy heap→heap`: 2 × 256 MiB heap buffers per thread.
 //!
-//! Results and the machine go to docs/benchmarks.md (by hand).
+//! GB/s = file bytes / wall time of `execute()`. "anon MiB" is the peak anonymous
+//! (non-file) resident memory during the best run, sampled every 5 ms: what a run
+//! allocates, without the page cache of the mapping. Results go to docs/benchmarks.md.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -25,18 +30,23 @@ use std::time::Instant;
 use udf_host::array::NdArray;
 use udf_host::dataset::{self, OpenOptions};
 use udf_host::exec::{Run, RunOptions, UdfSpec};
-use udf_host::udf::{Param, ParamValue, Params};
+use udf_host::udf::{Param, ParamValue, Params, Udf};
+use udf_host::wasm::{RuntimeOptions, WasmRuntime};
 
 const NAV: [usize; 2] = [128, 64];
 const SIG: [usize; 2] = [256, 256];
 
-fn data_path() -> PathBuf {
-    std::env::var_os("UDF_BENCH_DATA").map_or_else(|| PathBuf::from("/tmp/udf-host-bench-f32.npy"), PathBuf::from)
+/// The dtypes benchmarked: (name, NumPy descr, bytes per element).
+const DTYPES: [(&str, &str, usize); 2] = [("float32", "<f4", 4), ("uint16", "<u2", 2)];
+
+fn data_path(dtype: &str) -> PathBuf {
+    let dir = std::env::var_os("UDF_BENCH_DIR").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+    dir.join(format!("udf-host-bench-{dtype}.npy"))
 }
 
-fn header() -> Vec<u8> {
+fn header(descr: &str) -> Vec<u8> {
     let dict = format!(
-        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}, {}, {}), }}",
+        "{{'descr': '{descr}', 'fortran_order': False, 'shape': ({}, {}, {}, {}), }}",
         NAV[0], NAV[1], SIG[0], SIG[1]
     );
     let total = (10 + dict.len() + 1).div_ceil(64) * 64;
@@ -48,28 +58,34 @@ fn header() -> Vec<u8> {
     out
 }
 
-/// Write the dataset unless a file of the right size is there.
-fn ensure_data(path: &Path) -> u64 {
+/// Write the dataset unless a file of the right size is there: pseudo-random counts
+/// 0..=1023 (as uint16, or the same values as float32).
+fn ensure_data(path: &Path, descr: &str, size: usize) -> u64 {
     let frames = NAV[0] * NAV[1];
     let frame_len = SIG[0] * SIG[1];
-    let header = header();
-    let len = (header.len() + frames * frame_len * 4) as u64;
+    let header = header(descr);
+    let len = (header.len() + frames * frame_len * size) as u64;
     if std::fs::metadata(path).is_ok_and(|m| m.len() == len) {
         return len;
     }
     eprintln!("writing {} ({:.2} GiB)...", path.display(), len as f64 / (1u64 << 30) as f64);
     let mut file = std::io::BufWriter::with_capacity(1 << 24, std::fs::File::create(path).expect("create data"));
     file.write_all(&header).expect("write");
-    let mut frame = vec![0f32; frame_len];
+    let mut frame = vec![0u16; frame_len];
     let mut state = 0x2545_F491_4F6C_DD1Du64;
     for _ in 0..frames {
         for v in frame.iter_mut() {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
-            *v = (state >> 40) as f32 / (1u64 << 16) as f32;
+            *v = (state >> 54) as u16;
         }
-        file.write_all(bytemuck::cast_slice(&frame)).expect("write");
+        if size == 2 {
+            file.write_all(bytemuck::cast_slice(&frame)).expect("write");
+        } else {
+            let values: Vec<f32> = frame.iter().map(|&v| f32::from(v)).collect();
+            file.write_all(bytemuck::cast_slice(&values)).expect("write");
+        }
     }
     file.flush().expect("flush");
     len
@@ -135,6 +151,58 @@ fn masks(count: usize) -> ParamValue {
     ParamValue::Array(Arc::new(array))
 }
 
+/// Peak anonymous resident memory of this process while `f` runs, sampled every 5 ms.
+fn with_peak_anon<T>(f: impl FnOnce() -> T) -> (T, f64) {
+    fn anon_kib() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("RssAnon:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    }
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let peak = std::sync::atomic::AtomicU64::new(anon_kib());
+    let value = std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                peak.fetch_max(anon_kib(), std::sync::atomic::Ordering::Relaxed);
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        });
+        let value = f();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        value
+    });
+    (value, peak.into_inner() as f64 / 1024.0)
+}
+
+/// A wasm plugin of `plugins/`, with or without epoch interruption.
+fn plugin(name: &str, trusted: bool) -> Arc<dyn Udf> {
+    static RUNTIMES: std::sync::OnceLock<[WasmRuntime; 2]> = std::sync::OnceLock::new();
+    let runtimes = RUNTIMES.get_or_init(|| {
+        let make = |trusted| {
+            let options = RuntimeOptions { trusted, ..udf_host_tests::runtime_options() };
+            WasmRuntime::new(options).expect("runtime")
+        };
+        [make(false), make(true)]
+    });
+    let (udf, _) = runtimes[usize::from(trusted)].load(&udf_host_tests::plugin(name)).expect("load plugin");
+    Arc::new(udf)
+}
+
+/// The wasm twins benchmarked, by label.
+fn twin(label: &str) -> Option<&'static str> {
+    match label {
+        "sum" => Some("sum"),
+        "sumsig" => Some("sumsig"),
+        "stddev" => Some("stddev"),
+        "masks16" => Some("masks"),
+        "com" => Some("com"),
+        _ => None,
+    }
+}
+
 /// The built-ins to time: (label, built-in, params).
 fn cases() -> Vec<(&'static str, &'static str, Params)> {
     let f = |v: f64| ParamValue::Float(v);
@@ -174,57 +242,91 @@ fn cases() -> Vec<(&'static str, &'static str, Params)> {
 fn main() {
     let filters: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let repeat: usize = std::env::var("UDF_BENCH_REPEAT").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
-    let path = data_path();
-    let bytes = ensure_data(&path);
+    let dtypes = std::env::var("UDF_BENCH_DTYPES").unwrap_or_else(|_| "float32,uint16".into());
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    // Into the page cache.
-    let warm = memcpy_from(&map(&path));
     println!(
-        "dataset {} ({:.2} GiB float32, {} frames of {}x{}), {} threads, load average at start: {}",
+        "{} threads, load average at start: {}",
+        threads(),
+        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+    );
+    for (dtype, descr, size) in DTYPES {
+        if !dtypes.split(',').any(|d| d == dtype) {
+            continue;
+        }
+        let path = data_path(dtype);
+        let bytes = ensure_data(&path, descr, size);
+        bench_dataset(&path, dtype, bytes, repeat, &filters);
+    }
+}
+
+fn bench_dataset(path: &Path, dtype: &str, bytes: u64, repeat: usize, filters: &[String]) {
+    // Into the page cache.
+    let warm = memcpy_from(&map(path));
+    println!();
+    println!(
+        "### {dtype}: {} ({:.2} GiB, {} frames of {}x{})",
         path.display(),
         bytes as f64 / (1u64 << 30) as f64,
         NAV[0] * NAV[1],
         SIG[0],
         SIG[1],
-        threads(),
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
     );
+    println!();
     println!("(first read of the file: {warm:.2} GB/s)");
     let best = |f: &mut dyn FnMut() -> f64| (0..repeat).map(|_| f()).fold(0.0, f64::max);
-    let fresh = best(&mut || memcpy_from(&map(&path)));
-    let mapped = map(&path);
+    let fresh = best(&mut || memcpy_from(&map(path)));
+    let mapped = map(path);
     memcpy_from(&mapped);
     let hot = best(&mut || memcpy_from(&mapped));
     drop(mapped);
     let heap = best(&mut memcpy_heap);
     println!();
-    println!("| what | GB/s | vs memcpy map→L2 | vs memcpy heap→heap |");
-    println!("|---|---:|---:|---:|");
-    println!("| memcpy map→L2 (fresh mapping) | {fresh:.2} | 100 % | {:.0} % |", 100.0 * fresh / heap);
-    println!("| memcpy map→L2 (mapped) | {hot:.2} | {:.0} % | {:.0} % |", 100.0 * hot / fresh, 100.0 * hot / heap);
-    println!("| memcpy heap→heap | {heap:.2} | {:.0} % | 100 % |", 100.0 * heap / fresh);
+    println!("| memcpy | GB/s |");
+    println!("|---|---:|");
+    println!("| map→L2 (fresh mapping) = 100 % | {fresh:.2} |");
+    println!("| map→L2 (mapped) | {hot:.2} |");
+    println!("| heap→heap | {heap:.2} |");
+    println!();
+    println!("| case (tile) | native GB/s | vs memcpy | anon MiB | wasm GB/s | wasm --trusted GB/s | wasm/native |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     for (label, name, params) in cases() {
         if !filters.is_empty() && !filters.iter().any(|f| label.contains(f.as_str())) {
             continue;
         }
-        let mut tile = Vec::new();
-        let mut run_once = || {
-            let data = dataset::open(&path, &OpenOptions::default()).expect("open");
-            let udf = udf_host::builtins::get(name).expect("built-in");
-            let spec = UdfSpec { udf, params: params.clone() };
-            let run = Run::plan(data, vec![spec], RunOptions::default()).expect("plan");
-            tile = run.tiling().tile_shape();
-            let started = Instant::now();
-            let results = run.execute().expect("run");
-            let seconds = started.elapsed().as_secs_f64();
-            std::hint::black_box(&results);
-            bytes as f64 / seconds / 1e9
+        // (GB/s, peak anon MiB, tile shape) of the best of `repeat` runs of `udf`.
+        let time = |udf: &dyn Fn() -> Arc<dyn Udf>| -> (f64, f64, Vec<usize>) {
+            let mut tile = Vec::new();
+            let mut best_run = (0.0, 0.0);
+            for _ in 0..repeat {
+                let data = dataset::open(path, &OpenOptions::default()).expect("open");
+                let spec = UdfSpec { udf: udf(), params: params.clone() };
+                let run = Run::plan(data, vec![spec], RunOptions::default()).expect("plan");
+                tile = run.tiling().tile_shape();
+                let (seconds, anon) = with_peak_anon(|| {
+                    let started = Instant::now();
+                    let results = run.execute().expect("run");
+                    std::hint::black_box(&results);
+                    started.elapsed().as_secs_f64()
+                });
+                let gbps = bytes as f64 / seconds / 1e9;
+                if gbps > best_run.0 {
+                    best_run = (gbps, anon);
+                }
+            }
+            (best_run.0, best_run.1, tile)
         };
-        let gbps = best(&mut run_once);
+        let (native, anon, native_tile) = time(&|| udf_host::builtins::get(name).expect("built-in"));
+        let (wasm, trusted) = match twin(label) {
+            Some(plugin_name) => {
+                let (wasm, ..) = time(&|| plugin(plugin_name, false));
+                let (trusted, ..) = time(&|| plugin(plugin_name, true));
+                (format!("{wasm:.2}"), format!("{trusted:.2} | {:.0} %", 100.0 * trusted.max(wasm) / native))
+            }
+            None => ("–".into(), "– | –".into()),
+        };
         println!(
-            "| {label} (tile {tile:?}) | {gbps:.2} | {:.0} % | {:.0} % |",
-            100.0 * gbps / fresh,
-            100.0 * gbps / heap
+            "| {label} ({native_tile:?}) | {native:.2} | {:.0} % | {anon:.0} | {wasm} | {trusted} |",
+            100.0 * native / fresh
         );
     }
 }
