@@ -627,8 +627,10 @@ function guard(f) {
       return f(...args);
     } catch (e) {
       if (e instanceof UdfError) throw e;
+      // Any other exception is a bug: an `internal` error (the contract wants typed
+      // errors, never traps), with the stack in the host's log.
       hostLog('error', `javascript exception: ${e && e.stack ? `${e}\n${e.stack}` : e}`);
-      throw e;
+      throw UdfError.internal(`${e && e.name ? e.name : 'Error'}: ${e && e.message !== undefined ? e.message : e}`);
     }
   };
 }

@@ -783,7 +783,9 @@ class Udf:
 
 
 def _guard(f):
-    """Turn ``UdfError`` into the wit error and log any other exception before trapping."""
+    """Turn ``UdfError`` into the wit error, and any other exception (a bug, or an
+    ``OverflowError`` from absurd parameters) into an ``internal`` error with the
+    traceback in the log: the contract wants typed errors, never traps."""
 
     def wrapper(*args):
         try:
@@ -792,9 +794,9 @@ def _guard(f):
             raise Err(t.UdfError(e.kind, e.message)) from None
         except Err:
             raise
-        except BaseException:
+        except Exception as e:
             _host.log(_host.LogLevel.ERROR, "python exception: " + "".join(traceback.format_exception(*sys.exc_info())))
-            raise
+            raise Err(t.UdfError(t.ErrorKind.INTERNAL, f"{type(e).__name__}: {e}")) from None
 
     return wrapper
 

@@ -14,7 +14,7 @@ use udf_host_tests::{load, plugin};
 /// as their LiberTEM counterparts do, a tolerance that allows float32 rounding to depend
 /// on the tile shape (`com` sums float32 moments tile by tile; its float64 field and
 /// derived quantities inherit that rounding).
-fn config_for(name: &str) -> Config {
+pub(crate) fn config_for(name: &str) -> Config {
     let array = |shape: &[usize], values: Vec<f64>| {
         ParamValue::Array(std::sync::Arc::new(udf_host::array::NdArray::from_vec(shape, values).expect("shape")))
     };

@@ -453,3 +453,26 @@ fn js_logsum_matches_the_sum_of_log_scaled_frames() {
         assert_close(&to_f64(&b.data), &expected, 1e-5, &what);
     }
 }
+
+/// Every polyglot plugin passes the conformance kit, with the parameters and tolerances
+/// of its Rust twin (`conformance::config_for`).
+#[test]
+fn every_polyglot_plugin_conforms() {
+    let mut failures = Vec::new();
+    for (language, names) in [
+        ("c", &["sum", "sumsig", "com"][..]),
+        ("zig", &["sum", "sumsig", "masks"][..]),
+        ("python", &["sum", "sumsig", "fem"][..]),
+        ("js", &["sum", "sumsig", "logsum"][..]),
+    ] {
+        for name in names {
+            let config = crate::conformance::config_for(name);
+            let report = udf_host::conformance::check_plugin(load_polyglot(language, name), &config)
+                .unwrap_or_else(|e| panic!("{language} {name}: {e}"));
+            if !report.passed {
+                failures.push(format!("{language} {name} does not conform:\n{}", report.to_text(false)));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -44,6 +44,13 @@ typedef struct com_params {
 
 static int read_params(const udf_params *p, const udf_dataset *ds, com_params *out) {
     if (ds->sig_dims != 2) return udf_fail(UDF_INVALID_DATA, "com needs 2-D frames, found %zu sig dims", ds->sig_dims);
+    /* Divergence and curl are gradients over a 2-D scan, as in the Rust plugin. */
+    if (ds->nav_dims != 2) return udf_fail(UDF_INVALID_DATA, "com needs a 2-D scan, found %zu nav dims", ds->nav_dims);
+    if (ds->nav_shape[0] < 2 || ds->nav_shape[1] < 2)
+        return udf_fail(UDF_INVALID_DATA,
+                        "com needs at least 2 scan positions along each nav axis for divergence and curl, but the nav "
+                        "shape is (%zu, %zu)",
+                        (size_t)ds->nav_shape[0], (size_t)ds->nav_shape[1]);
     if (udf_param_float(p, "cy", &out->cy) || udf_param_float(p, "cx", &out->cx) || udf_param_float(p, "r", &out->r) ||
         udf_param_float(p, "ri", &out->ri) || udf_param_float(p, "scan_rotation", &out->rotation) ||
         udf_param_bool(p, "flip_y", &out->flip_y) || udf_param_int(p, "regression", &out->regression))
