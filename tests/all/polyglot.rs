@@ -286,13 +286,17 @@ fn divergence_and_curl(field_y: &[f64], field_x: &[f64], ny: usize, nx: usize) -
     (divergence, curl)
 }
 
+/// A centre of mass case: label, parameters, and the reference's (cy, cx, r, ri, scan
+/// rotation, flip_y).
+type ComCase<'a> = (&'a str, Vec<(&'a str, ParamValue)>, (f64, f64, f64, f64, f64, bool));
+
 #[test]
 fn c_com_matches_the_builtins_formulas() {
     let dir = tempfile::tempdir().unwrap();
     let data = fixtures::mk_random(&[4, 5], &[16, 15], 15);
     let path = write_npy(dir.path(), &data, Ty::F32);
     let com = load_polyglot("c", "com");
-    let cases: [(&str, Vec<(&str, ParamValue)>, (f64, f64, f64, f64, f64, bool)); 3] = [
+    let cases: [ComCase<'_>; 3] = [
         ("defaults", vec![], (8.0, 7.0, f64::INFINITY, 0.0, 0.0, false)),
         (
             "disk, rotation 30, flip_y",

@@ -53,6 +53,7 @@ fn concat(a: &[usize], b: &[usize]) -> Vec<usize> {
 impl Contract {
     /// Check every buffer's view for a unit of `frames` frames (`None`: a single frame)
     /// over signal shape `sig`, then record what the unit covers.
+    #[allow(clippy::too_many_arguments)]
     fn visit(
         &mut self,
         ctx: &Context,
