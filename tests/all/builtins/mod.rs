@@ -10,6 +10,7 @@ mod pick;
 mod radial_fourier;
 mod stddev;
 mod sum;
+mod twins;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
