@@ -212,24 +212,38 @@ impl<R: MaskElement> DenseProduct<R> {
     }
 }
 
-/// `out (frames × m) += data (frames × k) @ masksᵀ`, `masks` being `(m, k)` C order.
+/// Frames per matrix-product call: the rows of one call's block of the tile.
+const GEMM_FRAMES: usize = 64;
+/// Pixels per matrix-product call: one call's part of each frame (and of the masks,
+/// which are then re-read from L2/L3, not from memory).
+const GEMM_PIXELS: usize = 4096;
+
+/// `out (frames × m) += data (frames × k) @ masksᵀ`, `masks` being `(m, k)` C order,
+/// in blocks of `GEMM_FRAMES × GEMM_PIXELS` so that each call's share of the masks
+/// stays in cache while the data streams past once.
 fn gemm<R: MaskElement>(data: &[R], k: usize, masks: &[R], m: usize, out: &mut [R]) -> Result<(), CallError> {
     let frames = out.len() / m.max(1);
     if m == 0 || k == 0 || frames == 0 {
         return Ok(());
     }
     let bad = |e: ndarray::ShapeError| CallError::internal(format!("mask product shapes: {e}"));
-    let a = ArrayView2::from_shape((frames, k), &data[..frames * k]).map_err(bad)?;
-    let b = ArrayView2::from_shape((k, m).strides((1, k)), masks).map_err(bad)?;
-    let mut c = ArrayViewMut2::from_shape((frames, m), out).map_err(bad)?;
     if m == 1 {
         // One mask: a dot product per frame (a GEMM would waste most of its kernel).
-        for (row, acc) in a.outer_iter().zip(c.iter_mut()) {
-            *acc = *acc + dot(row.as_slice().unwrap_or_default(), masks);
+        for (row, acc) in data.chunks_exact(k).zip(out.iter_mut()) {
+            *acc = *acc + dot(row, masks);
         }
         return Ok(());
     }
-    ndarray::linalg::general_mat_mul(R::one(), &a, &b, R::one(), &mut c);
+    for (block, rows) in data[..frames * k].chunks(GEMM_FRAMES * k).zip(out.chunks_mut(GEMM_FRAMES * m)) {
+        let f = rows.len() / m;
+        for p0 in (0..k).step_by(GEMM_PIXELS) {
+            let kc = GEMM_PIXELS.min(k - p0);
+            let a = ArrayView2::from_shape((f, kc).strides((k, 1)), &block[p0..]).map_err(bad)?;
+            let b = ArrayView2::from_shape((kc, m).strides((1, k)), &masks[p0..]).map_err(bad)?;
+            let mut c = ArrayViewMut2::from_shape((f, m), &mut *rows).map_err(bad)?;
+            ndarray::linalg::general_mat_mul(R::one(), &a, &b, R::one(), &mut c);
+        }
+    }
     Ok(())
 }
 
@@ -239,8 +253,8 @@ fn dot<R: MaskElement>(a: &[R], b: &[R]) -> R {
     let mut ca = a.chunks_exact(8);
     let mut cb = b.chunks_exact(8);
     for (x, y) in (&mut ca).zip(&mut cb) {
-        for i in 0..8 {
-            lanes[i] = lanes[i] + x[i] * y[i];
+        for ((lane, &a), &b) in lanes.iter_mut().zip(x).zip(y) {
+            *lane = *lane + a * b;
         }
     }
     let mut total = R::zero();
@@ -262,7 +276,7 @@ where
         if tile.dtype == R::DTYPE {
             let data = tile_data::<R>(tile)?;
             if parallel(tile.data.len()) && tile.frames > 1 {
-                let block = (PARALLEL_BLOCK_BYTES / (k * size_of::<R>()).max(1)).clamp(1, tile.frames);
+                let block = (PARALLEL_BLOCK_BYTES / (k * size_of::<R>()).max(1)).max(GEMM_FRAMES).clamp(1, tile.frames);
                 return out
                     .par_chunks_mut(block * m.max(1))
                     .zip(data.par_chunks(block * k))
@@ -523,5 +537,32 @@ impl Udf for ApplyMasks {
 
     fn get_results(&self, _: ResultsContext<'_>, _: &[NamedBuffer]) -> Result<Vec<ResultEntry>, CallError> {
         Err(CallError::internal("masks has no get_results"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocked_products_equal_plain_dot_products() {
+        // More frames and pixels than one block, ragged at both ends.
+        let (frames, k, m) = (GEMM_FRAMES * 2 + 3, GEMM_PIXELS + 77, 5);
+        let data: Vec<f64> = (0..frames * k).map(|i| ((i * 31) % 17) as f64 - 8.0).collect();
+        let masks: Vec<f64> = (0..m * k).map(|i| ((i * 13) % 11) as f64 / 4.0).collect();
+        let mut out = vec![1.0; frames * m];
+        gemm(&data, k, &masks, m, &mut out).unwrap();
+        for f in 0..frames {
+            for j in 0..m {
+                let expected: f64 = 1.0 + (0..k).map(|p| data[f * k + p] * masks[j * k + p]).sum::<f64>();
+                assert_eq!(out[f * m + j], expected, "frame {f}, mask {j}");
+            }
+        }
+        let mut one = vec![0.0; frames];
+        gemm(&data, k, &masks[..k], 1, &mut one).unwrap();
+        for f in 0..frames {
+            let expected: f64 = (0..k).map(|p| data[f * k + p] * masks[p]).sum();
+            assert_eq!(one[f], expected, "frame {f}, one mask");
+        }
     }
 }
