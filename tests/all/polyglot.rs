@@ -480,3 +480,21 @@ fn every_polyglot_plugin_conforms() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The CLI sizes the instance pool from the thread count (4 component instances for one
+/// plugin on 2 threads); a Python component alone holds ~20-30 core instances, and
+/// two of them at once must fit.
+#[test]
+fn python_plugins_run_in_the_clis_small_instance_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = fixtures::mk_random(&[4, 6], &[8, 8], 31);
+    let path = write_npy(dir.path(), &data, Ty::F32);
+    let options = RuntimeOptions { max_instances: 4, compile_timeout: Duration::from_secs(1800), ..runtime_options() };
+    let runtime = WasmRuntime::new(options).expect("runtime");
+    let (sum, _) = runtime.load(&component("python", "sum")).unwrap_or_else(|e| panic!("{e}"));
+    let run = RunOptions { partitions: Some(6), threads: Some(2), ..Default::default() };
+    let results = run_on(&path, &OpenOptions::default(), vec![(Arc::new(sum) as Arc<dyn Udf>, Params::default())], run)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let s = results.udfs[0].buffer("intensity").unwrap();
+    assert_close(&to_f64(&s.data), &sum_frames(&data.rounded(Ty::F32), None), 1e-5, "python sum, small pool");
+}

@@ -5,7 +5,7 @@
 //!
 //! `cargo bench -p udf-host-tests --bench formats` — files go to `$UDF_BENCH_DIR` (default:
 //! a temporary directory) and are deleted after each format; `UDF_BENCH_GIB` sets the
-//! file size (default 1). Results: docs/benchmarks-formats.md.
+//! file size (default 1). Results: docs/benchmarks.md.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

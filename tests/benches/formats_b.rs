@@ -7,7 +7,7 @@
 //! (default `/tmp/udf-bench-formats-b`, ~6 GiB) and are kept between runs. The HDF5 files
 //! are written by `tests/benches/formats_b_hdf5.py` with `$UDF_BENCH_PYTHON` (default
 //! `python3`, needs h5py and hdf5plugin); without it the HDF5 rows are skipped.
-//! Results: docs/benchmarks-formats-b.md.
+//! Results: docs/benchmarks.md.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;

@@ -189,10 +189,13 @@ impl WasmRuntime {
         }
         let mut pool = PoolingAllocationConfig::new();
         let instances = options.max_instances.max(4);
+        // Room for `instances` component instances of the largest components allowed
+        // (the per-component maxima below): componentize-py components hold ~20-30 core
+        // instances each. Slots are virtual reservations, committed only when used.
         pool.total_component_instances(instances)
-            .total_core_instances(instances * 8)
-            .total_memories(instances * 2)
-            .total_tables(instances * 8)
+            .total_core_instances(instances * 64)
+            .total_memories(instances * 4)
+            .total_tables(instances * 16)
             .max_memories_per_component(4)
             .max_tables_per_component(16)
             .max_core_instances_per_component(64)
