@@ -119,7 +119,8 @@ fn parse_range(text: &str, n: usize) -> Result<std::ops::Range<usize>, String> {
         Some((a, b)) => num(a, 0)?..num(b, n)?,
         None => {
             let i = num(text, 0)?;
-            i..i + 1
+            // Saturating: an index of usize::MAX is out of range, not an overflow.
+            i..i.saturating_add(1)
         }
     };
     if range.start >= range.end || range.end > n {
@@ -131,6 +132,13 @@ fn parse_range(text: &str, n: usize) -> Result<std::ops::Range<usize>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the `params_roi` fuzz target: a single index of `usize::MAX` overflowed.
+    #[test]
+    fn the_largest_index_is_out_of_range_not_an_overflow() {
+        let e = Roi::from_rect("18446744073709551615,0", &[4, 5]).unwrap_err();
+        assert!(e.contains("outside 0..4"), "{e}");
+    }
 
     #[test]
     fn rectangles_select_nav_positions() {
