@@ -142,3 +142,27 @@ fn huge_dimensions_in_fixed_headers_are_errors_not_overflows() {
         });
     }
 }
+
+/// What the `hdf5_open` fuzz target does: open arbitrary bytes as HDF5, read a tile.
+fn hdf5_open(data: &[u8]) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("input.h5");
+    std::fs::write(&path, data).unwrap();
+    let options = OpenOptions { format: Some(Format::Hdf5), ..OpenOptions::default() };
+    if let Ok(ds) = dataset::open(&path, &options) {
+        let shape = ds.shape().clone();
+        if shape.nav_len() > 0 && shape.sig_len() > 0 && shape.sig_len() < (1 << 22) {
+            let sig = SigSlice::full(&shape.sig);
+            let mut out = vec![0u8; sig.len() * 8];
+            let _ = ds.read_tile(&[0], &sig, DType::F64, &mut out);
+        }
+    }
+}
+
+#[test]
+fn hdf5_and_parameter_fuzz_finds_are_errors_not_panics() {
+    // An HDF5 dataspace whose dimensions overflow when multiplied (reshape's products).
+    assert!(replay("hdf5_open", &hdf5_open) >= 1);
+    // `--roi-rect` with a single index of usize::MAX (its + 1 overflowed).
+    assert!(replay("params_roi", &udf_host::fuzzing::params_and_roi) >= 1);
+}

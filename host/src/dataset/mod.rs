@@ -382,7 +382,12 @@ pub(crate) fn reshape(
     nav: Option<&[usize]>,
     sig: Option<&[usize]>,
 ) -> Result<DatasetShape, DatasetError> {
-    let total: usize = total_shape.iter().product();
+    // Checked products: shapes come from file headers and options, and may be absurd.
+    let count = |shape: &[usize]| shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
+    let too_large = |shape: &[usize]| {
+        DatasetError::invalid(path, format!("shape {shape:?} has more elements than this machine can address"))
+    };
+    let total = count(total_shape).ok_or_else(|| too_large(total_shape))?;
     let sig = match sig {
         Some(sig) => sig.to_vec(),
         None if total_shape.len() >= 3 => total_shape[total_shape.len() - 2..].to_vec(),
@@ -393,7 +398,7 @@ pub(crate) fn reshape(
             ));
         }
     };
-    let sig_len: usize = sig.iter().product();
+    let sig_len = count(&sig).ok_or_else(|| too_large(&sig))?;
     if sig_len == 0 || !total.is_multiple_of(sig_len) {
         return Err(DatasetError::invalid(
             path,
@@ -408,7 +413,7 @@ pub(crate) fn reshape(
         }
         None => vec![frames],
     };
-    let nav_len: usize = nav.iter().product();
+    let nav_len = count(&nav).ok_or_else(|| too_large(&nav))?;
     if nav_len != frames {
         return Err(DatasetError::invalid(
             path,
