@@ -282,10 +282,11 @@ pub fn parse_array(bytes: &[u8]) -> Result<NdArray, String> {
     let data = &data[..header.data_len()];
     let converted;
     let native = if header.dtype.needs_conversion_to(header.dtype.dtype) {
-        let mut out = vec![0u8; data.len()];
-        crate::dtype::converter(header.dtype, header.dtype.dtype)(data, &mut out);
+        // Aligned for the element type (a `Vec<u8>` is not; an empty one is at address 1).
+        let mut out = crate::array::AlignedBytes::zeroed(data.len());
+        crate::dtype::converter(header.dtype, header.dtype.dtype)(data, out.as_mut_slice());
         converted = out;
-        &converted[..]
+        converted.as_slice()
     } else {
         data
     };
@@ -295,6 +296,22 @@ pub fn parse_array(bytes: &[u8]) -> Result<NdArray, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the `npy_header` fuzz target: an empty big-endian array converted into
+    /// an unaligned (empty `Vec<u8>`) buffer panicked.
+    #[test]
+    fn empty_big_endian_arrays_parse() {
+        let dict = "{'descr': '>f8', 'fortran_order': False, 'shape': (0, 3), }";
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        let total = (10 + dict.len() + 1).div_ceil(64) * 64;
+        bytes.extend_from_slice(&((total - 10) as u16).to_le_bytes());
+        bytes.extend_from_slice(dict.as_bytes());
+        bytes.resize(total - 1, b' ');
+        bytes.push(b'\n');
+        let array = parse_array(&bytes).unwrap();
+        assert_eq!(array.shape(), &[0, 3]);
+        assert_eq!(array.dtype(), DType::F64);
+    }
     use crate::dtype::DType;
 
     #[test]

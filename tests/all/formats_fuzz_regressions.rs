@@ -160,9 +160,11 @@ fn hdf5_open(data: &[u8]) {
 }
 
 #[test]
-fn hdf5_and_parameter_fuzz_finds_are_errors_not_panics() {
+fn hdf5_npy_and_parameter_fuzz_finds_are_errors_not_panics() {
     // An HDF5 dataspace whose dimensions overflow when multiplied (reshape's products).
     assert!(replay("hdf5_open", &hdf5_open) >= 1);
     // `--roi-rect` with a single index of usize::MAX (its + 1 overflowed).
     assert!(replay("params_roi", &udf_host::fuzzing::params_and_roi) >= 1);
+    // An empty big-endian .npy array converted into an unaligned buffer.
+    assert!(replay("npy_header", &udf_host::fuzzing::npy) >= 1);
 }
