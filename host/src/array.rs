@@ -217,3 +217,14 @@ pub fn real_values(array: &NdArray) -> Option<Vec<f64>> {
         DType::C64 | DType::C128 => return None,
     })
 }
+
+/// The multi-index of flat element `flat` of an array of `shape` (C order).
+pub fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
+    let mut index = vec![0; shape.len()];
+    for d in (0..shape.len()).rev() {
+        let n = shape[d].max(1);
+        index[d] = flat % n;
+        flat /= n;
+    }
+    index
+}

@@ -150,30 +150,8 @@ pub fn get_dtype(params: &Params, name: &str) -> Result<Option<DType>, CallError
 /// # Errors
 /// A complex or bool array where numbers are expected.
 pub fn array_f64(array: &NdArray, name: &str) -> Result<Vec<f64>, CallError> {
-    let b = array.bytes();
-    macro_rules! conv {
-        ($t:ty) => {
-            bytemuck::pod_collect_to_vec::<u8, $t>(b).into_iter().map(|x| x as f64).collect()
-        };
-    }
-    Ok(match array.dtype() {
-        DType::Bool | DType::U8 => b.iter().map(|&x| f64::from(x)).collect(),
-        DType::U16 => conv!(u16),
-        DType::U32 => conv!(u32),
-        DType::U64 => conv!(u64),
-        DType::I8 => conv!(i8),
-        DType::I16 => conv!(i16),
-        DType::I32 => conv!(i32),
-        DType::I64 => conv!(i64),
-        DType::F32 => conv!(f32),
-        DType::F64 => conv!(f64),
-        DType::C64 | DType::C128 => {
-            return Err(CallError::bad_param(format!(
-                "parameter '{name}' must be a real array, got {}",
-                array.dtype()
-            )));
-        }
-    })
+    crate::array::real_values(array)
+        .ok_or_else(|| CallError::bad_param(format!("parameter '{name}' must be a real array, got {}", array.dtype())))
 }
 
 /// Check a 2-D signal shape (`name` says who needs it).

@@ -61,36 +61,14 @@ impl Diff {
 
 /// The elements as `f64` (complex: real and imaginary part, interleaved).
 fn values(array: &NdArray) -> Vec<f64> {
-    let b = array.bytes();
-    macro_rules! conv {
-        ($t:ty) => {
-            bytemuck::cast_slice::<u8, $t>(b).iter().map(|&x| x as f64).collect()
-        };
-    }
     match array.dtype() {
-        DType::Bool | DType::U8 => b.iter().map(|&x| f64::from(x)).collect(),
-        DType::U16 => conv!(u16),
-        DType::U32 => conv!(u32),
-        DType::U64 => conv!(u64),
-        DType::I8 => conv!(i8),
-        DType::I16 => conv!(i16),
-        DType::I32 => conv!(i32),
-        DType::I64 => conv!(i64),
-        DType::F32 | DType::C64 => conv!(f32),
-        DType::F64 | DType::C128 => conv!(f64),
+        DType::C64 => bytemuck::cast_slice::<u8, f32>(array.bytes()).iter().map(|&x| f64::from(x)).collect(),
+        DType::C128 => bytemuck::cast_slice::<u8, f64>(array.bytes()).to_vec(),
+        _ => crate::array::real_values(array).unwrap_or_default(),
     }
 }
 
-/// The multi-index of flat element `flat` of an array of `shape`.
-pub(crate) fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
-    let mut index = vec![0; shape.len()];
-    for d in (0..shape.len()).rev() {
-        let n = shape[d].max(1);
-        index[d] = flat % n;
-        flat /= n;
-    }
-    index
-}
+use crate::array::unravel;
 
 /// Compare `actual` with `expected` within `tol` (`None`: exact, integers compared as
 /// values; 64-bit integers beyond 2^53 by their bits).

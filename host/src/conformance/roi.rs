@@ -110,7 +110,7 @@ pub(crate) fn fill_evidence(variant: &str, results: &UdfResults, mask: &[bool]) 
                     return Evidence::fail(variant, format!("'{}' has fewer elements than the nav shape", b.name));
                 };
                 if !is_fill(dtype, bytes) {
-                    let index = super::compare::unravel(i, b.data.shape());
+                    let index = crate::array::unravel(i, b.data.shape());
                     let expected = match dtype.kind() {
                         Kind::Float | Kind::Complex => "NaN",
                         Kind::Bool => "false",

@@ -86,7 +86,7 @@ pub fn apply(path: &Path, data: Arc<dyn Dataset>, options: &OpenOptions) -> Resu
                 format!("the {what} has shape {:?}, the frames have shape {sig:?}", array.shape()),
             ));
         }
-        let values = to_f64(&array).ok_or_else(|| {
+        let values = crate::array::real_values(&array).ok_or_else(|| {
             DatasetError::invalid(file, format!("the {what} must be real numbers, found {}", array.dtype()))
         })?;
         Ok((values.iter().map(|&v| v as f32).collect(), values))
@@ -115,45 +115,18 @@ pub fn apply(path: &Path, data: Arc<dyn Dataset>, options: &OpenOptions) -> Resu
         }
         Some(ExcludedPixels::Mask(file)) => {
             let (_, values) = load_map(file, "excluded-pixel mask")?;
-            let coords: Vec<Vec<usize>> =
-                values.iter().enumerate().filter(|&(_, &v)| v != 0.0).map(|(i, _)| unravel(i, &sig)).collect();
+            let coords: Vec<Vec<usize>> = values
+                .iter()
+                .enumerate()
+                .filter(|&(_, &v)| v != 0.0)
+                .map(|(i, _)| crate::array::unravel(i, &sig))
+                .collect();
             sources.push(format!("{} excluded pixels from {}", coords.len(), file.display()));
             coords
         }
     };
     let repairs = repairs(path, &excluded, &sig)?;
     Ok(Arc::new(Corrected { inner: data, stored, dark, gain, repairs, sources }))
-}
-
-fn to_f64(array: &crate::array::NdArray) -> Option<Vec<f64>> {
-    let b = array.bytes();
-    macro_rules! conv {
-        ($t:ty) => {
-            bytemuck::pod_collect_to_vec::<u8, $t>(b).into_iter().map(|x| x as f64).collect()
-        };
-    }
-    Some(match array.dtype() {
-        DType::Bool | DType::U8 => b.iter().map(|&x| f64::from(x)).collect(),
-        DType::U16 => conv!(u16),
-        DType::U32 => conv!(u32),
-        DType::U64 => conv!(u64),
-        DType::I8 => conv!(i8),
-        DType::I16 => conv!(i16),
-        DType::I32 => conv!(i32),
-        DType::I64 => conv!(i64),
-        DType::F32 => conv!(f32),
-        DType::F64 => conv!(f64),
-        DType::C64 | DType::C128 => return None,
-    })
-}
-
-fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
-    let mut coords = vec![0; shape.len()];
-    for d in (0..shape.len()).rev() {
-        coords[d] = flat % shape[d];
-        flat /= shape[d];
-    }
-    coords
 }
 
 fn ravel(coords: &[usize], shape: &[usize]) -> usize {
@@ -274,7 +247,7 @@ impl Corrected {
         }
         // Repairs of the excluded pixels inside the target, from the region's values.
         let local = |flat: usize| -> usize {
-            let c = unravel(flat, sig);
+            let c = crate::array::unravel(flat, sig);
             let rel: Vec<usize> = c.iter().zip(&region.origin).map(|(&c, &o)| c - o).collect();
             ravel(&rel, &region.shape)
         };
