@@ -331,6 +331,9 @@ pub struct Tile<'a> {
     pub sig: &'a SigSlice,
     /// True flat nav index of every frame.
     pub true_nav_indices: &'a [u64],
+    /// The run's input dtype — or, only in runs where every UDF
+    /// [converts on read](Udf::converts_on_read), possibly the stored integer dtype of
+    /// the file, which the UDF converts to the input dtype itself as it reads.
     pub dtype: DType,
     /// `frames * sig.len()` elements, C order, native-endian, aligned for `dtype`.
     pub data: &'a [u8],
@@ -444,6 +447,10 @@ impl CallError {
     }
 }
 
+/// Stored dtypes a UDF that [converts on read](Udf::converts_on_read) must accept in
+/// tiles (into an `f32` or `f64` input dtype).
+pub const FUSED_STORED: [DType; 6] = [DType::U8, DType::U16, DType::U32, DType::I8, DType::I16, DType::I32];
+
 /// A user-defined function the executor can run: a wasm plugin or a native built-in.
 ///
 /// The main-side methods (`plan`, `result_buffers`, `merge`, `get_results`) may be
@@ -458,6 +465,17 @@ pub trait Udf: Send + Sync {
     /// Whether the UDF can take tiles straight from the file mapping, without a copy
     /// (native built-ins). Wasm plugins always need one: into guest memory.
     fn reads_in_place(&self) -> bool {
+        false
+    }
+
+    /// Whether `process` also accepts tiles in the dataset's stored dtype when the run's
+    /// input dtype is a float and the file holds integers ([`FUSED_STORED`]), converting
+    /// each element itself, as an `as` cast (the values the executor's conversion would
+    /// give). When every UDF of a run says yes, reads in place and there is no ROI, the
+    /// executor hands over the file mapping unconverted: the conversion then happens in
+    /// registers instead of through a copied tile. Tiles of the input dtype must still be
+    /// accepted (the executor falls back to them where it cannot map frames directly).
+    fn converts_on_read(&self) -> bool {
         false
     }
 

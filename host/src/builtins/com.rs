@@ -162,6 +162,10 @@ impl Udf for CoM {
         true
     }
 
+    fn converts_on_read(&self) -> bool {
+        true
+    }
+
     fn plan(&self, params: &Params, dataset: &DatasetMeta) -> Result<RunPlan, CallError> {
         ComParams::parse(params, dataset)?;
         Ok(spec::plan_of(&self.description))

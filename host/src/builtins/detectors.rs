@@ -133,6 +133,10 @@ impl Udf for VirtualDetector {
         true
     }
 
+    fn converts_on_read(&self) -> bool {
+        true
+    }
+
     fn plan(&self, _: &Params, _: &DatasetMeta) -> Result<RunPlan, CallError> {
         Ok(spec::plan_of(&self.description))
     }

@@ -2,7 +2,7 @@
 //! where it matters), [`Real`] for float-only kernels, and the [`with_sample!`] dispatch
 //! from a run-time [`DType`](crate::dtype::DType) to a monomorphised kernel.
 
-use crate::dtype::Element;
+use crate::dtype::{CastFrom, Element};
 use crate::udf::{CallError, Tile};
 use num_complex::{Complex32, Complex64};
 
@@ -11,10 +11,15 @@ pub trait Sample: Element + Default + PartialEq {
     /// `self + other`, wrapping for integers (NumPy's behaviour).
     fn add(self, other: Self) -> Self;
 
-    /// The sum of `values`. Floats are summed in several lanes and blocks of `f64`, more
-    /// accurate than a running `f32` sum (NumPy sums pairwise) and vectorised.
-    fn sum(values: &[Self]) -> Self {
-        values.iter().fold(Self::default(), |acc, &v| acc.add(v))
+    /// The sum of `values`, each converted to `Self` as an `as` cast (so that a tile of
+    /// stored integers sums like its converted copy would). Floats are summed in several
+    /// lanes and blocks of `f64`, more accurate than a running `f32` sum (NumPy sums
+    /// pairwise) and vectorised.
+    fn sum_of<S: Copy>(values: &[S]) -> Self
+    where
+        Self: CastFrom<S>,
+    {
+        values.iter().fold(Self::default(), |acc, &v| acc.add(Self::cast_from(v)))
     }
 }
 
@@ -33,8 +38,27 @@ integer_samples!(u8, u16, u32, u64, i8, i16, i32, i64);
 
 /// Lanes of the float sums: 16 independent accumulators keep the adder pipelines full.
 const LANES: usize = 16;
-/// Elements summed in `f32` lanes before the block's total goes into an `f64`.
+/// Elements summed in lanes of `T` before the block's total goes into an `f64`.
 const BLOCK: usize = 1024;
+
+/// The sum of `values` converted to the float `T`: blocks of [`BLOCK`] elements summed in
+/// [`LANES`] lanes of `T`, the block totals in `f64`.
+#[inline(always)]
+fn lane_sum<S: Copy, T: Copy + Default + std::ops::Add<Output = T> + CastFrom<S> + Into<f64>>(values: &[S]) -> f64 {
+    let mut total = 0f64;
+    for block in values.chunks(BLOCK) {
+        let mut lanes = [T::default(); LANES];
+        let mut groups = block.chunks_exact(LANES);
+        for group in &mut groups {
+            for (lane, &v) in lanes.iter_mut().zip(group) {
+                *lane = *lane + T::cast_from(v);
+            }
+        }
+        let rest = groups.remainder().iter().map(|&v| T::cast_from(v));
+        total += lanes.into_iter().chain(rest).map(Into::into).sum::<f64>();
+    }
+    total
+}
 
 impl Sample for f32 {
     #[inline(always)]
@@ -42,19 +66,11 @@ impl Sample for f32 {
         self + other
     }
 
-    fn sum(values: &[f32]) -> f32 {
-        let mut total = 0f64;
-        for block in values.chunks(BLOCK) {
-            let mut lanes = [0f32; LANES];
-            let mut groups = block.chunks_exact(LANES);
-            for group in &mut groups {
-                for (lane, &v) in lanes.iter_mut().zip(group) {
-                    *lane += v;
-                }
-            }
-            total += lanes.iter().chain(groups.remainder()).map(|&v| f64::from(v)).sum::<f64>();
-        }
-        total as f32
+    fn sum_of<S: Copy>(values: &[S]) -> f32
+    where
+        f32: CastFrom<S>,
+    {
+        lane_sum::<S, f32>(values) as f32
     }
 }
 
@@ -64,19 +80,11 @@ impl Sample for f64 {
         self + other
     }
 
-    fn sum(values: &[f64]) -> f64 {
-        let mut total = 0f64;
-        for block in values.chunks(BLOCK) {
-            let mut lanes = [0f64; LANES];
-            let mut groups = block.chunks_exact(LANES);
-            for group in &mut groups {
-                for (lane, &v) in lanes.iter_mut().zip(group) {
-                    *lane += v;
-                }
-            }
-            total += lanes.iter().chain(groups.remainder()).sum::<f64>();
-        }
-        total
+    fn sum_of<S: Copy>(values: &[S]) -> f64
+    where
+        f64: CastFrom<S>,
+    {
+        lane_sum::<S, f64>(values)
     }
 }
 
@@ -86,9 +94,13 @@ impl Sample for Complex32 {
         self + other
     }
 
-    fn sum(values: &[Complex32]) -> Complex32 {
+    fn sum_of<S: Copy>(values: &[S]) -> Complex32
+    where
+        Complex32: CastFrom<S>,
+    {
         let (mut re, mut im) = (0f64, 0f64);
-        for v in values {
+        for &v in values {
+            let v = Complex32::cast_from(v);
             re += f64::from(v.re);
             im += f64::from(v.im);
         }
@@ -203,7 +215,46 @@ macro_rules! with_real {
     }};
 }
 
-pub use crate::{with_real, with_sample};
+/// Run `$body` with `$S` the element type of `$dtype` if it is one of the stored integer
+/// dtypes a UDF that converts on read must accept ([`FUSED_STORED`]); `$otherwise` else.
+///
+/// [`FUSED_STORED`]: crate::udf::FUSED_STORED
+#[macro_export]
+#[doc(hidden)]
+macro_rules! with_fused_stored {
+    ($dtype:expr, $S:ident => $body:expr, $otherwise:expr) => {{
+        use $crate::dtype::DType as D;
+        match $dtype {
+            D::U8 => {
+                type $S = u8;
+                $body
+            }
+            D::U16 => {
+                type $S = u16;
+                $body
+            }
+            D::U32 => {
+                type $S = u32;
+                $body
+            }
+            D::I8 => {
+                type $S = i8;
+                $body
+            }
+            D::I16 => {
+                type $S = i16;
+                $body
+            }
+            D::I32 => {
+                type $S = i32;
+                $body
+            }
+            _ => $otherwise,
+        }
+    }};
+}
+
+pub use crate::{with_fused_stored, with_real, with_sample};
 
 /// The tile's elements as `T`.
 ///
@@ -238,14 +289,25 @@ mod tests {
     fn float_sums_are_accurate() {
         let values: Vec<f32> = (0..100_003).map(|i| 0.1 + (i % 7) as f32 * 0.01).collect();
         let exact: f64 = values.iter().map(|&v| f64::from(v)).sum();
-        assert!((f64::from(f32::sum(&values)) - exact).abs() <= 1e-6 * exact);
+        assert!((f64::from(f32::sum_of(&values)) - exact).abs() <= 1e-6 * exact);
         let values: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
-        assert!((f64::sum(&values) - exact).abs() <= 1e-12 * exact);
+        assert!((f64::sum_of(&values) - exact).abs() <= 1e-12 * exact);
+    }
+
+    #[test]
+    fn sums_of_stored_integers_equal_sums_of_their_converted_copies() {
+        let values: Vec<u16> = (0..5000u32).map(|i| (i * 7919 % 65536) as u16).collect();
+        let as_f32: Vec<f32> = values.iter().map(|&v| f32::from(v)).collect();
+        assert_eq!(f32::sum_of(&values).to_bits(), f32::sum_of(&as_f32).to_bits());
+        let as_f64: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
+        assert_eq!(f64::sum_of(&values).to_bits(), f64::sum_of(&as_f64).to_bits());
+        let exact: u64 = values.iter().map(|&v| u64::from(v)).sum();
+        assert_eq!(f64::sum_of(&values), exact as f64);
     }
 
     #[test]
     fn integer_sums_wrap_like_numpy() {
-        assert_eq!(u8::sum(&[200, 100]), 44);
-        assert_eq!(i16::sum(&[i16::MAX, 1]), i16::MIN);
+        assert_eq!(u8::sum_of(&[200u8, 100]), 44);
+        assert_eq!(i16::sum_of(&[i16::MAX, 1]), i16::MIN);
     }
 }

@@ -16,6 +16,7 @@
 
 use super::element::Sample;
 use crate::dataset::SigSlice;
+use crate::dtype::CastFrom;
 use rayon::prelude::*;
 
 /// Elements per column block: 16 KiB of `f32` accumulators, half of L1.
@@ -95,8 +96,9 @@ impl SliceRuns {
 }
 
 /// `acc[p] += Σ_f tile[f, p]` over the frames of a tile, `acc` being the frame-sized
-/// accumulator and the tile covering `runs`: SumUDF's `process_tile`.
-pub fn add_frames<T: Sample>(acc: &mut [T], tile: &[T], runs: &SliceRuns) {
+/// accumulator and the tile covering `runs`: SumUDF's `process_tile`. Tile elements of
+/// another type (stored integers) are converted as they are read.
+pub fn add_frames<S: Copy + Sync, T: Sample + CastFrom<S>>(acc: &mut [T], tile: &[S], runs: &SliceRuns) {
     let stride = runs.slice_len;
     if stride == 0 {
         return;
@@ -115,27 +117,27 @@ pub fn add_frames<T: Sample>(acc: &mut [T], tile: &[T], runs: &SliceRuns) {
 }
 
 /// `block[i] += Σ_f tile[f * stride + offset + i]`.
-fn add_column_block<T: Sample>(block: &mut [T], tile: &[T], stride: usize, offset: usize) {
+fn add_column_block<S: Copy, T: Sample + CastFrom<S>>(block: &mut [T], tile: &[S], stride: usize, offset: usize) {
     let len = block.len();
     for frame in tile.chunks_exact(stride) {
         for (a, &x) in block.iter_mut().zip(&frame[offset..offset + len]) {
-            *a = a.add(x);
+            *a = a.add(T::cast_from(x));
         }
     }
 }
 
 /// `acc[f] += Σ_p tile[f, p]`: each frame's (partial) sum added to its nav entry,
-/// SumSigUDF's `process_tile`.
-pub fn add_frame_sums<T: Sample>(acc: &mut [T], tile: &[T], slice_len: usize) {
+/// SumSigUDF's `process_tile`. Tile elements of another type are converted as read.
+pub fn add_frame_sums<S: Copy + Sync, T: Sample + CastFrom<S>>(acc: &mut [T], tile: &[S], slice_len: usize) {
     if slice_len == 0 {
         return;
     }
     let frames = tile.chunks_exact(slice_len);
     if parallel(std::mem::size_of_val(tile)) {
-        acc.par_iter_mut().zip(tile.par_chunks_exact(slice_len)).for_each(|(a, frame)| *a = a.add(T::sum(frame)));
+        acc.par_iter_mut().zip(tile.par_chunks_exact(slice_len)).for_each(|(a, frame)| *a = a.add(T::sum_of(frame)));
     } else {
         for (a, frame) in acc.iter_mut().zip(frames) {
-            *a = a.add(T::sum(frame));
+            *a = a.add(T::sum_of(frame));
         }
     }
 }

@@ -12,8 +12,9 @@
 //! gather per mask entry (sparse masks, CSR). Tiles of another dtype than the result
 //! are converted in blocks of ~1 MiB into a scratch buffer allocated once.
 
-use super::element::{Sample, tile_data};
+use super::element::{Sample, tile_data, with_fused_stored};
 use super::kernels::{SliceRuns, parallel};
+use super::simd::{self, Pixel};
 use super::spec;
 use super::sumsig::nav_buffer;
 use crate::array::NdArray;
@@ -140,8 +141,25 @@ pub trait MaskProduct: Send {
     fn apply(&mut self, tile: &Tile<'_>, out: &mut [u8]) -> Result<(), CallError>;
 }
 
-/// Element types masks are applied in.
-pub trait MaskElement: Sample + LinalgScalar + Send + Sync {}
+/// Element types masks are applied in, from any tile dtype a mask built-in accepts: the
+/// float and complex input dtypes, and the stored integers it converts on read.
+pub trait MaskElement:
+    Sample
+    + LinalgScalar
+    + Send
+    + Sync
+    + CastFrom<f32>
+    + CastFrom<f64>
+    + CastFrom<Complex32>
+    + CastFrom<Complex64>
+    + CastFrom<u8>
+    + CastFrom<u16>
+    + CastFrom<u32>
+    + CastFrom<i8>
+    + CastFrom<i16>
+    + CastFrom<i32>
+{
+}
 impl MaskElement for f32 {}
 impl MaskElement for f64 {}
 impl MaskElement for Complex32 {}
@@ -264,41 +282,91 @@ fn dot<R: MaskElement>(a: &[R], b: &[R]) -> R {
     lanes.iter().fold(total, |acc, &l| acc + l)
 }
 
-impl<R: MaskElement> MaskProduct for DenseProduct<R>
-where
-    R: CastFrom<f32> + CastFrom<f64> + CastFrom<Complex32> + CastFrom<Complex64>,
-{
+/// `apply(data, out)` on the whole tile, or — for tiles worth splitting across threads —
+/// on blocks of frames in parallel.
+fn by_frame_blocks<S: Sync, R: Send>(
+    data: &[S],
+    k: usize,
+    m: usize,
+    out: &mut [R],
+    apply: impl Fn(&[S], &mut [R]) -> Result<(), CallError> + Sync,
+) -> Result<(), CallError> {
+    let frames = out.len() / m.max(1);
+    if frames > 1 && parallel(std::mem::size_of_val(data)) {
+        let block = (PARALLEL_BLOCK_BYTES / (k * size_of::<S>()).max(1)).max(GEMM_FRAMES).clamp(1, frames);
+        return out.par_chunks_mut(block * m.max(1)).zip(data.par_chunks(block * k)).try_for_each(|(o, d)| apply(d, o));
+    }
+    apply(data, out)
+}
+
+/// The AVX2/FMA kernel on a tile of `S` (float32 or stored integers) with float32 masks.
+fn dense_f32<S: Pixel + Element>(
+    tile: &Tile<'_>,
+    k: usize,
+    masks: &[f32],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), CallError> {
+    by_frame_blocks(tile_data::<S>(tile)?, k, m, out, |d, o| {
+        if simd::masks_product(d, k, masks, m, o) {
+            Ok(())
+        } else {
+            Err(CallError::internal("the AVX2 kernel is not available"))
+        }
+    })
+}
+
+/// The portable product of a tile of another dtype `I`: converted to `R` in blocks of
+/// [`CONVERT_BYTES`] into `scratch`, then multiplied.
+fn convert_then_gemm<I: Copy, R: MaskElement + CastFrom<I>>(
+    data: &[I],
+    k: usize,
+    masks: &[R],
+    m: usize,
+    out: &mut [R],
+    scratch: &mut Vec<R>,
+) -> Result<(), CallError> {
+    let frames = out.len() / m.max(1);
+    let block = (CONVERT_BYTES / (k * size_of::<R>()).max(1)).clamp(1, frames.max(1));
+    if scratch.len() < block * k {
+        scratch.resize(block * k, R::zero());
+    }
+    for (d, o) in data.chunks(block * k).zip(out.chunks_mut(block * m.max(1))) {
+        let scratch = &mut scratch[..d.len()];
+        for (s, &x) in scratch.iter_mut().zip(d) {
+            *s = R::cast_from(x);
+        }
+        gemm(scratch, k, masks, m, o)?;
+    }
+    Ok(())
+}
+
+impl<R: MaskElement> MaskProduct for DenseProduct<R> {
     fn apply(&mut self, tile: &Tile<'_>, out: &mut [u8]) -> Result<(), CallError> {
         let masks = self.slices.get(tile.scheme_index).ok_or_else(|| CallError::internal("unknown signal slice"))?;
         let k = tile.sig.len();
         let m = self.count;
         let out = rows_of::<R>(out)?;
-        if tile.dtype == R::DTYPE {
-            let data = tile_data::<R>(tile)?;
-            if parallel(tile.data.len()) && tile.frames > 1 {
-                let block = (PARALLEL_BLOCK_BYTES / (k * size_of::<R>()).max(1)).max(GEMM_FRAMES).clamp(1, tile.frames);
-                return out
-                    .par_chunks_mut(block * m.max(1))
-                    .zip(data.par_chunks(block * k))
-                    .try_for_each(|(o, d)| gemm(d, k, masks, m, o));
+        if R::DTYPE == DType::F32 && simd::available() {
+            let (masks, out) = (bytemuck::cast_slice::<R, f32>(masks), bytemuck::cast_slice_mut::<R, f32>(out));
+            if tile.dtype == DType::F32 {
+                return dense_f32::<f32>(tile, k, masks, m, out);
             }
-            return gemm(data, k, masks, m, out);
+            if let Some(result) =
+                with_fused_stored!(tile.dtype, S => Some(dense_f32::<S>(tile, k, masks, m, out)), None)
+            {
+                return result;
+            }
         }
+        if tile.dtype == R::DTYPE {
+            return by_frame_blocks(tile_data::<R>(tile)?, k, m, out, |d, o| gemm(d, k, masks, m, o));
+        }
+        let scratch = &mut self.scratch;
         with_float_or_complex!(tile.dtype, I => {
-            let data = tile_data::<I>(tile)?;
-            let block = (CONVERT_BYTES / (k * size_of::<R>()).max(1)).clamp(1, tile.frames.max(1));
-            if self.scratch.len() < block * k {
-                self.scratch.resize(block * k, R::zero());
-            }
-            for (d, o) in data.chunks(block * k).zip(out.chunks_mut(block * m.max(1))) {
-                let scratch = &mut self.scratch[..d.len()];
-                for (s, &x) in scratch.iter_mut().zip(d) {
-                    *s = R::cast_from(x);
-                }
-                gemm(scratch, k, masks, m, o)?;
-            }
-            Ok(())
-        }, Err(unsupported(tile.dtype)))
+            convert_then_gemm(tile_data::<I>(tile)?, k, masks, m, out, scratch)
+        }, with_fused_stored!(tile.dtype, I => {
+            convert_then_gemm(tile_data::<I>(tile)?, k, masks, m, out, scratch)
+        }, Err(unsupported(tile.dtype))))
     }
 }
 
@@ -336,13 +404,30 @@ impl<R: MaskElement> SparseProduct<R> {
     }
 }
 
-impl<R: MaskElement> MaskProduct for SparseProduct<R>
-where
-    R: CastFrom<f32> + CastFrom<f64> + CastFrom<Complex32> + CastFrom<Complex64>,
-{
+/// `out[f, mask] += Σ values · frame[indices]` over the CSR rows, each tile element
+/// converted to `R` as it is read.
+fn sparse_rows<I: Copy, R: MaskElement + CastFrom<I>>(
+    data: &[I],
+    k: usize,
+    (indptr, indices, values): &(Vec<usize>, Vec<u32>, Vec<R>),
+    m: usize,
+    out: &mut [R],
+) {
+    for (frame, row) in data.chunks_exact(k).zip(out.chunks_exact_mut(m)) {
+        for (mask, acc) in row.iter_mut().enumerate() {
+            let range = indptr[mask]..indptr[mask + 1];
+            let mut sum = R::zero();
+            for (&i, &v) in indices[range.clone()].iter().zip(&values[range]) {
+                sum = sum + v * R::cast_from(frame[i as usize]);
+            }
+            *acc = *acc + sum;
+        }
+    }
+}
+
+impl<R: MaskElement> MaskProduct for SparseProduct<R> {
     fn apply(&mut self, tile: &Tile<'_>, out: &mut [u8]) -> Result<(), CallError> {
-        let (indptr, indices, values) =
-            self.slices.get(tile.scheme_index).ok_or_else(|| CallError::internal("unknown signal slice"))?;
+        let csr = self.slices.get(tile.scheme_index).ok_or_else(|| CallError::internal("unknown signal slice"))?;
         let k = tile.sig.len();
         let m = self.count;
         let out = rows_of::<R>(out)?;
@@ -350,19 +435,12 @@ where
             return Ok(());
         }
         with_float_or_complex!(tile.dtype, I => {
-            let data = tile_data::<I>(tile)?;
-            for (frame, row) in data.chunks_exact(k).zip(out.chunks_exact_mut(m)) {
-                for (mask, acc) in row.iter_mut().enumerate() {
-                    let range = indptr[mask]..indptr[mask + 1];
-                    let mut sum = R::zero();
-                    for (&i, &v) in indices[range.clone()].iter().zip(&values[range]) {
-                        sum = sum + v * R::cast_from(frame[i as usize]);
-                    }
-                    *acc = *acc + sum;
-                }
-            }
+            sparse_rows(tile_data::<I>(tile)?, k, csr, m, out);
             Ok(())
-        }, Err(unsupported(tile.dtype)))
+        }, with_fused_stored!(tile.dtype, I => {
+            sparse_rows(tile_data::<I>(tile)?, k, csr, m, out);
+            Ok(())
+        }, Err(unsupported(tile.dtype))))
     }
 }
 
@@ -508,6 +586,10 @@ impl Udf for ApplyMasks {
     }
 
     fn reads_in_place(&self) -> bool {
+        true
+    }
+
+    fn converts_on_read(&self) -> bool {
         true
     }
 

@@ -56,6 +56,7 @@ pub mod logsum;
 pub mod masks;
 pub mod pick;
 pub mod radial_fourier;
+pub mod simd;
 pub mod spec;
 pub mod stddev;
 pub mod sum;

@@ -125,6 +125,10 @@ impl Udf for RadialFourier {
         true
     }
 
+    fn converts_on_read(&self) -> bool {
+        true
+    }
+
     fn plan(&self, params: &Params, dataset: &DatasetMeta) -> Result<RunPlan, CallError> {
         Geometry::parse(params, &dataset.sig_shape)?;
         Ok(spec::plan_of(&self.description))

@@ -3,7 +3,7 @@
 //! Buffer `intensity`: kind sig, dtype = input dtype, `intensity[y, x] = Σ_n F_n[y, x]`.
 //! Param `dtype` (default `float32`) is the preferred input dtype.
 
-use super::element::{Sample, cast_mut, tile_data, with_sample};
+use super::element::{Sample, cast_mut, tile_data, with_fused_stored, with_real, with_sample};
 use super::kernels::{SliceRuns, add_frames};
 use super::spec;
 use crate::array::NdArray;
@@ -36,6 +36,10 @@ impl Udf for Sum {
     }
 
     fn reads_in_place(&self) -> bool {
+        true
+    }
+
+    fn converts_on_read(&self) -> bool {
         true
     }
 
@@ -78,6 +82,12 @@ pub(crate) fn sig_buffer(name: &str, dtype: crate::dtype::DType) -> BufferDecl {
     }
 }
 
+/// A tile in a dtype that is neither the input dtype nor one a converting built-in
+/// accepts: the executor broke its promise.
+pub(crate) fn unconvertible(tile: crate::dtype::DType, input: crate::dtype::DType) -> CallError {
+    CallError::internal(format!("a tile of {tile} cannot be read into the input dtype {input}"))
+}
+
 /// `dest += src` for every buffer (by name): the merge of sums.
 pub(crate) fn add_buffers(dest: &mut [BufferViewMut<'_>], src: &[NamedBuffer]) -> Result<(), CallError> {
     for d in dest.iter_mut() {
@@ -115,6 +125,16 @@ impl PartitionRunner for SumPartition {
     fn process(&mut self, tile: &Tile<'_>) -> Result<(), CallError> {
         let intensity = self.intensity.as_mut().ok_or_else(|| CallError::internal("process after export"))?;
         let runs = self.runs.get(tile.scheme_index).ok_or_else(|| CallError::internal("unknown signal slice"))?;
+        if tile.dtype != intensity.dtype() {
+            // Stored integers, converted as they are read (`converts_on_read`).
+            return with_real!(intensity.dtype(), T => {
+                let acc = intensity.as_mut_slice::<T>().ok_or_else(|| CallError::internal("accumulator dtype"))?;
+                with_fused_stored!(tile.dtype, S => {
+                    add_frames(acc, tile_data::<S>(tile)?, runs);
+                    Ok(())
+                }, Err(unconvertible(tile.dtype, intensity.dtype())))
+            }, Err(unconvertible(tile.dtype, intensity.dtype())));
+        }
         with_sample!(tile.dtype, T => {
             let acc = intensity.as_mut_slice::<T>().ok_or_else(|| CallError::internal("tile dtype is not the input dtype"))?;
             add_frames(acc, tile_data::<T>(tile)?, runs);

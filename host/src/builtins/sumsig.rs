@@ -3,8 +3,10 @@
 //! Buffer `intensity`: kind nav, dtype `result_type(input, float32)`,
 //! `intensity[n] = Σ_{y,x} F_n[y, x]`. Merged by the host (nav buffer).
 
-use super::element::{tile_data, with_sample};
+use super::element::{tile_data, with_fused_stored, with_real, with_sample};
+use super::kernels::add_frame_sums;
 use super::spec;
+use super::sum::unconvertible;
 use crate::array::NdArray;
 use crate::dtype::{DType, result_type};
 use crate::udf::{
@@ -44,6 +46,10 @@ impl Udf for SumSig {
     }
 
     fn reads_in_place(&self) -> bool {
+        true
+    }
+
+    fn converts_on_read(&self) -> bool {
         true
     }
 
@@ -94,10 +100,23 @@ impl PartitionRunner for SumSigPartition {
         let first =
             tile.origin.checked_sub(self.origin).ok_or_else(|| CallError::internal("tile before partition"))? as usize;
         let slice_len = tile.sig.len();
+        let range = first..first + tile.frames;
+        if tile.dtype != intensity.dtype() {
+            // Stored integers, converted as they are read (`converts_on_read`).
+            let input = intensity.dtype();
+            return with_real!(input, T => {
+                let acc = intensity.as_mut_slice::<T>().ok_or_else(|| CallError::internal("accumulator dtype"))?;
+                let acc = acc.get_mut(range).ok_or_else(|| CallError::internal("tile beyond partition"))?;
+                with_fused_stored!(tile.dtype, S => {
+                    add_frame_sums(acc, tile_data::<S>(tile)?, slice_len);
+                    Ok(())
+                }, Err(unconvertible(tile.dtype, input)))
+            }, Err(unconvertible(tile.dtype, input)));
+        }
         with_sample!(tile.dtype, T => {
             let acc = intensity.as_mut_slice::<T>().ok_or_else(|| CallError::internal("tile dtype is not the input dtype"))?;
-            let acc = acc.get_mut(first..first + tile.frames).ok_or_else(|| CallError::internal("tile beyond partition"))?;
-            super::kernels::add_frame_sums(acc, tile_data::<T>(tile)?, slice_len);
+            let acc = acc.get_mut(range).ok_or_else(|| CallError::internal("tile beyond partition"))?;
+            add_frame_sums(acc, tile_data::<T>(tile)?, slice_len);
             Ok(())
         }, Err(CallError::invalid_data("sumsig needs numeric input, not bool")))
     }

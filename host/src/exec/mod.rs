@@ -35,8 +35,8 @@ use crate::dataset::{Dataset, DatasetError, Partition, TileRequest, TilingScheme
 use crate::dtype::{DType, result_type};
 use crate::roi::Roi;
 use crate::udf::{
-    BufferDecl, BufferKind, BufferUse, CallError, DTypePreference, DatasetMeta, DeviceClass, ErrorKind, InitContext,
-    InstanceStats, Method, NamedBuffer, ParamValue, Params, RunPlan, Udf,
+    BufferDecl, BufferKind, BufferUse, CallError, DTypePreference, DatasetMeta, DeviceClass, ErrorKind, FUSED_STORED,
+    InitContext, InstanceStats, Method, NamedBuffer, ParamValue, Params, RunPlan, Udf,
 };
 pub use merge::MergeState;
 use serde::Serialize;
@@ -76,6 +76,10 @@ pub struct RunOptions {
     pub shuffle_merges: Option<u64>,
     /// Keep every partition's exported buffers (see [`RunIter::partition_buffers`]).
     pub keep_partition_buffers: bool,
+    /// Convert integer data to the input dtype in the executor (into a copied tile) even
+    /// when every UDF [converts on read](crate::udf::Udf::converts_on_read). For testing
+    /// that both paths agree, and for measuring what fusing the conversion gains.
+    pub convert_in_executor: bool,
 }
 
 /// Default cap on the host memory of a run's merged buffers: 16 GiB.
@@ -164,6 +168,9 @@ pub(crate) struct RunShared {
     pub meta: DatasetMeta,
     pub partitions: Vec<Partition>,
     pub tiling: Arc<TilingScheme>,
+    /// The dtype of tiles mapped straight from the file: the input dtype, or the stored
+    /// integer dtype when every UDF converts on read.
+    pub direct_dtype: DType,
     pub threads: usize,
     pub roi: Option<Roi>,
     /// Current parameters per UDF (nav aux arrays flattened to `(nav_len, ..)`).
@@ -312,6 +319,17 @@ impl Run {
             planned.push(PlannedUdf { udf: spec.udf.clone(), name, plan, decls });
         }
 
+        // Integer files read by UDFs that all convert on read are mapped in unconverted.
+        let fuses = !options.convert_in_executor
+            && options.roi.is_none()
+            && matches!(meta.input_dtype, DType::F32 | DType::F64)
+            && FUSED_STORED.contains(&stored.dtype)
+            && !stored.needs_conversion_to(stored.dtype)
+            && planned.iter().all(|p| p.udf.reads_in_place() && p.udf.converts_on_read())
+            && nav_len > 0
+            && dataset.direct_frames(0..1, stored.dtype).is_some();
+        let direct_dtype = if fuses { stored.dtype } else { meta.input_dtype };
+
         // Partitions and tiling.
         let count = options
             .partitions
@@ -332,7 +350,7 @@ impl Run {
                 let first_len = partitions.first().map_or(1, Partition::len);
                 // A copy is needed unless every UDF is native and the data can be mapped
                 // straight in; wasm plugins always need one (into guest memory).
-                let needs_copy = stored.needs_conversion_to(meta.input_dtype)
+                let needs_copy = (stored.needs_conversion_to(meta.input_dtype) && direct_dtype == meta.input_dtype)
                     || options.roi.is_some()
                     || planned.iter().any(|p| !p.udf.reads_in_place());
                 negotiate(
@@ -375,6 +393,7 @@ impl Run {
             meta,
             partitions,
             tiling: Arc::new(tiling),
+            direct_dtype,
             threads,
             roi: options.roi,
             params: RwLock::new(params),

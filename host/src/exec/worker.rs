@@ -118,16 +118,16 @@ fn run_partition(shared: &RunShared, partition: &Partition) -> Result<Vec<UdfOut
         for (scheme_index, slice) in shared.tiling.slices.iter().enumerate() {
             let contiguous = chunk.last().is_some_and(|&l| l - chunk[0] + 1 == chunk.len() as u64);
             let direct = if full_frame && contiguous {
-                shared.dataset.direct_frames(chunk[0]..chunk[0] + chunk.len() as u64, input)
+                shared.dataset.direct_frames(chunk[0]..chunk[0] + chunk.len() as u64, shared.direct_dtype)
             } else {
                 None
             };
-            let data: &[u8] = match direct {
-                Some(bytes) => bytes,
+            let (dtype, data): (_, &[u8]) = match direct {
+                Some(bytes) => (shared.direct_dtype, bytes),
                 None => {
                     buffer.resize(chunk.len() * slice.len() * input.size());
                     shared.dataset.read_tile(chunk, slice, input, buffer.as_mut_slice())?;
-                    buffer.as_slice()
+                    (input, buffer.as_slice())
                 }
             };
             let tile = Tile {
@@ -136,7 +136,7 @@ fn run_partition(shared: &RunShared, partition: &Partition) -> Result<Vec<UdfOut
                 scheme_index,
                 sig: slice,
                 true_nav_indices: chunk,
-                dtype: input,
+                dtype,
                 data,
             };
             for (u, runner) in runners.iter_mut().enumerate() {

@@ -6,8 +6,8 @@ use udf_host::dataset::OpenOptions;
 use udf_host::dtype::DType;
 use udf_host::exec::{Run, RunOptions, UdfSpec};
 use udf_host::udf::{
-    BufferDecl, BufferViewMut, CallError, DatasetMeta, Description, InitContext, MergeContext, NamedBuffer, Params,
-    PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile, Udf,
+    BufferDecl, BufferViewMut, CallError, DatasetMeta, Description, InitContext, MergeContext, NamedBuffer, ParamValue,
+    Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile, Udf,
 };
 use udf_host_tests::fixtures;
 use udf_host_tests::reference::{assert_close, assert_close_complex, to_complex, to_f64};
@@ -103,14 +103,25 @@ fn sum_and_sumsig_agree_with_their_wasm_twins_in_one_pass() {
 }
 
 /// What the pointer probe saw of one tile: (partition origin, tile first frame, frames,
-/// address of the first byte).
-type Seen = Arc<Mutex<Vec<(u64, u64, usize, usize)>>>;
+/// address of the first byte, dtype).
+type SeenTile = (u64, u64, usize, usize, DType);
+type Seen = Arc<Mutex<Vec<SeenTile>>>;
 
-/// A native probe that reads in place like a built-in and records where each tile's
-/// bytes are.
+/// A native probe that reads in place like a built-in (and, if `converts`, says it
+/// converts stored integers on read) and records where each tile's bytes are.
 struct PointerProbe {
     description: Description,
     seen: Seen,
+    converts: bool,
+}
+
+impl PointerProbe {
+    fn shared(seen: &Seen, converts: bool) -> Arc<dyn Udf> {
+        let mut description = builtin("sum").description().clone();
+        description.params.clear();
+        description.custom_merge = false;
+        Arc::new(PointerProbe { description, seen: seen.clone(), converts })
+    }
 }
 
 struct PointerRunner {
@@ -127,6 +138,9 @@ impl Udf for PointerProbe {
     }
     fn reads_in_place(&self) -> bool {
         true
+    }
+    fn converts_on_read(&self) -> bool {
+        self.converts
     }
     fn plan(&self, _: &Params, _: &DatasetMeta) -> Result<RunPlan, CallError> {
         let d = &self.description;
@@ -151,7 +165,7 @@ impl PartitionRunner for PointerRunner {
         Ok(())
     }
     fn process(&mut self, tile: &Tile<'_>) -> Result<(), CallError> {
-        let entry = (self.origin, tile.origin, tile.frames, tile.data.as_ptr() as usize);
+        let entry = (self.origin, tile.origin, tile.frames, tile.data.as_ptr() as usize, tile.dtype);
         self.seen.lock().map_err(|_| CallError::internal("lock"))?.push(entry);
         Ok(())
     }
@@ -169,10 +183,7 @@ fn builtins_read_float32_data_in_place_as_whole_partitions() {
     let data = fixtures::mk_random(&[30], &[16, 16], 9);
     let f = Fixture::write(dir.path(), Input::F32, &data, 9);
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let mut description = builtin("sum").description().clone();
-    description.params.clear();
-    description.custom_merge = false;
-    let probe: Arc<dyn Udf> = Arc::new(PointerProbe { description, seen: seen.clone() });
+    let probe = PointerProbe::shared(&seen, false);
     let open = udf_host::dataset::open(&f.path, &OpenOptions::default()).unwrap();
     let specs = vec![
         UdfSpec { udf: builtin("sum"), params: Params::default() },
@@ -195,12 +206,90 @@ fn builtins_read_float32_data_in_place_as_whole_partitions() {
     // The tiles are the file itself: tile addresses differ exactly by the frames' file
     // offsets (separate copies would live in separately allocated buffers).
     let mut seen = seen.lock().unwrap().clone();
-    seen.sort();
+    seen.sort_by_key(|s| (s.0, s.1));
     assert_eq!(seen.iter().map(|s| (s.1, s.2)).collect::<Vec<_>>(), vec![(0, 10), (10, 10), (20, 10)]);
-    let frame_bytes = 16 * 16 * 4;
+    assert_in_place(&seen, 16 * 16 * 4);
+}
+
+/// The tiles are the file itself: tile addresses differ exactly by the frames' file
+/// offsets (separate copies would live in separately allocated buffers).
+fn assert_in_place(seen: &[SeenTile], frame_bytes: usize) {
     for s in &seen[1..] {
         assert_eq!(s.3 - seen[0].3, s.1 as usize * frame_bytes, "tile at frame {} is not read in place", s.1);
     }
+}
+
+/// A uint16 file run with `udfs` and a probe (converting on read or not), the conversion
+/// left to the UDFs or done by the executor: the results, the tile shape and what the
+/// probe saw, sorted.
+fn run_uint16(
+    f: &Fixture,
+    udfs: &[(&str, Params)],
+    probe_converts: bool,
+    convert_in_executor: bool,
+) -> (udf_host::exec::RunResults, Vec<usize>, Vec<SeenTile>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut specs: Vec<UdfSpec> =
+        udfs.iter().map(|(name, params)| UdfSpec { udf: builtin(name), params: params.clone() }).collect();
+    specs.push(UdfSpec { udf: PointerProbe::shared(&seen, probe_converts), params: Params::default() });
+    let open = udf_host::dataset::open(&f.path, &OpenOptions::default()).unwrap();
+    let options = RunOptions { partitions: Some(3), convert_in_executor, ..RunOptions::default() };
+    let run = Run::plan(open, specs, options).unwrap();
+    let tile = run.tiling().tile_shape();
+    let results = run.execute().unwrap();
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort_by_key(|s| s.1);
+    (results, tile, seen)
+}
+
+#[test]
+fn integer_files_reach_builtins_that_convert_on_read_unconverted_with_the_same_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = fixtures::mk_random(&[5, 6], &[16, 16], 13);
+    let f = Fixture::write(dir.path(), Input::U16, &data, 13);
+    let masks: Vec<f32> = (0..16 * 256).map(|i| ((i * 37) % 23) as f32 / 7.0 - 1.5).collect();
+    let masks = udf_host::array::NdArray::from_vec(&[16, 16, 16], masks).unwrap();
+    let masks = udf_host_tests::params(&[("masks", ParamValue::Array(Arc::new(masks)))]);
+    let ring = udf_host_tests::params(&[("ri", ParamValue::Float(2.0)), ("ro", ParamValue::Float(6.0))]);
+    let udfs = [
+        ("sum", Params::default()),
+        ("sumsig", Params::default()),
+        ("masks", masks),
+        ("ring", ring),
+        ("com", Params::default()),
+    ];
+
+    // Every UDF converts on read: the file's own uint16 bytes, whole partitions in place.
+    let (fused, tile, seen) = run_uint16(&f, &udfs, true, false);
+    assert_eq!(fused.input_dtype, DType::F32);
+    assert_eq!(tile, vec![10, 16, 16]);
+    assert_eq!(
+        seen.iter().map(|s| (s.1, s.2, s.4)).collect::<Vec<_>>(),
+        vec![(0, 10, DType::U16), (10, 10, DType::U16), (20, 10, DType::U16)]
+    );
+    assert_in_place(&seen, 16 * 16 * 2);
+
+    // The same run converting in the executor, and one where a UDF cannot convert:
+    // float32 tiles, and bit for bit the same results (same values, same arithmetic).
+    for (probe_converts, convert_in_executor) in [(true, true), (false, false)] {
+        let (copied, _, seen) = run_uint16(&f, &udfs, probe_converts, convert_in_executor);
+        assert!(seen.iter().all(|s| s.4 == DType::F32), "{seen:?}");
+        for (a, b) in fused.udfs.iter().zip(&copied.udfs) {
+            for (x, y) in a.buffers.iter().zip(&b.buffers) {
+                assert_eq!((&x.name, x.dtype()), (&y.name, y.dtype()));
+                assert_eq!(x.data.bytes(), y.data.bytes(), "{} '{}'", a.name, x.name);
+            }
+        }
+    }
+
+    // And right: sum against a plain loop over the stored values.
+    let sum = fused.udfs[0].buffer("intensity").unwrap();
+    assert_close(
+        &to_f64(&sum.data),
+        &udf_host_tests::reference::sum_frames(&data.rounded(fixtures::Ty::U16), None),
+        1e-6,
+        "sum",
+    );
 }
 
 #[test]
