@@ -287,20 +287,23 @@ fn bench_dataset(path: &Path, dtype: &str, bytes: u64, repeat: usize, filters: &
     println!("| map→L2 (mapped) | {hot:.2} |");
     println!("| heap→heap | {heap:.2} |");
     println!();
-    println!("| case (tile) | native GB/s | vs memcpy | anon MiB | wasm GB/s | wasm --trusted GB/s | wasm/native |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| case (tile) | native GB/s | vs memcpy | anon MiB | native, executor converts GB/s | wasm GB/s | wasm --trusted GB/s | wasm/native |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     for (label, name, params) in cases() {
         if !filters.is_empty() && !filters.iter().any(|f| label.contains(f.as_str())) {
             continue;
         }
         // (GB/s, peak anon MiB, tile shape) of the best of `repeat` runs of `udf`.
-        let time = |udf: &dyn Fn() -> Arc<dyn Udf>| -> (f64, f64, Vec<usize>) {
+        let time_with = |udf: &dyn Fn() -> Arc<dyn Udf>, convert_in_executor: bool| -> (f64, f64, Vec<usize>) {
             let mut tile = Vec::new();
             let mut best_run = (0.0, 0.0);
             for _ in 0..repeat {
                 let data = dataset::open(path, &OpenOptions::default()).expect("open");
                 let spec = UdfSpec { udf: udf(), params: params.clone() };
-                let run = Run::plan(data, vec![spec], RunOptions::default()).expect("plan");
+                let options = RunOptions { convert_in_executor, ..RunOptions::default() };
+                let run = Run::plan(data, vec![spec], options).expect("plan");
                 tile = run.tiling().tile_shape();
                 let (seconds, anon) = with_peak_anon(|| {
                     let started = Instant::now();
@@ -315,7 +318,16 @@ fn bench_dataset(path: &Path, dtype: &str, bytes: u64, repeat: usize, filters: &
             }
             (best_run.0, best_run.1, tile)
         };
-        let (native, anon, native_tile) = time(&|| udf_host::builtins::get(name).expect("built-in"));
+        let time = |udf: &dyn Fn() -> Arc<dyn Udf>| time_with(udf, false);
+        let builtin = || udf_host::builtins::get(name).expect("built-in");
+        let (native, anon, native_tile) = time(&builtin);
+        // Integer data: the same built-in with the conversion done by the executor into
+        // a copied tile, as before built-ins converted on read.
+        let copied = if dtype != "float32" && builtin().converts_on_read() {
+            format!("{:.2}", time_with(&builtin, true).0)
+        } else {
+            "–".into()
+        };
         let (wasm, trusted) = match twin(label) {
             Some(plugin_name) => {
                 let (wasm, ..) = time(&|| plugin(plugin_name, false));
@@ -325,7 +337,7 @@ fn bench_dataset(path: &Path, dtype: &str, bytes: u64, repeat: usize, filters: &
             None => ("–".into(), "– | –".into()),
         };
         println!(
-            "| {label} ({native_tile:?}) | {native:.2} | {:.0} % | {anon:.0} | {wasm} | {trusted} |",
+            "| {label} ({native_tile:?}) | {native:.2} | {:.0} % | {anon:.0} | {copied} | {wasm} | {trusted} |",
             100.0 * native / fresh
         );
     }

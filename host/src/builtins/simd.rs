@@ -6,13 +6,16 @@
 //! [`FRAMES`] frames × [`MASKS`] masks × [`PIXELS`] pixels: twelve AVX registers hold
 //! the dot products of three frames with four masks, eight pixels at a time, and each
 //! step loads three data vectors and four mask vectors for twelve fused multiply-adds.
-//! The three frames' pixel block (12 KiB) stays in L1 while every group of four masks
-//! passes over it, and the masks' pixel block (64 KiB for 16 masks) stays in L2 while
-//! the frames stream past: every data element is read from memory once.
+//! The three frames' pixel block (48 KiB) stays in L1/L2 while every group of four masks
+//! passes over it, and the masks' pixel block (256 KiB for 16 masks) stays in L2 while
+//! the frames stream past: every data element is read from memory once. Long pixel
+//! blocks keep the hardware prefetchers streaming (one core, 16 masks, data from memory:
+//! 11.5 GMAC/s with 512 pixels, 13.0 with 1024, 13.9 with 4096, against 17.2 with all data
+//! in L1 and 18.6 for FMAs alone).
 //!
 //! Stored integer tiles (read unconverted, [`Udf::converts_on_read`]) are converted one
 //! block of three frames × [`PIXELS`] at a time into a scratch block on the stack, in
-//! L1, so the conversion costs one pass over cached data instead of a copied tile.
+//! cache, so the conversion costs one pass over cached data instead of a copied tile.
 //!
 //! [`Udf::converts_on_read`]: crate::udf::Udf::converts_on_read
 
@@ -23,7 +26,7 @@ const FRAMES: usize = 3;
 /// Masks per register block.
 const MASKS: usize = 4;
 /// Pixels per cache block.
-const PIXELS: usize = 1024;
+const PIXELS: usize = 4096;
 
 /// Tile elements the kernel reads: `f32` in place, integers converted into a scratch
 /// block.
