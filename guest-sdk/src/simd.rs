@@ -85,6 +85,126 @@ pub fn add_frames<T: Numeric>(acc: &mut ArrayViewMutD<'_, T>, frames: &ArrayView
     }
 }
 
+/// Frames (rows of `a`) per register block of [`dot_products`].
+const ROWS: usize = 2;
+/// Vectors (rows of `b`) per register block of [`dot_products`].
+const VECTORS: usize = 4;
+/// Elements per cache block of [`dot_products`].
+const BLOCK: usize = 4096;
+
+/// Many dot products at once, the core of virtual detectors (masks):
+/// `out[i * m + j] += Σ_{p < len} a[i * a_stride + p] · b[j * b_stride + p]` for the
+/// `n = out.len() / m` rows of `a` and the `m` rows of `b`.
+///
+/// Blocked so that it runs at the speed of the arithmetic, not of memory: two rows of
+/// `a` and four of `b` at a time in eight SIMD accumulators (each step loads six vectors
+/// for eight multiply-adds; three rows measured slower under Cranelift), over blocks of
+/// 4096 elements that stay in cache while every group of `b` rows passes over them. Each element of `a` is read from
+/// memory once. With `simd128` (how this repository builds plugins) the accumulators
+/// are wasm SIMD registers; elsewhere plain Rust with the same blocking. Sums are per
+/// lane, then across lanes: the result differs from a sequential sum in the last bits.
+///
+/// # Panics
+/// If `a`, `b` are too short for the strides and lengths given, `m` is 0 while `out`
+/// is not empty, or `len` exceeds a stride.
+pub fn dot_products(a: &[f32], a_stride: usize, b: &[f32], b_stride: usize, m: usize, len: usize, out: &mut [f32]) {
+    if out.is_empty() || len == 0 {
+        return;
+    }
+    assert!(m > 0 && len <= a_stride && len <= b_stride, "dot_products: shapes");
+    let n = out.len() / m;
+    assert!(a.len() >= (n - 1) * a_stride + len && b.len() >= (m - 1) * b_stride + len, "dot_products: too short");
+    for p0 in (0..len).step_by(BLOCK) {
+        let block = BLOCK.min(len - p0);
+        let mut i = 0;
+        while i < n {
+            let rows_here = ROWS.min(n - i);
+            let rows: [&[f32]; ROWS] =
+                std::array::from_fn(|r| if r < rows_here { &a[(i + r) * a_stride + p0..][..block] } else { &[] });
+            let mut j = 0;
+            while j < m {
+                let count = VECTORS.min(m - j);
+                let vectors: [&[f32]; VECTORS] =
+                    std::array::from_fn(|c| if c < count { &b[(j + c) * b_stride + p0..][..block] } else { &[] });
+                let out = &mut out[i * m + j..];
+                match (rows_here, count) {
+                    (2, 4) => dot_block::<2, 4>(&rows, &vectors, out, m),
+                    (2, 3) => dot_block::<2, 3>(&rows, &vectors, out, m),
+                    (2, 2) => dot_block::<2, 2>(&rows, &vectors, out, m),
+                    (2, _) => dot_block::<2, 1>(&rows, &vectors, out, m),
+                    (_, 4) => dot_block::<1, 4>(&rows, &vectors, out, m),
+                    (_, 3) => dot_block::<1, 3>(&rows, &vectors, out, m),
+                    (_, 2) => dot_block::<1, 2>(&rows, &vectors, out, m),
+                    (_, _) => dot_block::<1, 1>(&rows, &vectors, out, m),
+                }
+                j += count;
+            }
+            i += rows_here;
+        }
+    }
+}
+
+/// `out[r * stride + c] += rows[r] · vectors[c]` for `r < R`, `c < C` (equal lengths).
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[inline(always)]
+fn dot_block<const R: usize, const C: usize>(
+    rows: &[&[f32]; ROWS],
+    vectors: &[&[f32]; VECTORS],
+    out: &mut [f32],
+    stride: usize,
+) {
+    use core::arch::wasm32::*;
+    let len = rows[0].len();
+    assert!(rows[..R].iter().chain(&vectors[..C]).all(|r| r.len() == len) && out.len() > (R - 1) * stride + C - 1);
+    let steps = len / 4;
+    let mut acc = [[f32x4_splat(0.0); C]; R];
+    let mut step = |p: usize| {
+        // SAFETY: p + 4 <= len for every row and vector (asserted above, and p < steps * 4);
+        // wasm loads need no alignment.
+        let d: [v128; R] = std::array::from_fn(|r| unsafe { v128_load(rows[r].as_ptr().add(p).cast()) });
+        for (c, vector) in vectors[..C].iter().enumerate() {
+            // SAFETY: as above.
+            let w = unsafe { v128_load(vector.as_ptr().add(p).cast()) };
+            for (acc, &d) in acc.iter_mut().zip(&d) {
+                acc[c] = f32x4_add(acc[c], f32x4_mul(d, w));
+            }
+        }
+    };
+    // Two steps per iteration: half the loop back-edges, each of which costs an epoch
+    // check when the host interrupts plugins by epoch (its default).
+    for s in (0..steps / 2 * 2).step_by(2) {
+        step(s * 4);
+        step(s * 4 + 4);
+    }
+    if steps % 2 == 1 {
+        step((steps - 1) * 4);
+    }
+    for (r, (acc, row)) in acc.iter().zip(rows).enumerate() {
+        for (c, (&v, vector)) in acc.iter().zip(vectors).enumerate() {
+            let lanes = (f32x4_extract_lane::<0>(v) + f32x4_extract_lane::<2>(v))
+                + (f32x4_extract_lane::<1>(v) + f32x4_extract_lane::<3>(v));
+            let tail: f32 = row[steps * 4..].iter().zip(&vector[steps * 4..]).map(|(x, y)| x * y).sum();
+            out[r * stride + c] += lanes + tail;
+        }
+    }
+}
+
+/// `out[r * stride + c] += rows[r] · vectors[c]` for `r < R`, `c < C` (equal lengths).
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+#[inline(always)]
+fn dot_block<const R: usize, const C: usize>(
+    rows: &[&[f32]; ROWS],
+    vectors: &[&[f32]; VECTORS],
+    out: &mut [f32],
+    stride: usize,
+) {
+    for (r, row) in rows[..R].iter().enumerate() {
+        for (c, vector) in vectors[..C].iter().enumerate() {
+            out[r * stride + c] += dot(row, vector);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,6 +218,28 @@ mod tests {
         let mut acc = vec![1.0; 37];
         add_assign(&mut acc, &x);
         assert_eq!(acc, x.iter().map(|v| v + 1.0).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn dot_products_match_plain_loops() {
+        // Every remainder of the register blocks; lengths ragged at the vector and the
+        // cache block; strides wider than the length.
+        for (n, m) in [(7, 5), (3, 4), (1, 1), (2, 16)] {
+            let (len, a_stride, b_stride) = (BLOCK + 13, BLOCK + 20, BLOCK + 17);
+            let a: Vec<f32> = (0..n * a_stride).map(|i| ((i * 31) % 1000) as f32).collect();
+            let b: Vec<f32> = (0..m * b_stride).map(|i| ((i * 13) % 11) as f32 / 4.0 - 1.0).collect();
+            let mut out = vec![1.0; n * m];
+            dot_products(&a, a_stride, &b, b_stride, m, len, &mut out);
+            for i in 0..n {
+                for j in 0..m {
+                    let terms = (0..len).map(|p| f64::from(a[i * a_stride + p]) * f64::from(b[j * b_stride + p]));
+                    let expected = 1.0 + terms.clone().sum::<f64>();
+                    let magnitude = 1.0 + terms.map(f64::abs).sum::<f64>();
+                    let got = f64::from(out[i * m + j]);
+                    assert!((got - expected).abs() <= 1e-6 * magnitude, "row {i}, vector {j}: {got} vs {expected}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! dense (runs of consecutive pixels, so each dot product runs over contiguous memory) or
 //! sparse (CSR: per mask the non-zero pixels of the slice).
 
-use crate::values::{Value, Widen, dot};
+use crate::values::{Value, Widen};
 use udf_sdk::{Result, UdfError};
 
 /// A run of consecutive pixels of a signal slice: `len` pixels starting at `tile` in the
@@ -137,14 +137,9 @@ impl<D: Value> Masks<D> {
         }
         match slice {
             SliceMasks::Dense { runs, .. } => {
-                for (row, acc) in tile.chunks_exact(px).zip(out.chunks_exact_mut(count)) {
-                    for (mask, a) in self.dense.chunks_exact(self.frame_px).zip(acc.iter_mut()) {
-                        let mut total = D::default();
-                        for run in runs {
-                            total += dot(&row[run.tile..run.tile + run.len], &mask[run.frame..run.frame + run.len]);
-                        }
-                        *a += total;
-                    }
+                for run in runs {
+                    let (a, b) = (&tile[run.tile..], &self.dense[run.frame..]);
+                    I::dot_products(a, px, b, self.frame_px, count, run.len, out);
                 }
             }
             SliceMasks::Sparse { indptr, indices, values, .. } => {

@@ -61,9 +61,33 @@ impl Value for Complex64 {
     }
 }
 
-/// Conversion of an input element (the tile's dtype) to the result dtype `D`.
-pub trait Widen<D>: Element {
+/// Conversion of an input element (the tile's dtype) to the result dtype `D`, and the
+/// dense product of tiles of it with masks of `D`.
+pub trait Widen<D: Value>: Element {
     fn widen(self) -> D;
+
+    /// `out[i * m + j] += Σ_{p < len} a[i * a_stride + p] · b[j * b_stride + p]` for the
+    /// `out.len() / m` rows of `a` (frames) and `m` rows of `b` (masks).
+    fn dot_products(a: &[Self], a_stride: usize, b: &[D], b_stride: usize, m: usize, len: usize, out: &mut [D]) {
+        for (i, acc) in out.chunks_exact_mut(m).enumerate() {
+            let row = &a[i * a_stride..][..len];
+            for (j, o) in acc.iter_mut().enumerate() {
+                *o += dot(row, &b[j * b_stride..][..len]);
+            }
+        }
+    }
+}
+
+/// Float32 tiles with float32 masks, the common case: the SDK's blocked kernel.
+impl Widen<f32> for f32 {
+    #[inline(always)]
+    fn widen(self) -> f32 {
+        self
+    }
+
+    fn dot_products(a: &[f32], a_stride: usize, b: &[f32], b_stride: usize, m: usize, len: usize, out: &mut [f32]) {
+        udf_sdk::simd::dot_products(a, a_stride, b, b_stride, m, len, out);
+    }
 }
 
 macro_rules! widen {
@@ -79,7 +103,6 @@ macro_rules! widen {
 }
 
 widen! {
-    f32 => f32: |x| x,
     f32 => f64: |x| f64::from(x),
     f32 => Complex32: |x| Complex32::new(x, 0.0),
     f32 => Complex64: |x| Complex64::new(f64::from(x), 0.0),
