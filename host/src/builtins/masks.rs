@@ -10,7 +10,9 @@
 //! is then one matrix product `tile (frames × pixels) @ masksᵀ (pixels × M)` (dense
 //! masks, matrixmultiply's blocked kernels, which read each tile element once), or a
 //! gather per mask entry (sparse masks, CSR). Tiles of another dtype than the result
-//! are converted in blocks of ~1 MiB into a scratch buffer allocated once.
+//! are converted block by block (the matrix product's blocks) into a scratch buffer
+//! allocated once. Float32 masks on x86-64 with AVX2/FMA use [`simd`]'s kernel instead,
+//! on float32 tiles or on stored integers read unconverted (`converts_on_read`).
 
 use super::element::{Sample, tile_data, with_fused_stored};
 use super::kernels::{SliceRuns, parallel};
@@ -190,8 +192,6 @@ macro_rules! with_float_or_complex {
     };
 }
 
-/// Scratch for converted tiles: at most this many bytes per block.
-const CONVERT_BYTES: usize = 1 << 20;
 /// Frames per parallel block target this many bytes of tile.
 const PARALLEL_BLOCK_BYTES: usize = 4 << 20;
 
@@ -257,11 +257,26 @@ fn gemm<R: MaskElement>(data: &[R], k: usize, masks: &[R], m: usize, out: &mut [
         for p0 in (0..k).step_by(GEMM_PIXELS) {
             let kc = GEMM_PIXELS.min(k - p0);
             let a = ArrayView2::from_shape((f, kc).strides((k, 1)), &block[p0..]).map_err(bad)?;
-            let b = ArrayView2::from_shape((kc, m).strides((1, k)), &masks[p0..]).map_err(bad)?;
-            let mut c = ArrayViewMut2::from_shape((f, m), &mut *rows).map_err(bad)?;
-            ndarray::linalg::general_mat_mul(R::one(), &a, &b, R::one(), &mut c);
+            block_product(a, &masks[p0..], k, m, rows)?;
         }
     }
+    Ok(())
+}
+
+/// `rows (f × m) += a (f × kc) @ masksᵀ`, `masks` being the masks from the block's first
+/// pixel on, `k` apart.
+fn block_product<R: MaskElement>(
+    a: ArrayView2<'_, R>,
+    masks: &[R],
+    k: usize,
+    m: usize,
+    rows: &mut [R],
+) -> Result<(), CallError> {
+    let bad = |e: ndarray::ShapeError| CallError::internal(format!("mask product shapes: {e}"));
+    let (f, kc) = a.dim();
+    let b = ArrayView2::from_shape((kc, m).strides((1, k)), masks).map_err(bad)?;
+    let mut c = ArrayViewMut2::from_shape((f, m), rows).map_err(bad)?;
+    ndarray::linalg::general_mat_mul(R::one(), &a, &b, R::one(), &mut c);
     Ok(())
 }
 
@@ -316,8 +331,9 @@ fn dense_f32<S: Pixel + Element>(
     })
 }
 
-/// The portable product of a tile of another dtype `I`: converted to `R` in blocks of
-/// [`CONVERT_BYTES`] into `scratch`, then multiplied.
+/// The portable product of a tile of another dtype `I`: blocked like [`gemm`], each
+/// `GEMM_FRAMES × GEMM_PIXELS` block converted to `R` into `scratch` (so the masks are
+/// read once per `GEMM_FRAMES` frames, however wide the frames).
 fn convert_then_gemm<I: Copy, R: MaskElement + CastFrom<I>>(
     data: &[I],
     k: usize,
@@ -327,16 +343,27 @@ fn convert_then_gemm<I: Copy, R: MaskElement + CastFrom<I>>(
     scratch: &mut Vec<R>,
 ) -> Result<(), CallError> {
     let frames = out.len() / m.max(1);
-    let block = (CONVERT_BYTES / (k * size_of::<R>()).max(1)).clamp(1, frames.max(1));
-    if scratch.len() < block * k {
-        scratch.resize(block * k, R::zero());
+    if m == 0 || k == 0 || frames == 0 {
+        return Ok(());
     }
-    for (d, o) in data.chunks(block * k).zip(out.chunks_mut(block * m.max(1))) {
-        let scratch = &mut scratch[..d.len()];
-        for (s, &x) in scratch.iter_mut().zip(d) {
-            *s = R::cast_from(x);
+    let bad = |e: ndarray::ShapeError| CallError::internal(format!("mask product shapes: {e}"));
+    let most = GEMM_FRAMES.min(frames) * GEMM_PIXELS.min(k);
+    if scratch.len() < most {
+        scratch.resize(most, R::zero());
+    }
+    for (block, rows) in data[..frames * k].chunks(GEMM_FRAMES * k).zip(out.chunks_mut(GEMM_FRAMES * m)) {
+        let f = rows.len() / m;
+        for p0 in (0..k).step_by(GEMM_PIXELS) {
+            let kc = GEMM_PIXELS.min(k - p0);
+            let converted = &mut scratch[..f * kc];
+            for (to, from) in converted.chunks_exact_mut(kc).zip(block.chunks_exact(k)) {
+                for (t, &x) in to.iter_mut().zip(&from[p0..p0 + kc]) {
+                    *t = R::cast_from(x);
+                }
+            }
+            let a = ArrayView2::from_shape((f, kc), &*converted).map_err(bad)?;
+            block_product(a, &masks[p0..], k, m, rows)?;
         }
-        gemm(scratch, k, masks, m, o)?;
     }
     Ok(())
 }
@@ -640,6 +667,10 @@ mod tests {
                 assert_eq!(out[f * m + j], expected, "frame {f}, mask {j}");
             }
         }
+        let ints: Vec<i16> = data.iter().map(|&v| v as i16).collect();
+        let mut converted = vec![1.0; frames * m];
+        convert_then_gemm(&ints, k, &masks, m, &mut converted, &mut Vec::new()).unwrap();
+        assert_eq!(converted, out, "converted blocks");
         let mut one = vec![0.0; frames];
         gemm(&data, k, &masks[..k], 1, &mut one).unwrap();
         for f in 0..frames {
