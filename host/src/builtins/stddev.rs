@@ -110,6 +110,7 @@ impl Udf for StdDev {
             runs,
             state: Moments::zeros(frame_len, sum.kind() == Kind::Complex),
             block: Moments::zeros(CHUNK, true),
+            means: (vec![0.0; CHUNK], vec![0.0; CHUNK]),
         }))
     }
 
@@ -202,10 +203,11 @@ fn merge_moments(dest: (&mut [f64], &mut [f64], &mut [f64]), n0: u64, src: (&[f6
     }
     let (n0f, n1f) = (n0 as f64, n1 as f64);
     let weight = n0f * n1f / (n0f + n1f);
+    let (r0, r1) = (1.0 / n0f, 1.0 / n1f);
     for p in 0..s0.len() {
-        let mut delta2 = (s1[p] / n1f - s0[p] / n0f).powi(2);
+        let mut delta2 = (s1[p] * r1 - s0[p] * r0).powi(2);
         if complex {
-            delta2 += (i1[p] / n1f - i0[p] / n0f).powi(2);
+            delta2 += (i1[p] * r1 - i0[p] * r0).powi(2);
             i0[p] += i1[p];
         }
         s0[p] += s1[p];
@@ -215,10 +217,13 @@ fn merge_moments(dest: (&mut [f64], &mut [f64], &mut [f64]), n0: u64, src: (&[f6
 
 /// Elements stddev reads: real and imaginary parts as `f64`.
 trait Parts: Copy {
+    /// Whether the imaginary part can be non-zero.
+    const COMPLEX: bool;
     fn parts(self) -> (f64, f64);
 }
 
 impl Parts for f32 {
+    const COMPLEX: bool = false;
     #[inline(always)]
     fn parts(self) -> (f64, f64) {
         (f64::from(self), 0.0)
@@ -226,6 +231,7 @@ impl Parts for f32 {
 }
 
 impl Parts for f64 {
+    const COMPLEX: bool = false;
     #[inline(always)]
     fn parts(self) -> (f64, f64) {
         (self, 0.0)
@@ -233,6 +239,7 @@ impl Parts for f64 {
 }
 
 impl Parts for Complex32 {
+    const COMPLEX: bool = true;
     #[inline(always)]
     fn parts(self) -> (f64, f64) {
         (f64::from(self.re), f64::from(self.im))
@@ -240,6 +247,7 @@ impl Parts for Complex32 {
 }
 
 impl Parts for Complex64 {
+    const COMPLEX: bool = true;
     #[inline(always)]
     fn parts(self) -> (f64, f64) {
         (self.re, self.im)
@@ -257,6 +265,8 @@ struct StdDevPartition {
     state: Moments,
     /// Scratch for one block's moments (`CHUNK` pixels).
     block: Moments,
+    /// Scratch for one block's means (real, imaginary; `CHUNK` pixels).
+    means: (Vec<f64>, Vec<f64>),
 }
 
 impl StdDevPartition {
@@ -265,25 +275,47 @@ impl StdDevPartition {
     fn block<T: Parts>(&mut self, data: &[T], stride: usize, n0: u64, block: (usize, usize, usize)) {
         let (in_slice, in_frame, len) = block;
         let frames = data.len() / stride;
+        let inverse = 1.0 / frames as f64;
+        let rows = || data.chunks_exact(stride).map(|frame| &frame[in_slice..in_slice + len]);
         let b = &mut self.block;
         let (sum_re, sum_im, varsum) = (&mut b.sum_re[..len], &mut b.sum_im[..len], &mut b.varsum[..len]);
+        let (mean_re, mean_im) = (&mut self.means.0[..len], &mut self.means.1[..len]);
         sum_re.fill(0.0);
-        sum_im.fill(0.0);
         varsum.fill(0.0);
-        for frame in data.chunks_exact(stride) {
-            for ((r, i), &x) in sum_re.iter_mut().zip(sum_im.iter_mut()).zip(&frame[in_slice..in_slice + len]) {
-                let (xr, xi) = x.parts();
-                *r += xr;
-                *i += xi;
+        // Two passes over the block in cache: sums (then means), then squared deviations.
+        if T::COMPLEX {
+            sum_im.fill(0.0);
+            for row in rows() {
+                for ((r, i), &x) in sum_re.iter_mut().zip(sum_im.iter_mut()).zip(row) {
+                    let (xr, xi) = x.parts();
+                    *r += xr;
+                    *i += xi;
+                }
             }
-        }
-        let nf = frames as f64;
-        for frame in data.chunks_exact(stride) {
-            for (((v, r), i), &x) in
-                varsum.iter_mut().zip(sum_re.iter()).zip(sum_im.iter()).zip(&frame[in_slice..in_slice + len])
-            {
-                let (xr, xi) = x.parts();
-                *v += (xr - r / nf).powi(2) + (xi - i / nf).powi(2);
+            for (m, &s) in mean_re.iter_mut().zip(sum_re.iter()).chain(mean_im.iter_mut().zip(sum_im.iter())) {
+                *m = s * inverse;
+            }
+            for row in rows() {
+                for (((v, &mr), &mi), &x) in varsum.iter_mut().zip(mean_re.iter()).zip(mean_im.iter()).zip(row) {
+                    let (xr, xi) = x.parts();
+                    let (dr, di) = (xr - mr, xi - mi);
+                    *v += dr * dr + di * di;
+                }
+            }
+        } else {
+            for row in rows() {
+                for (r, &x) in sum_re.iter_mut().zip(row) {
+                    *r += x.parts().0;
+                }
+            }
+            for (m, &s) in mean_re.iter_mut().zip(sum_re.iter()) {
+                *m = s * inverse;
+            }
+            for row in rows() {
+                for ((v, &m), &x) in varsum.iter_mut().zip(mean_re.iter()).zip(row) {
+                    let d = x.parts().0 - m;
+                    *v += d * d;
+                }
             }
         }
         let state = &mut self.state;
