@@ -79,6 +79,10 @@ impl Udf for StdDev {
         true
     }
 
+    fn converts_on_read(&self) -> bool {
+        true
+    }
+
     fn plan(&self, params: &Params, _: &DatasetMeta) -> Result<RunPlan, CallError> {
         base_dtype(params)?;
         Ok(spec::plan_of(&self.description))
@@ -238,6 +242,22 @@ impl Parts for f64 {
     }
 }
 
+macro_rules! integer_parts {
+    ($($t:ty),*) => {$(
+        impl Parts for $t {
+            const COMPLEX: bool = false;
+            #[inline(always)]
+            fn parts(self) -> (f64, f64) {
+                (f64::from(self), 0.0)
+            }
+        }
+    )*};
+}
+
+// The input dtype of a run holds these exactly (float32 for 8/16 bits, float64 for 32),
+// so converting straight to f64 gives the values the executor's copy would.
+integer_parts!(u8, u16, u32, i8, i16, i32);
+
 impl Parts for Complex32 {
     const COMPLEX: bool = true;
     #[inline(always)]
@@ -365,6 +385,13 @@ impl PartitionRunner for StdDevPartition {
             DType::F64 => self.process_typed::<f64>(tile),
             DType::C64 => self.process_typed::<Complex32>(tile),
             DType::C128 => self.process_typed::<Complex64>(tile),
+            // Stored integers read unconverted (`converts_on_read`): exact in f64.
+            DType::U8 => self.process_typed::<u8>(tile),
+            DType::U16 => self.process_typed::<u16>(tile),
+            DType::U32 => self.process_typed::<u32>(tile),
+            DType::I8 => self.process_typed::<i8>(tile),
+            DType::I16 => self.process_typed::<i16>(tile),
+            DType::I32 => self.process_typed::<i32>(tile),
             other => Err(CallError::invalid_data(format!("stddev cannot use {other} input"))),
         }
     }

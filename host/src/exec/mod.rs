@@ -71,8 +71,9 @@ pub struct RunOptions {
     /// Use this method for every UDF instead of what `plan` chose (each must implement
     /// it). For testing that results don't depend on the method.
     pub force_method: Option<Method>,
-    /// Merge partitions in a random order (seeded) instead of completion order, after all
-    /// have finished. For testing that merges are order-independent.
+    /// Merge partitions in a random order (seeded; the same seed, the same order) instead
+    /// of completion order, after all have finished. For testing that merges are
+    /// order-independent, and for reproducible floating-point merges.
     pub shuffle_merges: Option<u64>,
     /// Keep every partition's exported buffers (see [`RunIter::partition_buffers`]).
     pub keep_partition_buffers: bool,
@@ -715,6 +716,9 @@ impl RunIter {
             if let Some(rx) = self.receiver.take() {
                 self.pending.extend(rx.iter());
                 let mut all: Vec<PartitionOutcome> = self.pending.drain(..).collect();
+                // From partition order, not completion order: the same seed gives the same
+                // merge order in every run.
+                all.sort_by_key(|o| o.index);
                 // A seeded Fisher-Yates shuffle (splitmix64 as the generator).
                 let mut state = seed;
                 for i in (1..all.len()).rev() {

@@ -233,7 +233,9 @@ fn run_uint16(
         udfs.iter().map(|(name, params)| UdfSpec { udf: builtin(name), params: params.clone() }).collect();
     specs.push(UdfSpec { udf: PointerProbe::shared(&seen, probe_converts), params: Params::default() });
     let open = udf_host::dataset::open(&f.path, &OpenOptions::default()).unwrap();
-    let options = RunOptions { partitions: Some(3), convert_in_executor, ..RunOptions::default() };
+    // Merges in a fixed order, so that floating-point merges (stddev's) are reproducible.
+    let options =
+        RunOptions { partitions: Some(3), convert_in_executor, shuffle_merges: Some(7), ..RunOptions::default() };
     let run = Run::plan(open, specs, options).unwrap();
     let tile = run.tiling().tile_shape();
     let results = run.execute().unwrap();
@@ -257,6 +259,7 @@ fn integer_files_reach_builtins_that_convert_on_read_unconverted_with_the_same_r
         ("masks", masks),
         ("ring", ring),
         ("com", Params::default()),
+        ("stddev", Params::default()),
     ];
 
     // Every UDF converts on read: the file's own uint16 bytes, whole partitions in place.
@@ -270,7 +273,8 @@ fn integer_files_reach_builtins_that_convert_on_read_unconverted_with_the_same_r
     assert_in_place(&seen, 16 * 16 * 2);
 
     // The same run converting in the executor, and one where a UDF cannot convert:
-    // float32 tiles, and bit for bit the same results (same values, same arithmetic).
+    // float32 tiles, and bit for bit the same results (same values, same arithmetic, the
+    // same merge order).
     for (probe_converts, convert_in_executor) in [(true, true), (false, false)] {
         let (copied, _, seen) = run_uint16(&f, &udfs, probe_converts, convert_in_executor);
         assert!(seen.iter().all(|s| s.4 == DType::F32), "{seen:?}");
