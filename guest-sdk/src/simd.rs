@@ -62,10 +62,35 @@ pub fn dot<T: Numeric>(a: &[T], b: &[T]) -> T {
     total
 }
 
+/// `acc += Σ rows` for `data` made of whole rows of `acc.len()` elements, four rows per
+/// pass over `acc`: `acc += (r0 + r1) + (r2 + r3)` (pairwise, and a quarter of the loads
+/// and stores of `acc` of adding row by row).
+pub fn add_rows<T: Numeric>(acc: &mut [T], data: &[T]) {
+    let n = acc.len();
+    if n == 0 {
+        return;
+    }
+    let mut quads = data.chunks_exact(4 * n);
+    for quad in &mut quads {
+        let (r01, r23) = quad.split_at(2 * n);
+        let ((r0, r1), (r2, r3)) = (r01.split_at(n), r23.split_at(n));
+        for ((((a, &x0), &x1), &x2), &x3) in acc.iter_mut().zip(r0).zip(r1).zip(r2).zip(r3) {
+            *a += (x0 + x1) + (x2 + x3);
+        }
+    }
+    for row in quads.remainder().chunks_exact(n) {
+        add_assign(acc, row);
+    }
+}
+
 /// Add every frame of `frames` (`[n, ..shape of acc]`) into `acc`: the sum over the tile's
-/// first axis, e.g. a sig buffer's view of the tile. Contiguous rows take the vectorised
-/// path; `acc` may be a strided view (a tile covering part of the frame width).
+/// first axis, e.g. a sig buffer's view of the tile. Contiguous data takes [`add_rows`];
+/// `acc` may be a strided view (a tile covering part of the frame width).
 pub fn add_frames<T: Numeric>(acc: &mut ArrayViewMutD<'_, T>, frames: &ArrayViewD<'_, T>) {
+    if let (Some(a), Some(all)) = (acc.as_slice_mut(), frames.as_slice()) {
+        add_rows(a, all);
+        return;
+    }
     for frame in frames.outer_iter() {
         if let (Some(a), Some(f)) = (acc.as_slice_mut(), frame.as_slice()) {
             add_assign(a, f);
@@ -218,6 +243,12 @@ mod tests {
         let mut acc = vec![1.0; 37];
         add_assign(&mut acc, &x);
         assert_eq!(acc, x.iter().map(|v| v + 1.0).collect::<Vec<_>>());
+        // Nine rows of 5: two passes of four and one row left.
+        let rows: Vec<f64> = (0..45).map(f64::from).collect();
+        let mut acc = vec![0.5; 5];
+        add_rows(&mut acc, &rows);
+        let expected: Vec<f64> = (0..5).map(|i| 0.5 + (0..9).map(|r| f64::from(r * 5 + i)).sum::<f64>()).collect();
+        assert_eq!(acc, expected);
     }
 
     #[test]
