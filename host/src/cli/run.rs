@@ -90,8 +90,11 @@ impl DatasetArgs {
 #[derive(Args)]
 pub struct RunArgs {
     /// Plugins (.wasm components) or built-ins (builtin:NAME, see `udf-host list`), then
-    /// the dataset: PLUGIN... DATA.
-    #[arg(required = true, num_args = 2.., value_name = "FILE")]
+    /// the dataset: PLUGIN... DATA. Options may come between them
+    /// (`udf-host run builtin:ring --param ri=10 --param ro=40 data.mib`).
+    // At least two in all, checked in `run`: clap counts a positional interrupted by
+    // options per stretch, so `num_args = 2..` would refuse the example above.
+    #[arg(required = true, num_args = 1.., value_name = "FILE")]
     inputs: Vec<PathBuf>,
     /// A parameter: NAME=VALUE, NAME=@array.npy, or UDF.NAME=VALUE for one plugin only.
     #[arg(long = "param", short = 'p', value_name = "NAME=VALUE")]
@@ -137,7 +140,16 @@ pub struct RunArgs {
 
 pub fn run(args: RunArgs) -> Result<(), Failure> {
     let started = Instant::now();
-    let (data_path, plugin_paths) = args.inputs.split_last().ok_or_else(|| anyhow!("give plugins and a dataset"))?;
+    let (data_path, plugin_paths) = match args.inputs.split_last() {
+        Some((data, plugins)) if !plugins.is_empty() => (data, plugins),
+        _ => {
+            return Err(anyhow!(
+                "give at least one plugin (a .wasm file or builtin:NAME) and then the dataset: \
+                 udf-host run PLUGIN... DATA"
+            )
+            .into());
+        }
+    };
     if args.out.exists() && !args.force {
         return Err(output::OutputError::Exists(args.out.clone()).into());
     }

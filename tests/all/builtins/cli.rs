@@ -77,6 +77,24 @@ fn unknown_builtins_and_missing_params_are_user_errors() {
 }
 
 #[test]
+fn options_may_come_between_the_plugins_and_the_dataset() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = fixtures::mk_random(&[3, 4], &[16, 16], 8);
+    let input = dir.path().join("in.npy");
+    fixtures::write_npy(&input, &data, Ty::U16);
+    let out = dir.path().join("out").display().to_string();
+    let input = input.display().to_string();
+    // The spelling of the built-ins issue: options between the plugin and the dataset.
+    cli(&["run", "builtin:ring", "--param", "ri=3", "--param", "ro=6", &input, "--out", &out]).unwrap();
+    let ring = udf_host::npy::read_array(&std::path::Path::new(&out).join("ring/intensity.npy")).unwrap();
+    assert_eq!(ring.shape(), &[3, 4]);
+    // One file alone is a plugin without a dataset (or the other way round).
+    let (code, text) = cli(&["run", &input, "--out", &out, "--force"]).unwrap_err();
+    assert_eq!(code, exit::USER_ERROR);
+    assert!(text.contains("at least one plugin") && text.contains("PLUGIN... DATA"), "{text}");
+}
+
+#[test]
 fn list_and_inspect_know_every_builtin() {
     cli(&["list"]).unwrap();
     cli(&["list", "--json"]).unwrap();
