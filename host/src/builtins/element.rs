@@ -306,6 +306,16 @@ mod tests {
     }
 
     #[test]
+    fn the_fused_dispatch_covers_every_stored_dtype_the_executor_fuses() {
+        // `with_fused_stored!` must accept exactly `FUSED_STORED`, or a converting built-in
+        // would get tiles it cannot read.
+        for dtype in crate::dtype::DType::ALL {
+            let dispatched = with_fused_stored!(dtype, S => S::DTYPE == dtype, false);
+            assert_eq!(dispatched, crate::udf::FUSED_STORED.contains(&dtype), "{dtype}");
+        }
+    }
+
+    #[test]
     fn integer_sums_wrap_like_numpy() {
         assert_eq!(u8::sum_of(&[200u8, 100]), 44);
         assert_eq!(i16::sum_of(&[i16::MAX, 1]), i16::MIN);

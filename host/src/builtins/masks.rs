@@ -209,6 +209,8 @@ struct DenseProduct<R> {
     /// Per slice of the scheme: the masks cut to the slice, `(M, slice_len)` C order.
     slices: Vec<Vec<R>>,
     scratch: Vec<R>,
+    /// Float32 masks on a CPU with AVX2/FMA: use [`simd`]'s kernel (decided once).
+    simd: bool,
 }
 
 impl<R: MaskElement> DenseProduct<R> {
@@ -226,7 +228,7 @@ impl<R: MaskElement> DenseProduct<R> {
                 cut
             })
             .collect();
-        DenseProduct { count, slices, scratch: Vec::new() }
+        DenseProduct { count, slices, scratch: Vec::new(), simd: R::DTYPE == DType::F32 && simd::available() }
     }
 }
 
@@ -374,7 +376,7 @@ impl<R: MaskElement> MaskProduct for DenseProduct<R> {
         let k = tile.sig.len();
         let m = self.count;
         let out = rows_of::<R>(out)?;
-        if R::DTYPE == DType::F32 && simd::available() {
+        if self.simd {
             let (masks, out) = (bytemuck::cast_slice::<R, f32>(masks), bytemuck::cast_slice_mut::<R, f32>(out));
             if tile.dtype == DType::F32 {
                 return dense_f32::<f32>(tile, k, masks, m, out);
