@@ -14,6 +14,7 @@ fn main() {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed={}", root.join(".cargo/config.toml").display());
 
     let mut packages = crates_in(&root.join("plugins"));
     let reference: Vec<String> = packages.iter().map(|(_, lib)| lib.clone()).collect();

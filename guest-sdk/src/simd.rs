@@ -110,24 +110,35 @@ pub fn add_frames<T: Numeric>(acc: &mut ArrayViewMutD<'_, T>, frames: &ArrayView
     }
 }
 
-/// Frames (rows of `a`) per register block of [`dot_products`].
-const ROWS: usize = 2;
-/// Vectors (rows of `b`) per register block of [`dot_products`].
+/// Calls `dot_block::<R, C>` for the run-time `(rows, width)` among the listed sizes.
+macro_rules! block_for {
+    ($rows:expr, $width:expr, [$($r:literal),*], $cs:tt, $args:tt) => {
+        match $rows {
+            $($r => block_for!(@width $r, $width, $cs, $args),)*
+            _ => unreachable!("register block rows"),
+        }
+    };
+    (@width $r:literal, $width:expr, [$($c:literal),*], $args:tt) => {
+        match $width {
+            $($c => dot_block::<$r, $c> $args,)*
+            _ => unreachable!("register block width"),
+        }
+    };
+}
+
+/// Rows of `a` per register block of [`PackedVectors::dot_products`].
+const ROWS: usize = 3;
+/// Vectors per group of a [`PackedVectors`] (the width of the register block).
 const VECTORS: usize = 4;
-/// Elements per cache block of [`dot_products`].
+/// Elements per cache block of [`PackedVectors::dot_products`].
 const BLOCK: usize = 4096;
 
 /// Many dot products at once, the core of virtual detectors (masks):
 /// `out[i * m + j] += Σ_{p < len} a[i * a_stride + p] · b[j * b_stride + p]` for the
 /// `n = out.len() / m` rows of `a` and the `m` rows of `b`.
 ///
-/// Blocked so that it runs at the speed of the arithmetic, not of memory: two rows of
-/// `a` and four of `b` at a time in eight SIMD accumulators (each step loads six vectors
-/// for eight multiply-adds; three rows measured slower under Cranelift), over blocks of
-/// 4096 elements that stay in cache while every group of `b` rows passes over them. Each element of `a` is read from
-/// memory once. With `simd128` (how this repository builds plugins) the accumulators
-/// are wasm SIMD registers; elsewhere plain Rust with the same blocking. Sums are per
-/// lane, then across lanes: the result differs from a sequential sum in the last bits.
+/// Packs `b` on every call ([`PackedVectors::new`]); when the same `b` serves many
+/// calls (masks over every tile), pack it once and call [`PackedVectors::dot_products`].
 ///
 /// # Panics
 /// If `a`, `b` are too short for the strides and lengths given, `m` is 0 while `out`
@@ -136,98 +147,207 @@ pub fn dot_products(a: &[f32], a_stride: usize, b: &[f32], b_stride: usize, m: u
     if out.is_empty() || len == 0 {
         return;
     }
-    assert!(m > 0 && len <= a_stride && len <= b_stride, "dot_products: shapes");
-    let n = out.len() / m;
-    assert!(a.len() >= (n - 1) * a_stride + len && b.len() >= (m - 1) * b_stride + len, "dot_products: too short");
-    for p0 in (0..len).step_by(BLOCK) {
-        let block = BLOCK.min(len - p0);
-        let mut i = 0;
-        while i < n {
-            let rows_here = ROWS.min(n - i);
-            let rows: [&[f32]; ROWS] =
-                std::array::from_fn(|r| if r < rows_here { &a[(i + r) * a_stride + p0..][..block] } else { &[] });
-            let mut j = 0;
-            while j < m {
-                let count = VECTORS.min(m - j);
-                let vectors: [&[f32]; VECTORS] =
-                    std::array::from_fn(|c| if c < count { &b[(j + c) * b_stride + p0..][..block] } else { &[] });
-                let out = &mut out[i * m + j..];
-                match (rows_here, count) {
-                    (2, 4) => dot_block::<2, 4>(&rows, &vectors, out, m),
-                    (2, 3) => dot_block::<2, 3>(&rows, &vectors, out, m),
-                    (2, 2) => dot_block::<2, 2>(&rows, &vectors, out, m),
-                    (2, _) => dot_block::<2, 1>(&rows, &vectors, out, m),
-                    (_, 4) => dot_block::<1, 4>(&rows, &vectors, out, m),
-                    (_, 3) => dot_block::<1, 3>(&rows, &vectors, out, m),
-                    (_, 2) => dot_block::<1, 2>(&rows, &vectors, out, m),
-                    (_, _) => dot_block::<1, 1>(&rows, &vectors, out, m),
+    assert!(m > 0, "dot_products: no vectors");
+    PackedVectors::new(b, b_stride, m, len).dot_products(a, a_stride, out);
+}
+
+/// Vectors of one length (masks over a run of pixels, say) laid out for
+/// [`PackedVectors::dot_products`]: in groups of four, with elements `4s .. 4s + 4` of
+/// the group's vectors side by side, so that the kernel reads a group as one stream.
+/// Packing costs one pass over the vectors; do it once and use it for every tile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PackedVectors {
+    count: usize,
+    len: usize,
+    /// Group `g` (vectors `4g .. 4g + width`): elements `4s .. 4s + 4` of its vector `c`
+    /// at `4g * steps + s * width + c`, `steps = len / 4`.
+    body: Vec<[f32; 4]>,
+    /// The last `len % 4` elements of every vector, one row per vector.
+    tail: Vec<f32>,
+}
+
+impl PackedVectors {
+    /// Pack the `count` vectors `b[j * stride .. j * stride + len]`.
+    ///
+    /// # Panics
+    /// If `len` exceeds `stride` or `b` is too short.
+    pub fn new(b: &[f32], stride: usize, count: usize, len: usize) -> Self {
+        assert!(
+            count == 0 || (len <= stride && b.len() >= (count - 1) * stride + len),
+            "PackedVectors: {count} vectors of {len} elements {stride} apart need more than {} values",
+            b.len()
+        );
+        let steps = len / 4;
+        let mut body = Vec::with_capacity(count * steps);
+        for g0 in (0..count).step_by(VECTORS) {
+            let width = VECTORS.min(count - g0);
+            for s in 0..steps {
+                for c in 0..width {
+                    let x = &b[(g0 + c) * stride + 4 * s..][..4];
+                    body.push([x[0], x[1], x[2], x[3]]);
                 }
-                j += count;
             }
-            i += rows_here;
+        }
+        let rest = len - 4 * steps;
+        let tail = (0..count).flat_map(|j| b[j * stride + 4 * steps..][..rest].iter().copied()).collect();
+        PackedVectors { count, len, body, tail }
+    }
+
+    /// Number of vectors.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Length of every vector.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the vectors have no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// `out[i * count + j] += Σ_{p < len} a[i * a_stride + p] · vector_j[p]` for the
+    /// `out.len() / count` rows of `a`.
+    ///
+    /// Blocked so that it runs at the speed of the arithmetic, not of memory: three rows
+    /// of `a` and a group of four vectors at a time in twelve SIMD accumulators, over
+    /// blocks of 4096 elements whose rows stay in cache while every group passes over
+    /// them; each element of `a` is read from memory once. With `simd128` (how this
+    /// repository builds plugins) the accumulators are wasm SIMD registers, and with
+    /// `relaxed-simd` too the multiply-adds are fused; elsewhere plain Rust with the same
+    /// blocking. Sums are per lane, then across lanes: the result differs from a
+    /// sequential sum in the last bits.
+    ///
+    /// # Panics
+    /// If `out.len()` is not a multiple of the count, `len` exceeds `a_stride`, or `a` is
+    /// too short.
+    pub fn dot_products(&self, a: &[f32], a_stride: usize, out: &mut [f32]) {
+        let (count, len) = (self.count, self.len);
+        if out.is_empty() || len == 0 {
+            return;
+        }
+        assert!(count > 0 && out.len() % count == 0, "dot_products: {} results for {count} vectors", out.len());
+        let n = out.len() / count;
+        assert!(
+            len <= a_stride && a.len() >= (n - 1) * a_stride + len,
+            "dot_products: {n} rows of {len} elements {a_stride} apart need more than {} values",
+            a.len()
+        );
+        let steps = len / 4;
+        for s0 in (0..steps).step_by(BLOCK / 4) {
+            let block = (BLOCK / 4).min(steps - s0);
+            let mut i = 0;
+            while i < n {
+                let r = ROWS.min(n - i);
+                let rows: [&[[f32; 4]]; ROWS] = std::array::from_fn(|k| {
+                    if k < r { a[(i + k) * a_stride + 4 * s0..][..4 * block].as_chunks::<4>().0 } else { &[] }
+                });
+                for g0 in (0..count).step_by(VECTORS) {
+                    let width = VECTORS.min(count - g0);
+                    let group = &self.body[g0 * steps + s0 * width..][..block * width];
+                    let out = &mut out[i * count + g0..];
+                    block_for!(r, width, [1, 2, 3], [1, 2, 3, 4], (&rows, group, out, count));
+                }
+                i += r;
+            }
+        }
+        let rest = len - 4 * steps;
+        if rest > 0 {
+            for (i, out) in out.chunks_exact_mut(count).enumerate() {
+                let x = &a[i * a_stride + 4 * steps..][..rest];
+                for (o, y) in out.iter_mut().zip(self.tail.chunks_exact(rest)) {
+                    *o += x.iter().zip(y).map(|(x, y)| x * y).sum::<f32>();
+                }
+            }
         }
     }
 }
 
-/// `out[r * stride + c] += rows[r] · vectors[c]` for `r < R`, `c < C` (equal lengths).
+/// `out[r * stride + c] += rows[r] · vector c of group` for `r < R`, `c < C`, where
+/// `group` holds the group's `C` vectors interleaved by four elements.
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 #[inline(always)]
 fn dot_block<const R: usize, const C: usize>(
-    rows: &[&[f32]; ROWS],
-    vectors: &[&[f32]; VECTORS],
+    rows: &[&[[f32; 4]]; ROWS],
+    group: &[[f32; 4]],
     out: &mut [f32],
     stride: usize,
 ) {
     use core::arch::wasm32::*;
-    let len = rows[0].len();
-    assert!(rows[..R].iter().chain(&vectors[..C]).all(|r| r.len() == len) && out.len() > (R - 1) * stride + C - 1);
-    let steps = len / 4;
+    let steps = group.len() / C;
+    assert!(rows[..R].iter().all(|r| r.len() == steps) && group.len() == steps * C);
+    assert!(out.len() > (R - 1) * stride + C - 1);
     let mut acc = [[f32x4_splat(0.0); C]; R];
-    let mut step = |p: usize| {
-        // SAFETY: p + 4 <= len for every row and vector (asserted above, and p < steps * 4);
-        // wasm loads need no alignment.
-        let d: [v128; R] = std::array::from_fn(|r| unsafe { v128_load(rows[r].as_ptr().add(p).cast()) });
-        for (c, vector) in vectors[..C].iter().enumerate() {
+    let row_at: [*const v128; R] = std::array::from_fn(|r| rows[r].as_ptr().cast());
+    let group_at: *const v128 = group.as_ptr().cast();
+    let mut step = |s: usize| {
+        // SAFETY: s < steps, the length of every row, and s * C + c < group.len()
+        // (asserted above); wasm loads need no alignment.
+        let d: [v128; R] = std::array::from_fn(|r| unsafe { v128_load(row_at[r].add(s)) });
+        for c in 0..C {
             // SAFETY: as above.
-            let w = unsafe { v128_load(vector.as_ptr().add(p).cast()) };
-            for (acc, &d) in acc.iter_mut().zip(&d) {
-                acc[c] = f32x4_add(acc[c], f32x4_mul(d, w));
+            let w = unsafe { v128_load(group_at.add(s * C + c)) };
+            for r in 0..R {
+                acc[r][c] = madd(d[r], w, acc[r][c]);
             }
         }
     };
-    // Two steps per iteration: half the loop back-edges, each of which costs an epoch
-    // check when the host interrupts plugins by epoch (its default).
     for s in (0..steps / 2 * 2).step_by(2) {
-        step(s * 4);
-        step(s * 4 + 4);
+        step(s);
+        step(s + 1);
     }
     if steps % 2 == 1 {
-        step((steps - 1) * 4);
+        step(steps - 1);
     }
-    for (r, (acc, row)) in acc.iter().zip(rows).enumerate() {
-        for (c, (&v, vector)) in acc.iter().zip(vectors).enumerate() {
-            let lanes = (f32x4_extract_lane::<0>(v) + f32x4_extract_lane::<2>(v))
+    for (r, acc) in acc.iter().enumerate() {
+        for (c, &v) in acc.iter().enumerate() {
+            out[r * stride + c] += (f32x4_extract_lane::<0>(v) + f32x4_extract_lane::<2>(v))
                 + (f32x4_extract_lane::<1>(v) + f32x4_extract_lane::<3>(v));
-            let tail: f32 = row[steps * 4..].iter().zip(&vector[steps * 4..]).map(|(x, y)| x * y).sum();
-            out[r * stride + c] += lanes + tail;
         }
     }
 }
 
-/// `out[r * stride + c] += rows[r] · vectors[c]` for `r < R`, `c < C` (equal lengths).
+/// `out[r * stride + c] += rows[r] · vector c of group` (portable twin of the wasm SIMD
+/// kernel, with the same per-lane sums).
 #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 #[inline(always)]
 fn dot_block<const R: usize, const C: usize>(
-    rows: &[&[f32]; ROWS],
-    vectors: &[&[f32]; VECTORS],
+    rows: &[&[[f32; 4]]; ROWS],
+    group: &[[f32; 4]],
     out: &mut [f32],
     stride: usize,
 ) {
-    for (r, row) in rows[..R].iter().enumerate() {
-        for (c, vector) in vectors[..C].iter().enumerate() {
-            out[r * stride + c] += dot(row, vector);
+    let mut acc = [[[0.0f32; 4]; C]; R];
+    for (s, w) in group.chunks_exact(C).enumerate() {
+        for (c, w) in w.iter().enumerate() {
+            for r in 0..R {
+                for lane in 0..4 {
+                    acc[r][c][lane] += rows[r][s][lane] * w[lane];
+                }
+            }
         }
     }
+    for (r, acc) in acc.iter().enumerate() {
+        for (c, v) in acc.iter().enumerate() {
+            out[r * stride + c] += (v[0] + v[2]) + (v[1] + v[3]);
+        }
+    }
+}
+
+/// `c + a * b` per lane: a multiply and an add. (`f32x4.relaxed_madd` would fuse them,
+/// but Cranelift's x86 lowering of FMA overwrites a multiplicand, costing a register copy
+/// per product and spilling accumulators: measured slower.)
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[inline(always)]
+fn madd(
+    a: core::arch::wasm32::v128,
+    b: core::arch::wasm32::v128,
+    c: core::arch::wasm32::v128,
+) -> core::arch::wasm32::v128 {
+    use core::arch::wasm32::{f32x4_add, f32x4_mul};
+    f32x4_add(c, f32x4_mul(a, b))
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use udf_host_tests::reference::to_f64;
 use udf_host_tests::{load, run_on};
 
 /// The checks of tests/probes/sandbox, in order.
-const CHECKS: [&str; 12] = [
+const CHECKS: [&str; 13] = [
     "read /etc/passwd",
     "list /",
     "list .",
@@ -22,6 +22,7 @@ const CHECKS: [&str; 12] = [
     "tcp connect",
     "udp bind",
     "name lookup",
+    "CPU-dependent relaxed SIMD",
 ];
 
 #[test]

@@ -207,6 +207,10 @@ impl WasmRuntime {
             .wasm_component_model(true)
             .concurrency_support(false)
             .epoch_interruption(!options.trusted)
+            // Relaxed SIMD with one meaning on every CPU: `relaxed_madd` is always fused
+            // (one FMA instruction where the CPU has FMA), swizzles and conversions take
+            // their deterministic forms. A plugin's results do not depend on the host.
+            .relaxed_simd_deterministic(true)
             .parallel_compilation(true)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config).map_err(|e| RuntimeError(format!("{e:#}")))?;

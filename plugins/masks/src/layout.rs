@@ -2,7 +2,8 @@
 //! dense (runs of consecutive pixels, so each dot product runs over contiguous memory) or
 //! sparse (CSR: per mask the non-zero pixels of the slice).
 
-use crate::values::{Value, Widen};
+use crate::values::{MaskRows, Value, Widen};
+use udf_sdk::simd::PackedVectors;
 use udf_sdk::{Result, UdfError};
 
 /// A run of consecutive pixels of a signal slice: `len` pixels starting at `tile` in the
@@ -50,8 +51,9 @@ fn runs(origin: &[usize], shape: &[usize], frame: &[usize]) -> Result<Vec<Run>> 
 }
 
 enum SliceMasks<D: Value> {
-    /// Runs of the slice into the shared dense matrix.
-    Dense { px: usize, runs: Vec<Run> },
+    /// Runs of the slice into the shared dense matrix, and each run's masks packed for
+    /// the SDK's SIMD kernel where the dtype has one (else empty).
+    Dense { px: usize, runs: Vec<Run>, packed: Vec<PackedVectors> },
     /// Per mask the non-zero pixels of the slice (tile-relative index) and their values.
     Sparse { px: usize, indptr: Vec<usize>, indices: Vec<usize>, values: Vec<D> },
 }
@@ -88,7 +90,9 @@ impl<D: Value> Masks<D> {
             let runs = runs(origin, shape, frame)?;
             let px = shape.iter().product();
             if !sparse {
-                prepared.push(SliceMasks::Dense { px, runs });
+                let packed =
+                    runs.iter().map_while(|run| D::pack(&values[run.frame..], frame_px, count, run.len)).collect();
+                prepared.push(SliceMasks::Dense { px, runs, packed });
                 continue;
             }
             let (mut indptr, mut indices, mut nonzero) = (vec![0], Vec::new(), Vec::new());
@@ -107,7 +111,10 @@ impl<D: Value> Masks<D> {
             indptr.resize(count + 1, indices.len());
             prepared.push(SliceMasks::Sparse { px, indptr, indices, values: nonzero });
         }
-        let dense = if sparse { Vec::new() } else { values };
+        // The dense matrix serves the slices whose runs were not packed (all, unless float32).
+        let packed_all =
+            prepared.iter().all(|s| matches!(s, SliceMasks::Dense { runs, packed, .. } if packed.len() == runs.len()));
+        let dense = if sparse || packed_all { Vec::new() } else { values };
         Ok(Masks { count, frame_px, dense, slices: prepared })
     }
 
@@ -136,10 +143,18 @@ impl<D: Value> Masks<D> {
             return Ok(());
         }
         match slice {
-            SliceMasks::Dense { runs, .. } => {
-                for run in runs {
-                    let (a, b) = (&tile[run.tile..], &self.dense[run.frame..]);
-                    I::dot_products(a, px, b, self.frame_px, count, run.len, out);
+            SliceMasks::Dense { runs, packed, .. } => {
+                for (k, run) in runs.iter().enumerate() {
+                    let masks = match packed.get(k) {
+                        Some(packed) => MaskRows::Packed(packed),
+                        None => MaskRows::Plain {
+                            values: &self.dense[run.frame..],
+                            stride: self.frame_px,
+                            count,
+                            len: run.len,
+                        },
+                    };
+                    I::dot_products(&tile[run.tile..], px, masks, out);
                 }
             }
             SliceMasks::Sparse { indptr, indices, values, .. } => {

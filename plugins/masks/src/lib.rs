@@ -113,19 +113,36 @@ impl MaskSpec {
     fn values<D: Value>(&self, params: &Params) -> Result<Vec<D>> {
         let narrow = matches!(self.cast, DType::Float32 | DType::Complex64);
         let round = |x: f64| if narrow { f64::from(x as f32) } else { x };
-        if is_complex(self.own) {
-            let complex: Vec<Complex64> = match self.own {
-                DType::Complex64 => params
-                    .array::<Complex32>("masks")?
+        match self.own {
+            DType::Complex64 => {
+                let masks = params.array::<Complex32>("masks")?;
+                Ok(c_order(&masks)
                     .iter()
-                    .map(|c| Complex64::new(f64::from(c.re), f64::from(c.im)))
-                    .collect(),
-                _ => params.array::<Complex64>("masks")?.iter().copied().collect(),
-            };
-            Ok(complex.into_iter().map(|c| D::from_complex(Complex64::new(round(c.re), round(c.im)))).collect())
-        } else {
-            Ok(params.array_f64("masks")?.iter().map(|&x| D::from_f64(round(x))).collect())
+                    .map(|c| D::from_complex(Complex64::new(round(c.re.into()), round(c.im.into()))))
+                    .collect())
+            }
+            DType::Complex128 => {
+                let masks = params.array::<Complex64>("masks")?;
+                Ok(c_order(&masks).iter().map(|c| D::from_complex(Complex64::new(round(c.re), round(c.im)))).collect())
+            }
+            DType::Float32 => {
+                let masks = params.array::<f32>("masks")?;
+                Ok(c_order(&masks).iter().map(|&x| D::from_f64(round(x.into()))).collect())
+            }
+            _ => {
+                let masks = params.array_f64("masks")?;
+                Ok(c_order(&masks.view()).iter().map(|&x| D::from_f64(round(x))).collect())
+            }
         }
+    }
+}
+
+/// The elements of `view` in C order: borrowed when contiguous, as param arrays are
+/// (iterating an n-d view element by element is many times slower than a slice).
+fn c_order<'a, T: Clone>(view: &'a ArrayViewD<'_, T>) -> std::borrow::Cow<'a, [T]> {
+    match view.as_slice() {
+        Some(flat) => std::borrow::Cow::Borrowed(flat),
+        None => std::borrow::Cow::Owned(view.iter().cloned().collect()),
     }
 }
 

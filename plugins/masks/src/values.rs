@@ -1,6 +1,7 @@
 //! The element types a mask dot product is computed in, and the dot product itself.
 
 use std::ops::{Add, AddAssign, Mul};
+use udf_sdk::simd::PackedVectors;
 use udf_sdk::{Complex32, Complex64, DType, Element};
 
 /// An element of the result dtype `D` (float32, float64, complex64, complex128).
@@ -11,6 +12,11 @@ pub trait Value: Element + Add<Output = Self> + Mul<Output = Self> + AddAssign {
     fn from_complex(value: Complex64) -> Self;
     /// Whether the value is zero (dropped from sparse masks).
     fn is_zero(self) -> bool;
+    /// The `count` vectors `b[j * stride ..][..len]` packed for the SDK's SIMD kernel,
+    /// where the dense product of this dtype has one (float32).
+    fn pack(_b: &[Self], _stride: usize, _count: usize, _len: usize) -> Option<PackedVectors> {
+        None
+    }
 }
 
 impl Value for f32 {
@@ -22,6 +28,9 @@ impl Value for f32 {
     }
     fn is_zero(self) -> bool {
         self == 0.0
+    }
+    fn pack(b: &[Self], stride: usize, count: usize, len: usize) -> Option<PackedVectors> {
+        Some(PackedVectors::new(b, stride, count, len))
     }
 }
 
@@ -67,15 +76,27 @@ pub trait Widen<D: Value>: Element {
     fn widen(self) -> D;
 
     /// `out[i * m + j] += Σ_{p < len} a[i * a_stride + p] · b[j * b_stride + p]` for the
-    /// `out.len() / m` rows of `a` (frames) and `m` rows of `b` (masks).
-    fn dot_products(a: &[Self], a_stride: usize, b: &[D], b_stride: usize, m: usize, len: usize, out: &mut [D]) {
-        for (i, acc) in out.chunks_exact_mut(m).enumerate() {
+    /// `out.len() / m` rows of `a` (frames) and `m` rows of `b` (masks); `packed` is `b`
+    /// as [`Value::pack`] made it, if it did.
+    fn dot_products(a: &[Self], a_stride: usize, b: MaskRows<'_, D>, out: &mut [D]) {
+        let MaskRows::Plain { values, stride, count, len } = b else {
+            unreachable!("only float32 masks are packed, and float32 tiles have their own impl")
+        };
+        for (i, acc) in out.chunks_exact_mut(count).enumerate() {
             let row = &a[i * a_stride..][..len];
             for (j, o) in acc.iter_mut().enumerate() {
-                *o += dot(row, &b[j * b_stride..][..len]);
+                *o += dot(row, &values[j * stride..][..len]);
             }
         }
     }
+}
+
+/// The masks over one run of pixels, as [`Widen::dot_products`] takes them.
+pub enum MaskRows<'a, D> {
+    /// Row `j` is `values[j * stride..][..len]`, `j < count`.
+    Plain { values: &'a [D], stride: usize, count: usize, len: usize },
+    /// Packed by [`Value::pack`].
+    Packed(&'a PackedVectors),
 }
 
 /// Float32 tiles with float32 masks, the common case: the SDK's blocked kernel.
@@ -85,8 +106,13 @@ impl Widen<f32> for f32 {
         self
     }
 
-    fn dot_products(a: &[f32], a_stride: usize, b: &[f32], b_stride: usize, m: usize, len: usize, out: &mut [f32]) {
-        udf_sdk::simd::dot_products(a, a_stride, b, b_stride, m, len, out);
+    fn dot_products(a: &[f32], a_stride: usize, b: MaskRows<'_, f32>, out: &mut [f32]) {
+        match b {
+            MaskRows::Packed(packed) => packed.dot_products(a, a_stride, out),
+            MaskRows::Plain { values, stride, count, len } => {
+                udf_sdk::simd::dot_products(a, a_stride, values, stride, count, len, out);
+            }
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! Probe: tries every capability a hostile plugin might reach for through WASI — files,
 //! environment, arguments, clocks, randomness, sockets, name lookup — and records what
-//! it got. The host must give errors or nothing, never data.
+//! it got. The host must give errors or nothing, never data. It also checks that relaxed
+//! SIMD runs deterministically (a plugin's results must not depend on the host's CPU).
 //!
 //! Buffer `outcome` (single, uint8, one entry per check in `CHECKS` order):
 //! 1 = denied / nothing obtained, 2 = got something (a sandbox leak).
@@ -9,7 +10,7 @@ use udf_sdk::prelude::*;
 use wasi::sockets::network::{IpAddressFamily, IpSocketAddress, Ipv4SocketAddress};
 
 /// The checks, in the order of the `outcome` buffer.
-pub const CHECKS: [&str; 12] = [
+pub const CHECKS: [&str; 13] = [
     "read /etc/passwd",
     "list /",
     "list .",
@@ -22,6 +23,7 @@ pub const CHECKS: [&str; 12] = [
     "tcp connect",
     "udp bind",
     "name lookup",
+    "CPU-dependent relaxed SIMD",
 ];
 
 struct Sandbox;
@@ -67,6 +69,16 @@ fn name_lookup() -> bool {
     }
 }
 
+/// Whether a relaxed-SIMD instruction shows the host CPU's own behaviour instead of the
+/// deterministic one: `i32x4.relaxed_trunc_f32x4_s` of NaN is 0 in deterministic mode on
+/// every CPU, but `i32::MIN` from x86's `cvttps2dq`.
+#[target_feature(enable = "relaxed-simd")]
+fn relaxed_simd_follows_the_cpu() -> bool {
+    use core::arch::wasm32::*;
+    let nan = std::hint::black_box(f32x4_splat(f32::NAN));
+    i32x4_extract_lane::<0>(i32x4_relaxed_trunc_f32x4(nan)) != 0
+}
+
 fn run_checks() -> Vec<u8> {
     // std's HashMap keys come from WASI random too.
     let mut random = wasi::random::random::get_random_bytes(32);
@@ -89,6 +101,7 @@ fn run_checks() -> Vec<u8> {
         leak(tcp_connect()),
         leak(udp_bind()),
         leak(name_lookup()),
+        leak(relaxed_simd_follows_the_cpu()),
     ]
 }
 
