@@ -228,7 +228,11 @@ impl PackedVectors {
         if out.is_empty() || len == 0 {
             return;
         }
-        assert!(count > 0 && out.len() % count == 0, "dot_products: {} results for {count} vectors", out.len());
+        assert!(
+            count > 0 && out.len().is_multiple_of(count),
+            "dot_products: {} results for {count} vectors",
+            out.len()
+        );
         let n = out.len() / count;
         assert!(
             len <= a_stride && a.len() >= (n - 1) * a_stride + len,
@@ -289,8 +293,8 @@ fn dot_block<const R: usize, const C: usize>(
         for c in 0..C {
             // SAFETY: as above.
             let w = unsafe { v128_load(group_at.add(s * C + c)) };
-            for r in 0..R {
-                acc[r][c] = madd(d[r], w, acc[r][c]);
+            for (acc, &d) in acc.iter_mut().zip(&d) {
+                acc[c] = madd(d, w, acc[c]);
             }
         }
     };
