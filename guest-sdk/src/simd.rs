@@ -120,7 +120,7 @@ macro_rules! block_for {
     };
     (@width $r:literal, $width:expr, [$($c:literal),*], $args:tt) => {
         match $width {
-            $($c => dot_block::<$r, $c> $args,)*
+            $($c => dot_block::<_, $r, $c> $args,)*
             _ => unreachable!("register block width"),
         }
     };
@@ -149,6 +149,77 @@ pub fn dot_products(a: &[f32], a_stride: usize, b: &[f32], b_stride: usize, m: u
     }
     assert!(m > 0, "dot_products: no vectors");
     PackedVectors::new(b, b_stride, m, len).dot_products(a, a_stride, out);
+}
+
+/// Elements [`PackedVectors::dot_products`] takes rows of: float32, and the unsigned
+/// integers detectors write, converted to float32 (exactly) four at a time as they are
+/// read, so that a plugin can take a run's native integer tiles and skip the host's
+/// conversion and half of the copy into its memory.
+pub trait RowElement: Copy + sealed::Sealed {
+    /// The value as float32 (exact for these types).
+    fn to_f32(self) -> f32;
+
+    /// Four consecutive elements from `at`, as float32 lanes.
+    ///
+    /// # Safety
+    /// `at .. at + 4` must be readable.
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    unsafe fn load4(at: *const Self) -> core::arch::wasm32::v128;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for u16 {}
+    impl Sealed for u8 {}
+}
+
+impl RowElement for f32 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    #[inline(always)]
+    unsafe fn load4(at: *const Self) -> core::arch::wasm32::v128 {
+        // SAFETY: the caller's; wasm loads need no alignment.
+        unsafe { core::arch::wasm32::v128_load(at.cast()) }
+    }
+}
+
+impl RowElement for u16 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        f32::from(self)
+    }
+
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    #[inline(always)]
+    unsafe fn load4(at: *const Self) -> core::arch::wasm32::v128 {
+        use core::arch::wasm32::*;
+        // SAFETY: the caller's (8 bytes); wasm loads need no alignment.
+        let raw = unsafe { v128_load64_zero(at.cast()) };
+        // Zero-extended, so the signed conversion (one x86 instruction; the unsigned one
+        // is a sequence) is exact.
+        f32x4_convert_i32x4(u32x4_extend_low_u16x8(raw))
+    }
+}
+
+impl RowElement for u8 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        f32::from(self)
+    }
+
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    #[inline(always)]
+    unsafe fn load4(at: *const Self) -> core::arch::wasm32::v128 {
+        use core::arch::wasm32::*;
+        // SAFETY: the caller's (4 bytes); wasm loads need no alignment.
+        let raw = unsafe { v128_load32_zero(at.cast()) };
+        f32x4_convert_i32x4(u32x4_extend_low_u16x8(u16x8_extend_low_u8x16(raw)))
+    }
 }
 
 /// Vectors of one length (masks over a run of pixels, say) laid out for
@@ -223,7 +294,7 @@ impl PackedVectors {
     /// # Panics
     /// If `out.len()` is not a multiple of the count, `len` exceeds `a_stride`, or `a` is
     /// too short.
-    pub fn dot_products(&self, a: &[f32], a_stride: usize, out: &mut [f32]) {
+    pub fn dot_products<T: RowElement>(&self, a: &[T], a_stride: usize, out: &mut [f32]) {
         let (count, len) = (self.count, self.len);
         if out.is_empty() || len == 0 {
             return;
@@ -245,9 +316,8 @@ impl PackedVectors {
             let mut i = 0;
             while i < n {
                 let r = ROWS.min(n - i);
-                let rows: [&[[f32; 4]]; ROWS] = std::array::from_fn(|k| {
-                    if k < r { a[(i + k) * a_stride + 4 * s0..][..4 * block].as_chunks::<4>().0 } else { &[] }
-                });
+                let rows: [&[T]; ROWS] =
+                    std::array::from_fn(|k| if k < r { &a[(i + k) * a_stride + 4 * s0..][..4 * block] } else { &[] });
                 for g0 in (0..count).step_by(VECTORS) {
                     let width = VECTORS.min(count - g0);
                     let group = &self.body[g0 * steps + s0 * width..][..block * width];
@@ -262,7 +332,7 @@ impl PackedVectors {
             for (i, out) in out.chunks_exact_mut(count).enumerate() {
                 let x = &a[i * a_stride + 4 * steps..][..rest];
                 for (o, y) in out.iter_mut().zip(self.tail.chunks_exact(rest)) {
-                    *o += x.iter().zip(y).map(|(x, y)| x * y).sum::<f32>();
+                    *o += x.iter().zip(y).map(|(x, y)| x.to_f32() * y).sum::<f32>();
                 }
             }
         }
@@ -273,23 +343,23 @@ impl PackedVectors {
 /// `group` holds the group's `C` vectors interleaved by four elements.
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 #[inline(always)]
-fn dot_block<const R: usize, const C: usize>(
-    rows: &[&[[f32; 4]]; ROWS],
+fn dot_block<T: RowElement, const R: usize, const C: usize>(
+    rows: &[&[T]; ROWS],
     group: &[[f32; 4]],
     out: &mut [f32],
     stride: usize,
 ) {
     use core::arch::wasm32::*;
     let steps = group.len() / C;
-    assert!(rows[..R].iter().all(|r| r.len() == steps) && group.len() == steps * C);
+    assert!(rows[..R].iter().all(|r| r.len() == 4 * steps) && group.len() == steps * C);
     assert!(out.len() > (R - 1) * stride + C - 1);
     let mut acc = [[f32x4_splat(0.0); C]; R];
-    let row_at: [*const v128; R] = std::array::from_fn(|r| rows[r].as_ptr().cast());
+    let row_at: [*const T; R] = std::array::from_fn(|r| rows[r].as_ptr());
     let group_at: *const v128 = group.as_ptr().cast();
     let mut step = |s: usize| {
-        // SAFETY: s < steps, the length of every row, and s * C + c < group.len()
-        // (asserted above); wasm loads need no alignment.
-        let d: [v128; R] = std::array::from_fn(|r| unsafe { v128_load(row_at[r].add(s)) });
+        // SAFETY: 4 * s + 4 <= 4 * steps, the length of every row, and s * C + c <
+        // group.len() (asserted above); wasm loads need no alignment.
+        let d: [v128; R] = std::array::from_fn(|r| unsafe { T::load4(row_at[r].add(4 * s)) });
         for c in 0..C {
             // SAFETY: as above.
             let w = unsafe { v128_load(group_at.add(s * C + c)) };
@@ -317,8 +387,8 @@ fn dot_block<const R: usize, const C: usize>(
 /// kernel, with the same per-lane sums).
 #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 #[inline(always)]
-fn dot_block<const R: usize, const C: usize>(
-    rows: &[&[[f32; 4]]; ROWS],
+fn dot_block<T: RowElement, const R: usize, const C: usize>(
+    rows: &[&[T]; ROWS],
     group: &[[f32; 4]],
     out: &mut [f32],
     stride: usize,
@@ -328,7 +398,7 @@ fn dot_block<const R: usize, const C: usize>(
         for (c, w) in w.iter().enumerate() {
             for r in 0..R {
                 for lane in 0..4 {
-                    acc[r][c][lane] += rows[r][s][lane] * w[lane];
+                    acc[r][c][lane] += rows[r][4 * s + lane].to_f32() * w[lane];
                 }
             }
         }
@@ -395,6 +465,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn integer_rows_give_the_results_of_their_float32_values() {
+        let (n, m, len, stride) = (5, 6, BLOCK + 7, BLOCK + 9);
+        let wide: Vec<u16> = (0..n * stride).map(|i| ((i * 7919) % 65536) as u16).collect();
+        let narrow: Vec<u8> = (0..n * stride).map(|i| ((i * 31) % 256) as u8).collect();
+        let b: Vec<f32> = (0..m * len).map(|i| ((i * 13) % 11) as f32 / 8.0 - 0.5).collect();
+        let packed = PackedVectors::new(&b, len, m, len);
+        let check = |ints: &mut dyn FnMut(&mut [f32]), floats: &[f32]| {
+            let (mut got, mut expected) = (vec![0.25; n * m], vec![0.25; n * m]);
+            ints(&mut got);
+            packed.dot_products(floats, stride, &mut expected);
+            assert_eq!(got, expected);
+        };
+        let floats: Vec<f32> = wide.iter().map(|&x| f32::from(x)).collect();
+        check(&mut |out| packed.dot_products(&wide, stride, out), &floats);
+        let floats: Vec<f32> = narrow.iter().map(|&x| f32::from(x)).collect();
+        check(&mut |out| packed.dot_products(&narrow, stride, out), &floats);
     }
 
     #[test]

@@ -267,6 +267,53 @@ fn masks_match_explicit_dot_products_for_every_partitioning_tiling_roi_and_mask_
 }
 
 #[test]
+fn masks_take_8_and_16_bit_tiles_natively_with_float32_masks() {
+    // Float32 masks on uint8/uint16 data: the plugin asks for the native tiles and its
+    // SIMD kernel converts them as it reads (the same values as float32 tiles).
+    let dir = tempfile::tempdir().unwrap();
+    let data = fixtures::mk_random(&NAV, &SIG, 27);
+    let (one, four, disks) = (dense_masks(1, 28), dense_masks(4, 29), disk_masks(5, 30));
+    let cases = vec![
+        case("1 float32 mask", &one, DType::F32, &[], DType::F32),
+        case("4 float32 masks, dense", &four, DType::F32, &[("use_sparse", "false")], DType::F32),
+        case("5 float32 disk masks, sparse", &disks, DType::F32, &[], DType::F32),
+        case("4 float64 masks, mask_dtype float32", &four, DType::F64, &[("mask_dtype", "float32")], DType::F32),
+    ];
+    let udf = load("masks");
+    let frames: Vec<usize> = (0..data.frames()).collect();
+    for (ty, dtype) in [(Ty::U16, DType::U16), (Ty::U8, DType::U8)] {
+        let path = dir.path().join(format!("data-{ty:?}.npy"));
+        fixtures::write_npy(&path, &data, ty);
+        let stored = data.rounded(ty);
+        for partitions in [1, 3] {
+            for tile in [None, Some(vec![3, 5, 7]), Some(vec![64, 19, 23])] {
+                let what = format!("{ty:?} partitions={partitions} tile={tile:?}");
+                let options = RunOptions { partitions: Some(partitions), tile_shape: tile, ..RunOptions::default() };
+                let udfs: Vec<(Arc<dyn Udf>, Params)> = cases.iter().map(|c| (udf.clone(), c.params.clone())).collect();
+                let results =
+                    run_on(&path, &OpenOptions::default(), udfs, options).unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert_eq!(results.input_dtype, dtype, "{what}: the tiles stay {dtype:?}");
+                for (c, result) in cases.iter().zip(&results.udfs) {
+                    let buffer = result.buffer("intensity").expect("intensity");
+                    assert_eq!(buffer.dtype(), DType::F32, "{what}, {}", c.name);
+                    let expected = reference(&stored, &c.masks, &frames);
+                    check(buffer, &expected, c.masks.count, None, &format!("{what}, {}", c.name));
+                }
+            }
+        }
+        // With float64 masks in the same pass, the run reads float32 tiles instead.
+        let mixed = vec![
+            (udf.clone(), cases[1].params.clone()),
+            (udf.clone(), case("float64", &four, DType::F64, &[], DType::F64).params),
+        ];
+        let results = run_on(&path, &OpenOptions::default(), mixed, RunOptions::default()).unwrap();
+        assert_eq!(results.input_dtype, DType::F32, "{ty:?}: float64 masks in the run");
+        let buffer = results.udfs[0].buffer("intensity").unwrap();
+        check(buffer, &reference(&stored, &cases[1].masks, &frames), 4, None, &format!("{ty:?} mixed"));
+    }
+}
+
+#[test]
 fn masks_follow_the_input_dtype_and_preferred_dtype() {
     let dir = tempfile::tempdir().unwrap();
     let data = fixtures::mk_uniform(&NAV, &SIG, 24);

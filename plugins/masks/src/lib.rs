@@ -17,7 +17,11 @@
 //!   non-zero pixels), `false` dense, `auto` sparse when at most 25 % of the mask values
 //!   are non-zero. Both give the same numbers up to rounding.
 //! - `preferred_dtype` (text, default `float32`): the preferred input dtype, float or
-//!   complex (LiberTEM's `preferred_dtype`).
+//!   complex (LiberTEM's `preferred_dtype`). With the default, float32 masks and uint8 or
+//!   uint16 data the plugin takes the native integer tiles instead and converts them to
+//!   float32 as it reads them — the same numbers, for half the bytes copied into the
+//!   plugin and no conversion pass in the host (if another UDF of the run wants float32
+//!   tiles, it gets float32 tiles).
 //!
 //! # Buffers
 //!
@@ -32,8 +36,9 @@
 //! The masks are cast to the result dtype once per partition (in `new`) and prepared for
 //! each signal slice of the tiling scheme. `process_tile` adds `tile[f, :] · mask_m[slice]`
 //! to `intensity[f, m]`: dense, as dot products over the runs of consecutive pixels the
-//! slice has in the frame (one run for full-width slices); sparse, over the slice's
-//! non-zero mask pixels. No allocation per tile.
+//! slice has in the frame (one run for full-width slices), with float32 masks packed
+//! once per partition for the SDK's SIMD kernel (`udf_sdk::simd::PackedVectors`);
+//! sparse, over the slice's non-zero mask pixels. No allocation per tile.
 
 mod layout;
 mod values;
@@ -100,7 +105,8 @@ impl MaskSpec {
             )));
         }
         let input = dataset.input_dtype;
-        if !is_float(input) {
+        let native = matches!(input, DType::Uint8 | DType::Uint16) && cast == DType::Float32;
+        if !is_float(input) && !native {
             return Err(UdfError::invalid_data(format!(
                 "masks: needs float or complex input, the run's input dtype is {}",
                 dtype_name(input)
@@ -212,10 +218,21 @@ impl Udf for ApplyMasks {
         .param(ParamSpec::text("preferred_dtype", "preferred input dtype (float or complex)").default("float32"))
     }
 
-    fn plan(params: &Params, _: &DatasetMeta) -> Result<RunPlan> {
+    fn plan(params: &Params, dataset: &DatasetMeta) -> Result<RunPlan> {
         let mut plan = RunPlan::from_description(&Self::describe());
         if let Some(dtype) = text_dtype(params, "preferred_dtype", false)? {
             plan.input_dtype = DtypePreference::Prefer(dtype);
+        }
+        // 8- and 16-bit detector data with float32 masks: the native tiles, converted to
+        // float32 by the SIMD kernel as it reads them (the same values as float32 tiles,
+        // for half the bytes copied in and no conversion pass in the host).
+        let cast = match text_dtype(params, "mask_dtype", true)? {
+            Some(cast) => cast,
+            None => params.array_dtype("masks")?,
+        };
+        let narrow = matches!(dataset.dataset_dtype, DType::Uint8 | DType::Uint16);
+        if narrow && cast == DType::Float32 && plan.input_dtype == DtypePreference::Prefer(DType::Float32) {
+            plan.input_dtype = DtypePreference::Native;
         }
         Ok(plan)
     }
@@ -240,6 +257,8 @@ impl Udf for ApplyMasks {
     fn process_tile(&mut self, tile: &Tile<'_>, results: &mut Buffers) -> Result<()> {
         match (&self.kernel, tile.dtype()) {
             (Kernel::F32(m), DType::Float32) => apply::<f32, _>(m, tile, results),
+            (Kernel::F32(m), DType::Uint16) => apply::<u16, _>(m, tile, results),
+            (Kernel::F32(m), DType::Uint8) => apply::<u8, _>(m, tile, results),
             (Kernel::F64(m), DType::Float32) => apply::<f32, _>(m, tile, results),
             (Kernel::F64(m), DType::Float64) => apply::<f64, _>(m, tile, results),
             (Kernel::C64(m), DType::Float32) => apply::<f32, _>(m, tile, results),

@@ -99,22 +99,29 @@ pub enum MaskRows<'a, D> {
     Packed(&'a PackedVectors),
 }
 
-/// Float32 tiles with float32 masks, the common case: the SDK's blocked kernel.
-impl Widen<f32> for f32 {
-    #[inline(always)]
-    fn widen(self) -> f32 {
-        self
-    }
+/// Float32, uint16 and uint8 tiles with float32 masks, the common cases: the SDK's
+/// blocked kernel on the packed masks (converting integers as it reads them).
+macro_rules! packed_kernel {
+    ($($from:ty),*) => {$(
+        impl Widen<f32> for $from {
+            #[inline(always)]
+            fn widen(self) -> f32 {
+                f32::from(self)
+            }
 
-    fn dot_products(a: &[f32], a_stride: usize, b: MaskRows<'_, f32>, out: &mut [f32]) {
-        match b {
-            MaskRows::Packed(packed) => packed.dot_products(a, a_stride, out),
-            MaskRows::Plain { values, stride, count, len } => {
-                udf_sdk::simd::dot_products(a, a_stride, values, stride, count, len, out);
+            fn dot_products(a: &[$from], a_stride: usize, b: MaskRows<'_, f32>, out: &mut [f32]) {
+                match b {
+                    MaskRows::Packed(packed) => packed.dot_products(a, a_stride, out),
+                    MaskRows::Plain { values, stride, count, len } => {
+                        PackedVectors::new(values, stride, count, len).dot_products(a, a_stride, out);
+                    }
+                }
             }
         }
-    }
+    )*};
 }
+
+packed_kernel!(f32, u16, u8);
 
 macro_rules! widen {
     ($($from:ty => $to:ty: |$x:ident| $e:expr),* $(,)?) => {$(
