@@ -126,8 +126,10 @@ macro_rules! block_for {
     };
 }
 
-/// Rows of `a` per register block of [`PackedVectors::dot_products`].
-const ROWS: usize = 3;
+/// Rows of `a` per register block of [`PackedVectors::dot_products`] (the `block_for!`
+/// call lists the row counts up to it). Three rows need 17 `xmm` registers on x86 and
+/// spill; two do not.
+const ROWS: usize = 2;
 /// Vectors per group of a [`PackedVectors`] (the width of the register block).
 const VECTORS: usize = 4;
 /// Elements per cache block of [`PackedVectors::dot_products`].
@@ -282,14 +284,13 @@ impl PackedVectors {
     /// `out[i * count + j] += Σ_{p < len} a[i * a_stride + p] · vector_j[p]` for the
     /// `out.len() / count` rows of `a`.
     ///
-    /// Blocked so that it runs at the speed of the arithmetic, not of memory: three rows
-    /// of `a` and a group of four vectors at a time in twelve SIMD accumulators, over
-    /// blocks of 4096 elements whose rows stay in cache while every group passes over
-    /// them; each element of `a` is read from memory once. With `simd128` (how this
-    /// repository builds plugins) the accumulators are wasm SIMD registers, and with
-    /// `relaxed-simd` too the multiply-adds are fused; elsewhere plain Rust with the same
-    /// blocking. Sums are per lane, then across lanes: the result differs from a
-    /// sequential sum in the last bits.
+    /// Blocked so that it runs at the speed of the arithmetic, not of memory: two rows of
+    /// `a` and a group of four vectors at a time in eight SIMD accumulators, over blocks
+    /// of 4096 elements whose rows stay in cache while every group passes over them; each
+    /// element of `a` is read from memory once. With `simd128` (how this repository
+    /// builds plugins) the accumulators are wasm SIMD registers; elsewhere plain Rust
+    /// with the same blocking. Sums are per lane, then across lanes: the result differs
+    /// from a sequential sum in the last bits.
     ///
     /// # Panics
     /// If `out.len()` is not a multiple of the count, `len` exceeds `a_stride`, or `a` is
@@ -322,7 +323,7 @@ impl PackedVectors {
                     let width = VECTORS.min(count - g0);
                     let group = &self.body[g0 * steps + s0 * width..][..block * width];
                     let out = &mut out[i * count + g0..];
-                    block_for!(r, width, [1, 2, 3], [1, 2, 3, 4], (&rows, group, out, count));
+                    block_for!(r, width, [1, 2], [1, 2, 3, 4], (&rows, group, out, count));
                 }
                 i += r;
             }
@@ -368,12 +369,28 @@ fn dot_block<T: RowElement, const R: usize, const C: usize>(
             }
         }
     };
-    for s in (0..steps / 2 * 2).step_by(2) {
+    // Four steps per loop iteration, each behind its own exit test: with epoch
+    // interruption (the host's default) every loop back-edge may call into the host, and
+    // Cranelift spills the accumulators around it, so fewer back-edges are cheaper; the
+    // exit tests keep each step in its own block, so that LLVM does not hoist the next
+    // step's loads above this one's arithmetic (more live vectors than x86 has
+    // registers). Measured against 3 x 4 blocks and plain 2 x unrolling: docs/benchmarks.md.
+    let mut s = 0;
+    while s < steps {
         step(s);
+        if s + 1 == steps {
+            break;
+        }
         step(s + 1);
-    }
-    if steps % 2 == 1 {
-        step(steps - 1);
+        if s + 2 == steps {
+            break;
+        }
+        step(s + 2);
+        if s + 3 == steps {
+            break;
+        }
+        step(s + 3);
+        s += 4;
     }
     for (r, acc) in acc.iter().enumerate() {
         for (c, &v) in acc.iter().enumerate() {
