@@ -254,7 +254,17 @@ macro_rules! with_fused_stored {
     }};
 }
 
-pub use crate::{with_fused_stored, with_real, with_sample};
+/// The dispatch of a built-in that converts on read: `$T` the real accumulator dtype
+/// (`with_real!`), `$S` the tile's stored integer dtype (`with_fused_stored!`).
+#[macro_export]
+#[doc(hidden)]
+macro_rules! with_converting {
+    ($acc:expr, $stored:expr, $T:ident, $S:ident => $body:expr, $otherwise:expr) => {
+        $crate::with_real!($acc, $T => $crate::with_fused_stored!($stored, $S => $body, $otherwise), $otherwise)
+    };
+}
+
+pub use crate::{with_converting, with_fused_stored, with_real, with_sample};
 
 /// The tile's elements as `T`.
 ///

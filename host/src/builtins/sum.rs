@@ -3,7 +3,7 @@
 //! Buffer `intensity`: kind sig, dtype = input dtype, `intensity[y, x] = Σ_n F_n[y, x]`.
 //! Param `dtype` (default `float32`) is the preferred input dtype.
 
-use super::element::{Sample, cast_mut, tile_data, with_fused_stored, with_real, with_sample};
+use super::element::{Sample, cast_mut, tile_data, with_converting, with_sample};
 use super::kernels::{SliceRuns, add_frames};
 use super::spec;
 use crate::array::NdArray;
@@ -127,13 +127,12 @@ impl PartitionRunner for SumPartition {
         let runs = self.runs.get(tile.scheme_index).ok_or_else(|| CallError::internal("unknown signal slice"))?;
         if tile.dtype != intensity.dtype() {
             // Stored integers, converted as they are read (`converts_on_read`).
-            return with_real!(intensity.dtype(), T => {
+            let (input, stored) = (intensity.dtype(), tile.dtype);
+            return with_converting!(input, stored, T, S => {
                 let acc = intensity.as_mut_slice::<T>().ok_or_else(|| CallError::internal("accumulator dtype"))?;
-                with_fused_stored!(tile.dtype, S => {
-                    add_frames(acc, tile_data::<S>(tile)?, runs);
-                    Ok(())
-                }, Err(unconvertible(tile.dtype, intensity.dtype())))
-            }, Err(unconvertible(tile.dtype, intensity.dtype())));
+                add_frames(acc, tile_data::<S>(tile)?, runs);
+                Ok(())
+            }, Err(unconvertible(stored, input)));
         }
         with_sample!(tile.dtype, T => {
             let acc = intensity.as_mut_slice::<T>().ok_or_else(|| CallError::internal("tile dtype is not the input dtype"))?;

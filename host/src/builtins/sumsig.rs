@@ -3,7 +3,7 @@
 //! Buffer `intensity`: kind nav, dtype `result_type(input, float32)`,
 //! `intensity[n] = Σ_{y,x} F_n[y, x]`. Merged by the host (nav buffer).
 
-use super::element::{tile_data, with_fused_stored, with_real, with_sample};
+use super::element::{tile_data, with_converting, with_sample};
 use super::kernels::add_frame_sums;
 use super::spec;
 use super::sum::unconvertible;
@@ -103,15 +103,13 @@ impl PartitionRunner for SumSigPartition {
         let range = first..first + tile.frames;
         if tile.dtype != intensity.dtype() {
             // Stored integers, converted as they are read (`converts_on_read`).
-            let input = intensity.dtype();
-            return with_real!(input, T => {
+            let (input, stored) = (intensity.dtype(), tile.dtype);
+            return with_converting!(input, stored, T, S => {
                 let acc = intensity.as_mut_slice::<T>().ok_or_else(|| CallError::internal("accumulator dtype"))?;
                 let acc = acc.get_mut(range).ok_or_else(|| CallError::internal("tile beyond partition"))?;
-                with_fused_stored!(tile.dtype, S => {
-                    add_frame_sums(acc, tile_data::<S>(tile)?, slice_len);
-                    Ok(())
-                }, Err(unconvertible(tile.dtype, input)))
-            }, Err(unconvertible(tile.dtype, input)));
+                add_frame_sums(acc, tile_data::<S>(tile)?, slice_len);
+                Ok(())
+            }, Err(unconvertible(stored, input)));
         }
         with_sample!(tile.dtype, T => {
             let acc = intensity.as_mut_slice::<T>().ok_or_else(|| CallError::internal("tile dtype is not the input dtype"))?;
