@@ -254,6 +254,23 @@ macro_rules! with_fused_stored {
     }};
 }
 
+/// The element types of [`FUSED_STORED`](crate::udf::FUSED_STORED): stored integers a
+/// built-in that converts on read takes in tiles, exactly representable in `f64`. Kernels
+/// implement their per-element traits once for all of them (`impl<T: FusedInt> ...`);
+/// `with_fused_stored!` dispatches to exactly these types.
+pub trait FusedInt: Element + Into<f64> + Send + Sync
+where
+    f32: CastFrom<Self>,
+{
+}
+
+impl FusedInt for u8 {}
+impl FusedInt for u16 {}
+impl FusedInt for u32 {}
+impl FusedInt for i8 {}
+impl FusedInt for i16 {}
+impl FusedInt for i32 {}
+
 /// The dispatch of a built-in that converts on read: `$T` the real accumulator dtype
 /// (`with_real!`), `$S` the tile's stored integer dtype (`with_fused_stored!`).
 #[macro_export]

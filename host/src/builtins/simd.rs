@@ -19,6 +19,7 @@
 //!
 //! [`Udf::converts_on_read`]: crate::udf::Udf::converts_on_read
 
+use super::element::FusedInt;
 use crate::dtype::CastFrom;
 
 /// Frames per register block.
@@ -42,22 +43,19 @@ impl Pixel for f32 {
     }
 }
 
-macro_rules! converted_pixels {
-    ($($t:ty),*) => {$(
-        impl Pixel for $t {
-            #[inline(always)]
-            fn as_f32<'a>(src: &'a [$t], scratch: &'a mut [f32]) -> &'a [f32] {
-                let scratch = &mut scratch[..src.len()];
-                for (d, &s) in scratch.iter_mut().zip(src) {
-                    *d = f32::cast_from(s);
-                }
-                scratch
-            }
+impl<T: FusedInt> Pixel for T
+where
+    f32: CastFrom<T>,
+{
+    #[inline(always)]
+    fn as_f32<'a>(src: &'a [T], scratch: &'a mut [f32]) -> &'a [f32] {
+        let scratch = &mut scratch[..src.len()];
+        for (d, &s) in scratch.iter_mut().zip(src) {
+            *d = f32::cast_from(s);
         }
-    )*};
+        scratch
+    }
 }
-
-converted_pixels!(u8, u16, u32, i8, i16, i32);
 
 /// Whether this CPU runs the kernel.
 pub fn available() -> bool {

@@ -15,7 +15,7 @@
 //! `V = V0 + V1 + n0·n1/n · |S1/n1 − S0/n0|²` — the same formula merges partitions.
 //! Never `Σx² − (Σx)²/n`. Accumulators are `f64` whatever the base.
 
-use super::element::tile_data;
+use super::element::{FusedInt, tile_data};
 use super::kernels::{CHUNK, SliceRuns};
 use super::spec;
 use crate::array::NdArray;
@@ -242,21 +242,18 @@ impl Parts for f64 {
     }
 }
 
-macro_rules! integer_parts {
-    ($($t:ty),*) => {$(
-        impl Parts for $t {
-            const COMPLEX: bool = false;
-            #[inline(always)]
-            fn parts(self) -> (f64, f64) {
-                (f64::from(self), 0.0)
-            }
-        }
-    )*};
-}
-
 // The input dtype of a run holds these exactly (float32 for 8/16 bits, float64 for 32),
 // so converting straight to f64 gives the values the executor's copy would.
-integer_parts!(u8, u16, u32, i8, i16, i32);
+impl<T: FusedInt> Parts for T
+where
+    f32: crate::dtype::CastFrom<T>,
+{
+    const COMPLEX: bool = false;
+    #[inline(always)]
+    fn parts(self) -> (f64, f64) {
+        (self.into(), 0.0)
+    }
+}
 
 impl Parts for Complex32 {
     const COMPLEX: bool = true;
