@@ -60,7 +60,7 @@ pub use element::{Element, Float, Numeric, dtype_from_name, dtype_name, dtype_si
 pub use error::{ErrorKind, Result, UdfError};
 pub use ndarray;
 pub use num_complex::{Complex32, Complex64};
-pub use params::{Context, Params};
+pub use params::{Context, Params, frame_shape_2d};
 pub use tile::{Frame, Tile};
 pub use udf::{MergeContext, ResultsContext, Udf};
 

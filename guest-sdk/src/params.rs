@@ -91,6 +91,36 @@ impl Params {
         }
     }
 
+    /// Two radii in pixels (`inner`, `outer`) of a ring: non-negative, not NaN, inner
+    /// not larger than outer.
+    pub fn radii(&self, inner: &str, outer: &str) -> Result<(f64, f64)> {
+        let (r_in, r_out) = (self.float(inner)?, self.float(outer)?);
+        if r_in.is_nan() || r_out.is_nan() || r_in < 0.0 || r_out < 0.0 {
+            return Err(UdfError::bad_param(format!(
+                "radii must be non-negative numbers, found {inner} = {r_in}, {outer} = {r_out}"
+            )));
+        }
+        if r_in > r_out {
+            return Err(UdfError::bad_param(format!("{inner} ({r_in}) must not be larger than {outer} ({r_out})")));
+        }
+        Ok((r_in, r_out))
+    }
+
+    /// A point of the frame given as an array of 2 finite numbers, row (y) first, or
+    /// `None` for an empty array (a point that was not given).
+    pub fn point_yx(&self, name: &str) -> Result<Option<[f64; 2]>> {
+        let values = self.array_f64(name)?;
+        match values.iter().copied().collect::<Vec<f64>>()[..] {
+            [] => Ok(None),
+            [y, x] if y.is_finite() && x.is_finite() => Ok(Some([y, x])),
+            [y, x] => Err(UdfError::bad_param(format!("parameter '{name}' must be finite, found ({y}, {x})"))),
+            ref other => Err(UdfError::bad_param(format!(
+                "parameter '{name}' must hold 2 numbers (row y, column x), found {}",
+                other.len()
+            ))),
+        }
+    }
+
     /// An array parameter converted to `f64` (any real dtype).
     pub fn array_f64(&self, name: &str) -> Result<ndarray::ArrayD<f64>> {
         let array = match self.require(name)? {
@@ -203,5 +233,81 @@ impl DatasetMeta {
             }
         }
         coords
+    }
+}
+
+/// The frame shape `(Y, X)` of a UDF that needs non-empty 2-D frames, or an
+/// invalid-data error naming `udf` and the dataset's signal shape.
+pub fn frame_shape_2d(dataset: &DatasetMeta, udf: &str) -> Result<(usize, usize)> {
+    match dataset.sig_shape[..] {
+        [y, x] if y > 0 && x > 0 => match (usize::try_from(y), usize::try_from(x)) {
+            (Ok(y), Ok(x)) => Ok((y, x)),
+            _ => Err(UdfError::invalid_data(format!("{udf}: frames of {y} x {x} pixels are too large"))),
+        },
+        _ => Err(UdfError::invalid_data(format!(
+            "{udf} needs non-empty 2-D frames, but the signal shape is {:?}",
+            dataset.sig_shape
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(pairs: Vec<(&str, ParamValue)>) -> Params {
+        Params::new(pairs.into_iter().map(|(name, value)| Param { name: name.to_owned(), value }).collect())
+    }
+
+    fn array(values: &[f64]) -> ParamValue {
+        ParamValue::Array(Ndarray {
+            dtype: Dtype::Float64,
+            shape: vec![values.len() as u64],
+            data: ArrayData::Float64(values.to_vec()),
+        })
+    }
+
+    fn error(result: Result<impl std::fmt::Debug>) -> String {
+        result.expect_err("a bad parameter").to_string()
+    }
+
+    #[test]
+    fn radii_and_points_are_checked_with_the_parameter_names() {
+        let p = params(vec![
+            ("a", ParamValue::Float(1.5)),
+            ("b", ParamValue::Int(4)),
+            ("nan", ParamValue::Float(f64::NAN)),
+            ("neg", ParamValue::Float(-1.0)),
+            ("yx", array(&[3.0, 4.5])),
+            ("none", array(&[])),
+            ("three", array(&[1.0, 2.0, 3.0])),
+            ("inf", array(&[1.0, f64::INFINITY])),
+        ]);
+        assert_eq!(p.radii("a", "b").unwrap(), (1.5, 4.0));
+        assert!(error(p.radii("b", "a")).contains("b (4) must not be larger than a (1.5)"));
+        assert!(error(p.radii("nan", "b")).contains("nan = NaN"));
+        assert!(error(p.radii("neg", "a")).contains("non-negative"));
+        assert_eq!(p.point_yx("yx").unwrap(), Some([3.0, 4.5]));
+        assert_eq!(p.point_yx("none").unwrap(), None);
+        assert!(error(p.point_yx("three")).contains("'three' must hold 2 numbers (row y, column x), found 3"));
+        assert!(error(p.point_yx("inf")).contains("'inf' must be finite"));
+        assert!(error(p.point_yx("missing")).contains("missing"));
+    }
+
+    #[test]
+    fn frame_shape_2d_names_the_udf() {
+        let meta = |sig: Vec<u64>| DatasetMeta {
+            nav_shape: vec![2],
+            sig_shape: sig,
+            dataset_dtype: Dtype::Float32,
+            input_dtype: Dtype::Float32,
+            roi_count: None,
+            device_class: crate::bindings::udf::plugin::types::DeviceClass::Cpu,
+            threads_per_worker: 1,
+        };
+        assert_eq!(frame_shape_2d(&meta(vec![3, 5]), "fem").unwrap(), (3, 5));
+        let message = error(frame_shape_2d(&meta(vec![15]), "fem"));
+        assert!(message.contains("fem needs non-empty 2-D frames") && message.contains("[15]"), "{message}");
+        assert!(error(frame_shape_2d(&meta(vec![0, 5]), "fem")).contains("2-D"));
     }
 }

@@ -49,56 +49,25 @@ struct CrystallinityParams {
 
 impl CrystallinityParams {
     fn parse(params: &Params) -> Result<Self> {
-        let rad_in = params.float("rad_in")?;
-        let rad_out = params.float("rad_out")?;
-        if rad_in.is_nan() || rad_out.is_nan() || rad_in < 0.0 || rad_out < 0.0 {
-            return Err(UdfError::bad_param(format!(
-                "radii must be non-negative numbers, found rad_in = {rad_in}, rad_out = {rad_out}"
-            )));
-        }
-        if rad_in > rad_out {
-            return Err(UdfError::bad_param(format!("rad_in ({rad_in}) must not be larger than rad_out ({rad_out})")));
-        }
-        let center: Vec<f64> = params.array_f64("real_center")?.iter().copied().collect();
+        let (rad_in, rad_out) = params.radii("rad_in", "rad_out")?;
+        let center = params.point_yx("real_center")?;
         let real_rad = params.float("real_rad")?;
-        let real_disk = match (&center[..], real_rad.is_nan()) {
-            ([], true) => None,
-            (&[cy, cx], false) => {
-                if !cy.is_finite() || !cx.is_finite() {
-                    return Err(UdfError::bad_param(format!(
-                        "parameter 'real_center' must be finite, found ({cy}, {cx})"
-                    )));
-                }
+        let real_disk = match (center, real_rad.is_nan()) {
+            (None, true) => None,
+            (Some([cy, cx]), false) => {
                 if real_rad < 0.0 {
                     return Err(UdfError::bad_param(format!("real_rad must be non-negative, found {real_rad}")));
                 }
                 Some((cy, cx, real_rad))
             }
-            ([], false) => {
+            (None, false) => {
                 return Err(UdfError::bad_param("real_rad is given but real_center is not; give both or neither"));
             }
-            (&[_, _], true) => {
+            (Some(_), true) => {
                 return Err(UdfError::bad_param("real_center is given but real_rad is not; give both or neither"));
-            }
-            (other, _) => {
-                return Err(UdfError::bad_param(format!(
-                    "parameter 'real_center' must hold 2 numbers (row y, column x), found {}",
-                    other.len()
-                )));
             }
         };
         Ok(CrystallinityParams { rad_in, rad_out, real_disk })
-    }
-}
-
-/// The frame shape `(Y, X)`, or an invalid-data error if the signal is not 2-D.
-fn frame_shape(dataset: &DatasetMeta) -> Result<(usize, usize)> {
-    match dataset.sig_shape[..] {
-        [y, x] if y > 0 && x > 0 => Ok((y as usize, x as usize)),
-        _ => Err(UdfError::invalid_data(format!(
-            "crystallinity needs non-empty 2-D frames, but the signal shape is {:?}",
-            dataset.sig_shape
-        ))),
     }
 }
 
@@ -177,7 +146,7 @@ impl Udf for Crystallinity {
     }
 
     fn plan(params: &Params, dataset: &DatasetMeta) -> Result<RunPlan> {
-        frame_shape(dataset)?;
+        udf_sdk::frame_shape_2d(dataset, "crystallinity")?;
         CrystallinityParams::parse(params)?;
         Ok(RunPlan::from_description(&Self::describe()))
     }
@@ -193,7 +162,7 @@ impl Udf for Crystallinity {
     }
 
     fn new(ctx: &Context) -> Result<Self> {
-        let (ny, nx) = frame_shape(ctx.dataset())?;
+        let (ny, nx) = udf_sdk::frame_shape_2d(ctx.dataset(), "crystallinity")?;
         let p = CrystallinityParams::parse(ctx.params())?;
         let real_mask = p.real_disk.map(|(cy, cx, r)| {
             let mut mask = Vec::with_capacity(ny * nx);

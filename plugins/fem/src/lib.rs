@@ -33,39 +33,11 @@ struct FemParams {
 
 impl FemParams {
     fn parse(params: &Params) -> Result<Self> {
-        let center = params.array_f64("center")?;
-        let center: Vec<f64> = center.iter().copied().collect();
-        let [cy, cx] = center[..] else {
-            return Err(UdfError::bad_param(format!(
-                "parameter 'center' must hold 2 numbers (row y, column x), found {}",
-                center.len()
-            )));
-        };
-        if !cy.is_finite() || !cx.is_finite() {
-            return Err(UdfError::bad_param(format!("parameter 'center' must be finite, found ({cy}, {cx})")));
-        }
-        let rad_in = params.float("rad_in")?;
-        let rad_out = params.float("rad_out")?;
-        if rad_in.is_nan() || rad_out.is_nan() || rad_in < 0.0 || rad_out < 0.0 {
-            return Err(UdfError::bad_param(format!(
-                "radii must be non-negative numbers, found rad_in = {rad_in}, rad_out = {rad_out}"
-            )));
-        }
-        if rad_in > rad_out {
-            return Err(UdfError::bad_param(format!("rad_in ({rad_in}) must not be larger than rad_out ({rad_out})")));
-        }
-        Ok(FemParams { center: [cy, cx], rad_in, rad_out })
-    }
-}
-
-/// The frame shape `(Y, X)`, or an invalid-data error if the signal is not 2-D.
-fn frame_shape(dataset: &DatasetMeta) -> Result<(usize, usize)> {
-    match dataset.sig_shape[..] {
-        [y, x] if y > 0 && x > 0 => Ok((y as usize, x as usize)),
-        _ => Err(UdfError::invalid_data(format!(
-            "fem needs non-empty 2-D frames, but the signal shape is {:?}",
-            dataset.sig_shape
-        ))),
+        let center = params
+            .point_yx("center")?
+            .ok_or_else(|| UdfError::bad_param("parameter 'center' must hold 2 numbers (row y, column x), found 0"))?;
+        let (rad_in, rad_out) = params.radii("rad_in", "rad_out")?;
+        Ok(FemParams { center, rad_in, rad_out })
     }
 }
 
@@ -89,7 +61,7 @@ impl Udf for Fem {
     }
 
     fn plan(params: &Params, dataset: &DatasetMeta) -> Result<RunPlan> {
-        frame_shape(dataset)?;
+        udf_sdk::frame_shape_2d(dataset, "fem")?;
         FemParams::parse(params)?;
         Ok(RunPlan::from_description(&Self::describe()))
     }
@@ -105,7 +77,7 @@ impl Udf for Fem {
     }
 
     fn new(ctx: &Context) -> Result<Self> {
-        let (ny, nx) = frame_shape(ctx.dataset())?;
+        let (ny, nx) = udf_sdk::frame_shape_2d(ctx.dataset(), "fem")?;
         let p = FemParams::parse(ctx.params())?;
         let (out2, in2) = (p.rad_out * p.rad_out, p.rad_in * p.rad_in);
         let mut ring = Vec::new();
