@@ -2,8 +2,7 @@
 //! dense (runs of consecutive pixels, so each dot product runs over contiguous memory) or
 //! sparse (CSR: per mask the non-zero pixels of the slice).
 
-use crate::values::{MaskRows, Value, Widen};
-use udf_sdk::simd::PackedVectors;
+use crate::values::{Value, Widen};
 use udf_sdk::{Result, UdfError};
 
 /// A run of consecutive pixels of a signal slice: `len` pixels starting at `tile` in the
@@ -51,20 +50,16 @@ fn runs(origin: &[usize], shape: &[usize], frame: &[usize]) -> Result<Vec<Run>> 
 }
 
 enum SliceMasks<D: Value> {
-    /// Runs of the slice into the shared dense matrix, and each run's masks packed for
-    /// the SDK's SIMD kernel where the dtype has one (else empty).
-    Dense { px: usize, runs: Vec<Run>, packed: Vec<PackedVectors> },
+    /// The runs of the slice, each with its masks as the dtype's dense product reads
+    /// them (packed for the SDK's SIMD kernel for float32).
+    Dense { px: usize, runs: Vec<(Run, D::Run)> },
     /// Per mask the non-zero pixels of the slice (tile-relative index) and their values.
     Sparse { px: usize, indptr: Vec<usize>, indices: Vec<usize>, values: Vec<D> },
 }
 
-/// The masks as a matrix `(count, frame_px)`, dense or sparse, ready for each slice of
-/// the tiling scheme.
+/// The masks, dense or sparse, ready for each slice of the tiling scheme.
 pub struct Masks<D: Value> {
     count: usize,
-    frame_px: usize,
-    /// `(count, frame_px)` in C order, shared by the dense slices; empty if sparse.
-    dense: Vec<D>,
     slices: Vec<SliceMasks<D>>,
 }
 
@@ -90,9 +85,8 @@ impl<D: Value> Masks<D> {
             let runs = runs(origin, shape, frame)?;
             let px = shape.iter().product();
             if !sparse {
-                let packed =
-                    runs.iter().map_while(|run| D::pack(&values[run.frame..], frame_px, count, run.len)).collect();
-                prepared.push(SliceMasks::Dense { px, runs, packed });
+                let runs = runs.into_iter().map(|run| (run, D::run(&values[run.frame..], frame_px, count, run.len)));
+                prepared.push(SliceMasks::Dense { px, runs: runs.collect() });
                 continue;
             }
             let (mut indptr, mut indices, mut nonzero) = (vec![0], Vec::new(), Vec::new());
@@ -111,11 +105,7 @@ impl<D: Value> Masks<D> {
             indptr.resize(count + 1, indices.len());
             prepared.push(SliceMasks::Sparse { px, indptr, indices, values: nonzero });
         }
-        // The dense matrix serves the slices whose runs were not packed (all, unless float32).
-        let packed_all =
-            prepared.iter().all(|s| matches!(s, SliceMasks::Dense { runs, packed, .. } if packed.len() == runs.len()));
-        let dense = if sparse || packed_all { Vec::new() } else { values };
-        Ok(Masks { count, frame_px, dense, slices: prepared })
+        Ok(Masks { count, slices: prepared })
     }
 
     /// `out[f, m] += Σ_p tile[f, p] · mask_m[p]` over the pixels `p` of signal slice
@@ -143,17 +133,8 @@ impl<D: Value> Masks<D> {
             return Ok(());
         }
         match slice {
-            SliceMasks::Dense { runs, packed, .. } => {
-                for (k, run) in runs.iter().enumerate() {
-                    let masks = match packed.get(k) {
-                        Some(packed) => MaskRows::Packed(packed),
-                        None => MaskRows::Plain {
-                            values: &self.dense[run.frame..],
-                            stride: self.frame_px,
-                            count,
-                            len: run.len,
-                        },
-                    };
+            SliceMasks::Dense { runs, .. } => {
+                for (run, masks) in runs {
                     I::dot_products(&tile[run.tile..], px, masks, out);
                 }
             }

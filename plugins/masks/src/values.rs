@@ -12,11 +12,10 @@ pub trait Value: Element + Add<Output = Self> + Mul<Output = Self> + AddAssign {
     fn from_complex(value: Complex64) -> Self;
     /// Whether the value is zero (dropped from sparse masks).
     fn is_zero(self) -> bool;
-    /// The `count` vectors `b[j * stride ..][..len]` packed for the SDK's SIMD kernel,
-    /// where the dense product of this dtype has one (float32).
-    fn pack(_b: &[Self], _stride: usize, _count: usize, _len: usize) -> Option<PackedVectors> {
-        None
-    }
+    /// The masks over one run of pixels, as the dense product of this dtype reads them.
+    type Run;
+    /// The `count` masks `b[j * stride ..][..len]` of one run, prepared once.
+    fn run(b: &[Self], stride: usize, count: usize, len: usize) -> Self::Run;
 }
 
 impl Value for f32 {
@@ -29,12 +28,18 @@ impl Value for f32 {
     fn is_zero(self) -> bool {
         self == 0.0
     }
-    fn pack(b: &[Self], stride: usize, count: usize, len: usize) -> Option<PackedVectors> {
-        Some(PackedVectors::new(b, stride, count, len))
+    /// Packed for the SDK's SIMD kernel.
+    type Run = PackedVectors;
+    fn run(b: &[Self], stride: usize, count: usize, len: usize) -> PackedVectors {
+        PackedVectors::new(b, stride, count, len)
     }
 }
 
 impl Value for f64 {
+    type Run = Rows<Self>;
+    fn run(b: &[Self], stride: usize, count: usize, len: usize) -> Rows<Self> {
+        Rows::new(b, stride, count, len)
+    }
     fn from_f64(value: f64) -> Self {
         value
     }
@@ -47,6 +52,10 @@ impl Value for f64 {
 }
 
 impl Value for Complex32 {
+    type Run = Rows<Self>;
+    fn run(b: &[Self], stride: usize, count: usize, len: usize) -> Rows<Self> {
+        Rows::new(b, stride, count, len)
+    }
     fn from_f64(value: f64) -> Self {
         Complex32::new(value as f32, 0.0)
     }
@@ -59,6 +68,10 @@ impl Value for Complex32 {
 }
 
 impl Value for Complex64 {
+    type Run = Rows<Self>;
+    fn run(b: &[Self], stride: usize, count: usize, len: usize) -> Rows<Self> {
+        Rows::new(b, stride, count, len)
+    }
     fn from_f64(value: f64) -> Self {
         Complex64::new(value, 0.0)
     }
@@ -75,28 +88,34 @@ impl Value for Complex64 {
 pub trait Widen<D: Value>: Element {
     fn widen(self) -> D;
 
-    /// `out[i * m + j] += Σ_{p < len} a[i * a_stride + p] · b[j * b_stride + p]` for the
-    /// `out.len() / m` rows of `a` (frames) and `m` rows of `b` (masks); `packed` is `b`
-    /// as [`Value::pack`] made it, if it did.
-    fn dot_products(a: &[Self], a_stride: usize, b: MaskRows<'_, D>, out: &mut [D]) {
-        let MaskRows::Plain { values, stride, count, len } = b else {
-            unreachable!("only float32 masks are packed, and float32 tiles have their own impl")
-        };
+    /// `out[i * m + j] += Σ_p a[i * a_stride + p] · mask_j[p]` for the `out.len() / m`
+    /// rows of `a` (frames) and the `m` masks of one run of pixels.
+    fn dot_products(a: &[Self], a_stride: usize, masks: &D::Run, out: &mut [D]);
+}
+
+/// The masks of one run of pixels, row `j` at `values[j * len..][..len]`.
+pub struct Rows<D> {
+    values: Vec<D>,
+    count: usize,
+    len: usize,
+}
+
+impl<D: Value> Rows<D> {
+    fn new(b: &[D], stride: usize, count: usize, len: usize) -> Self {
+        let values = (0..count).flat_map(|j| b[j * stride..][..len].iter().copied()).collect();
+        Rows { values, count, len }
+    }
+
+    /// [`Widen::dot_products`] for tiles of `I`.
+    fn dot_products<I: Widen<D>>(&self, a: &[I], a_stride: usize, out: &mut [D]) {
+        let (count, len) = (self.count, self.len);
         for (i, acc) in out.chunks_exact_mut(count).enumerate() {
             let row = &a[i * a_stride..][..len];
-            for (j, o) in acc.iter_mut().enumerate() {
-                *o += dot(row, &values[j * stride..][..len]);
+            for (o, mask) in acc.iter_mut().zip(self.values.chunks_exact(len.max(1))) {
+                *o += dot(row, mask);
             }
         }
     }
-}
-
-/// The masks over one run of pixels, as [`Widen::dot_products`] takes them.
-pub enum MaskRows<'a, D> {
-    /// Row `j` is `values[j * stride..][..len]`, `j < count`.
-    Plain { values: &'a [D], stride: usize, count: usize, len: usize },
-    /// Packed by [`Value::pack`].
-    Packed(&'a PackedVectors),
 }
 
 /// Float32, uint16 and uint8 tiles with float32 masks, the common cases: the SDK's
@@ -109,13 +128,8 @@ macro_rules! packed_kernel {
                 f32::from(self)
             }
 
-            fn dot_products(a: &[$from], a_stride: usize, b: MaskRows<'_, f32>, out: &mut [f32]) {
-                match b {
-                    MaskRows::Packed(packed) => packed.dot_products(a, a_stride, out),
-                    MaskRows::Plain { values, stride, count, len } => {
-                        PackedVectors::new(values, stride, count, len).dot_products(a, a_stride, out);
-                    }
-                }
+            fn dot_products(a: &[$from], a_stride: usize, masks: &PackedVectors, out: &mut [f32]) {
+                masks.dot_products(a, a_stride, out);
             }
         }
     )*};
@@ -130,6 +144,10 @@ macro_rules! widen {
             fn widen(self) -> $to {
                 let $x = self;
                 $e
+            }
+
+            fn dot_products(a: &[$from], a_stride: usize, masks: &Rows<$to>, out: &mut [$to]) {
+                masks.dot_products(a, a_stride, out);
             }
         }
     )*};
