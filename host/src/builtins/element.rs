@@ -258,18 +258,23 @@ macro_rules! with_fused_stored {
 /// built-in that converts on read takes in tiles, exactly representable in `f64`. Kernels
 /// implement their per-element traits once for all of them (`impl<T: FusedInt> ...`);
 /// `with_fused_stored!` dispatches to exactly these types.
-pub trait FusedInt: Element + Into<f64> + Send + Sync
-where
-    f32: CastFrom<Self>,
-{
+pub trait FusedInt: Element + Into<f64> + Send + Sync {
+    /// The value as `f32`, as an `as` cast (what the executor's conversion gives).
+    fn to_f32(self) -> f32;
 }
 
-impl FusedInt for u8 {}
-impl FusedInt for u16 {}
-impl FusedInt for u32 {}
-impl FusedInt for i8 {}
-impl FusedInt for i16 {}
-impl FusedInt for i32 {}
+macro_rules! fused_ints {
+    ($($t:ty),*) => {$(
+        impl FusedInt for $t {
+            #[inline(always)]
+            fn to_f32(self) -> f32 {
+                self as f32
+            }
+        }
+    )*};
+}
+
+fused_ints!(u8, u16, u32, i8, i16, i32);
 
 /// The dispatch of a built-in that converts on read: `$T` the real accumulator dtype
 /// (`with_real!`), `$S` the tile's stored integer dtype (`with_fused_stored!`).

@@ -20,7 +20,6 @@
 //! [`Udf::converts_on_read`]: crate::udf::Udf::converts_on_read
 
 use super::element::FusedInt;
-use crate::dtype::CastFrom;
 
 /// Frames per register block.
 const FRAMES: usize = 3;
@@ -43,15 +42,12 @@ impl Pixel for f32 {
     }
 }
 
-impl<T: FusedInt> Pixel for T
-where
-    f32: CastFrom<T>,
-{
+impl<T: FusedInt> Pixel for T {
     #[inline(always)]
     fn as_f32<'a>(src: &'a [T], scratch: &'a mut [f32]) -> &'a [f32] {
         let scratch = &mut scratch[..src.len()];
         for (d, &s) in scratch.iter_mut().zip(src) {
-            *d = f32::cast_from(s);
+            *d = s.to_f32();
         }
         scratch
     }

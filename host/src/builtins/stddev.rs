@@ -15,7 +15,7 @@
 //! `V = V0 + V1 + n0·n1/n · |S1/n1 − S0/n0|²` — the same formula merges partitions.
 //! Never `Σx² − (Σx)²/n`. Accumulators are `f64` whatever the base.
 
-use super::element::{FusedInt, tile_data};
+use super::element::{FusedInt, tile_data, with_fused_stored};
 use super::kernels::{CHUNK, SliceRuns};
 use super::spec;
 use crate::array::NdArray;
@@ -244,10 +244,7 @@ impl Parts for f64 {
 
 // The input dtype of a run holds these exactly (float32 for 8/16 bits, float64 for 32),
 // so converting straight to f64 gives the values the executor's copy would.
-impl<T: FusedInt> Parts for T
-where
-    f32: crate::dtype::CastFrom<T>,
-{
+impl<T: FusedInt> Parts for T {
     const COMPLEX: bool = false;
     #[inline(always)]
     fn parts(self) -> (f64, f64) {
@@ -383,13 +380,8 @@ impl PartitionRunner for StdDevPartition {
             DType::C64 => self.process_typed::<Complex32>(tile),
             DType::C128 => self.process_typed::<Complex64>(tile),
             // Stored integers read unconverted (`converts_on_read`): exact in f64.
-            DType::U8 => self.process_typed::<u8>(tile),
-            DType::U16 => self.process_typed::<u16>(tile),
-            DType::U32 => self.process_typed::<u32>(tile),
-            DType::I8 => self.process_typed::<i8>(tile),
-            DType::I16 => self.process_typed::<i16>(tile),
-            DType::I32 => self.process_typed::<i32>(tile),
-            other => Err(CallError::invalid_data(format!("stddev cannot use {other} input"))),
+            other => with_fused_stored!(other, S => self.process_typed::<S>(tile),
+                Err(CallError::invalid_data(format!("stddev cannot use {other} input")))),
         }
     }
 
