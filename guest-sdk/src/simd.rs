@@ -157,10 +157,7 @@ pub fn dot_products(a: &[f32], a_stride: usize, b: &[f32], b_stride: usize, m: u
 /// integers detectors write, converted to float32 (exactly) four at a time as they are
 /// read, so that a plugin can take a run's native integer tiles and skip the host's
 /// conversion and half of the copy into its memory.
-pub trait RowElement: Copy + sealed::Sealed {
-    /// The value as float32 (exact for these types).
-    fn to_f32(self) -> f32;
-
+pub trait RowElement: Copy + Into<f32> + sealed::Sealed {
     /// Four consecutive elements from `at`, as float32 lanes.
     ///
     /// # Safety
@@ -177,11 +174,6 @@ mod sealed {
 }
 
 impl RowElement for f32 {
-    #[inline(always)]
-    fn to_f32(self) -> f32 {
-        self
-    }
-
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     #[inline(always)]
     unsafe fn load4(at: *const Self) -> core::arch::wasm32::v128 {
@@ -191,11 +183,6 @@ impl RowElement for f32 {
 }
 
 impl RowElement for u16 {
-    #[inline(always)]
-    fn to_f32(self) -> f32 {
-        f32::from(self)
-    }
-
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     #[inline(always)]
     unsafe fn load4(at: *const Self) -> core::arch::wasm32::v128 {
@@ -209,11 +196,6 @@ impl RowElement for u16 {
 }
 
 impl RowElement for u8 {
-    #[inline(always)]
-    fn to_f32(self) -> f32 {
-        f32::from(self)
-    }
-
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     #[inline(always)]
     unsafe fn load4(at: *const Self) -> core::arch::wasm32::v128 {
@@ -333,7 +315,7 @@ impl PackedVectors {
             for (i, out) in out.chunks_exact_mut(count).enumerate() {
                 let x = &a[i * a_stride + 4 * steps..][..rest];
                 for (o, y) in out.iter_mut().zip(self.tail.chunks_exact(rest)) {
-                    *o += x.iter().zip(y).map(|(x, y)| x.to_f32() * y).sum::<f32>();
+                    *o += x.iter().zip(y).map(|(&x, y)| Into::<f32>::into(x) * y).sum::<f32>();
                 }
             }
         }
@@ -415,7 +397,7 @@ fn dot_block<T: RowElement, const R: usize, const C: usize>(
         for (c, w) in w.iter().enumerate() {
             for r in 0..R {
                 for lane in 0..4 {
-                    acc[r][c][lane] += rows[r][4 * s + lane].to_f32() * w[lane];
+                    acc[r][c][lane] += rows[r][4 * s + lane].into() * w[lane];
                 }
             }
         }

@@ -2,7 +2,7 @@
 //! `list`, `inspect builtin:NAME`.
 
 use udf_host::cli::{execute, exit};
-use udf_host_tests::fixtures::{self, Ty};
+use udf_host_tests::fixtures::{self, Data, Ty};
 use udf_host_tests::plugin;
 use udf_host_tests::reference::{assert_close, to_f64};
 
@@ -16,12 +16,18 @@ fn cli(args: &[&str]) -> Result<(), (u8, String)> {
     execute(all).map_err(|f| (f.code, format!("{:#}", f.error)))
 }
 
+/// `data` written as `dir/in.npy` of `ty`; its path.
+fn write_input(dir: &tempfile::TempDir, data: &Data, ty: Ty) -> std::path::PathBuf {
+    let input = dir.path().join("in.npy");
+    fixtures::write_npy(&input, data, ty);
+    input
+}
+
 #[test]
 fn run_a_ring_detector_without_masks_next_to_a_plugin() {
     let dir = tempfile::tempdir().unwrap();
     let data = fixtures::mk_random(&[6, 5], &[16, 16], 5);
-    let input = dir.path().join("in.npy");
-    fixtures::write_npy(&input, &data, Ty::U16);
+    let input = write_input(&dir, &data, Ty::U16);
     let out = dir.path().join("out");
     let s = |p: &std::path::Path| p.display().to_string();
     cli(&[
@@ -65,8 +71,7 @@ fn run_a_ring_detector_without_masks_next_to_a_plugin() {
 #[test]
 fn unknown_builtins_and_missing_params_are_user_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("in.npy");
-    fixtures::write_npy(&input, &fixtures::mk_random(&[4], &[8, 8], 5), Ty::F32);
+    let input = write_input(&dir, &fixtures::mk_random(&[4], &[8, 8], 5), Ty::F32);
     let out = dir.path().join("out").display().to_string();
     let (code, text) = cli(&["run", "builtin:rings", &input.display().to_string(), "--out", &out]).unwrap_err();
     assert_eq!(code, exit::USER_ERROR);
@@ -79,9 +84,7 @@ fn unknown_builtins_and_missing_params_are_user_errors() {
 #[test]
 fn options_may_come_between_the_plugins_and_the_dataset() {
     let dir = tempfile::tempdir().unwrap();
-    let data = fixtures::mk_random(&[3, 4], &[16, 16], 8);
-    let input = dir.path().join("in.npy");
-    fixtures::write_npy(&input, &data, Ty::U16);
+    let input = write_input(&dir, &fixtures::mk_random(&[3, 4], &[16, 16], 8), Ty::U16);
     let out = dir.path().join("out").display().to_string();
     let input = input.display().to_string();
     // The spelling of the built-ins issue: options between the plugin and the dataset.
