@@ -339,6 +339,10 @@ pub struct Tile<'a> {
     pub data: &'a [u8],
 }
 
+/// Reads a tile into the bytes it is given (see [`PartitionRunner::process_unread`]); on
+/// failure, a message (the executor keeps the error itself).
+pub type ReadTile<'a> = dyn Fn(&mut [u8]) -> Result<(), String> + Sync + 'a;
+
 impl Tile<'_> {
     /// Typed elements; `None` if `T` is not the tile's dtype.
     pub fn as_slice<T: crate::dtype::Element>(&self) -> Option<&[T]> {
@@ -524,7 +528,78 @@ pub trait PartitionRunner: Send {
 
     fn preprocess(&mut self) -> Result<(), CallError>;
     fn process(&mut self, tile: &Tile<'_>) -> Result<(), CallError>;
+
+    /// Whether the runner copies every tile into memory of its own (a wasm instance's
+    /// linear memory). The executor then lets it read a tile that needs gathering or
+    /// converting straight into that memory ([`process_unread`](Self::process_unread))
+    /// instead of reading it into a buffer that is copied again.
+    fn reads_tiles(&self) -> bool {
+        false
+    }
+
+    /// [`process`](Self::process) for a tile not read yet: `tile.data` is empty, and
+    /// `read` writes the tile's `frames * sig.len()` elements of `tile.dtype` (C order,
+    /// native-endian) into the bytes it is given, which must be aligned for the dtype.
+    /// The executor calls it only where [`reads_tiles`](Self::reads_tiles) says so; this
+    /// default reads into a buffer and calls `process`.
+    fn process_unread(&mut self, tile: &Tile<'_>, read: &ReadTile<'_>) -> Result<(), CallError> {
+        let mut buffer = crate::array::AlignedBytes::default();
+        buffer.resize(tile.frames * tile.sig.len() * tile.dtype.size());
+        read(buffer.as_mut_slice()).map_err(CallError::internal)?;
+        self.process(&Tile { data: buffer.as_slice(), ..*tile })
+    }
     fn postprocess(&mut self) -> Result<(), CallError>;
     /// The partition's buffers (every declared buffer but result-only ones).
     fn export(&mut self) -> Result<Vec<NamedBuffer>, CallError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keeps the elements of the tiles it is given.
+    struct Keeper(Vec<f64>);
+
+    impl PartitionRunner for Keeper {
+        fn preprocess(&mut self) -> Result<(), CallError> {
+            Ok(())
+        }
+        fn process(&mut self, tile: &Tile<'_>) -> Result<(), CallError> {
+            let data = tile.as_slice::<f64>().ok_or_else(|| CallError::internal("not float64"))?;
+            self.0.extend_from_slice(data);
+            Ok(())
+        }
+        fn postprocess(&mut self) -> Result<(), CallError> {
+            Ok(())
+        }
+        fn export(&mut self) -> Result<Vec<NamedBuffer>, CallError> {
+            Ok(Vec::new())
+        }
+    }
+
+    #[test]
+    fn the_default_process_unread_reads_into_an_aligned_buffer_and_processes_it() {
+        let sig = SigSlice { origin: vec![0, 1], shape: vec![1, 3] };
+        let tile = Tile {
+            origin: 4,
+            frames: 2,
+            scheme_index: 0,
+            sig: &sig,
+            true_nav_indices: &[4, 5],
+            dtype: DType::F64,
+            data: &[],
+        };
+        let values = [1.5, -2.0, 3.25, 4.0, 5.5, -6.75];
+        let read = |dst: &mut [u8]| {
+            assert_eq!(dst.len(), values.len() * 8, "the tile's size");
+            dst.copy_from_slice(bytemuck::cast_slice(&values));
+            Ok(())
+        };
+        let mut keeper = Keeper(Vec::new());
+        keeper.process_unread(&tile, &read).unwrap();
+        assert_eq!(keeper.0, values);
+        let failing = |_: &mut [u8]| Err("disk on fire".to_owned());
+        let e = keeper.process_unread(&tile, &failing).unwrap_err();
+        assert!(e.to_string().contains("disk on fire"), "{e}");
+    }
 }

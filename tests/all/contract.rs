@@ -9,7 +9,7 @@ use udf_host::exec::{Run, RunError, RunOptions, UdfSpec};
 use udf_host::roi::Roi;
 use udf_host::udf::{CallError, ParamValue, Params};
 use udf_host_tests::fixtures::{self, Data, Ty};
-use udf_host_tests::reference::{assert_close, sum_frames, to_f64};
+use udf_host_tests::reference::{assert_close, sum_frames, to_complex, to_f64};
 use udf_host_tests::{load, params, run_on};
 
 const NAV: [usize; 2] = [3, 5];
@@ -257,6 +257,77 @@ fn input_dtype_rule_matches_libertem_table() {
     let results = run_on(&path, &OpenOptions::default(), udfs, RunOptions::default()).unwrap();
     assert_eq!(results.input_dtype, DType::F64);
     assert_eq!(results.udfs[1].name, "contract-2", "the same plugin twice gets distinct names");
+}
+
+/// A plugin alone in a run gets each tile the executor gathers or converts read straight
+/// into its memory (`PartitionRunner::process_unread`); two plugins share one read into
+/// the executor's buffer. Both must see the same elements, for every dtype, converted or
+/// not, with sliced tiles and a ROI.
+#[test]
+fn tiles_read_into_a_plugins_memory_hold_the_same_elements_as_shared_tiles() {
+    let dir = tempfile::tempdir().unwrap();
+    let value = |i: usize| ((i * 7) % 5) as f64;
+    let n = NAV.iter().chain(&SIG).product::<usize>();
+    let frame_len = SIG.iter().product::<usize>();
+    // (stored, preferred, input): converted (u16 -> f32, i32 -> f64) and native cases.
+    let cases = [
+        (DType::U8, "native", DType::U8),
+        (DType::U16, "native", DType::U16),
+        (DType::U16, "float32", DType::F32),
+        (DType::I16, "native", DType::I16),
+        (DType::U32, "native", DType::U32),
+        (DType::I32, "float32", DType::F64),
+        (DType::I64, "native", DType::I64),
+        (DType::F32, "native", DType::F32),
+        (DType::F64, "native", DType::F64),
+        (DType::C64, "native", DType::C64),
+        (DType::C128, "native", DType::C128),
+    ];
+    for (stored, preferred, input) in cases {
+        let mut bytes = Vec::new();
+        for i in 0..n {
+            udf_host::sample::encode(value(i), stored, false, &mut bytes);
+        }
+        let array = NdArray::from_bytes(stored, &[NAV[0], NAV[1], SIG[0], SIG[1]], &bytes).unwrap();
+        let path = dir.path().join(format!("{}.npy", stored.name()));
+        udf_host::npy::write_array(&mut std::fs::File::create(&path).unwrap(), &array).unwrap();
+        for tile in [vec![2, 6, 7], vec![3, 4, 5], vec![1, 1, 7]] {
+            for (roi_name, roi) in rois().into_iter().filter(|(name, _)| ["none", "random"].contains(name)) {
+                let what = format!("{stored} read as {preferred}, tile {tile:?}, roi {roi_name}");
+                let selected = roi.clone().unwrap_or_else(|| vec![true; 15]);
+                let mut expected = vec![0.0; frame_len];
+                for (f, _) in selected.iter().enumerate().filter(|(_, s)| **s) {
+                    for (p, e) in expected.iter_mut().enumerate() {
+                        *e += value(f * frame_len + p);
+                    }
+                }
+                let options = || RunOptions {
+                    roi: roi.clone().map(Roi::from_mask),
+                    partitions: Some(2),
+                    tile_shape: Some(tile.clone()),
+                    ..Default::default()
+                };
+                let p = params(&[("method", text("tile")), ("dtype", text(preferred))]);
+                let open = OpenOptions::default();
+                let alone = run_on(&path, &open, vec![(load("probe_contract"), p.clone())], options())
+                    .unwrap_or_else(|e| panic!("{what}, alone: {e}"));
+                let udfs = vec![(load("probe_contract"), p.clone()), (load("probe_contract"), p)];
+                let shared = run_on(&path, &open, udfs, options()).unwrap_or_else(|e| panic!("{what}, shared: {e}"));
+                assert_eq!(alone.input_dtype, input, "{what}");
+                let sum = &alone.udfs[0].buffer("sum").unwrap().data;
+                assert_eq!(sum.dtype(), input, "{what}");
+                assert_eq!(sum.bytes(), shared.udfs[0].buffer("sum").unwrap().data.bytes(), "{what}: alone vs shared");
+                let actual = if matches!(input, DType::C64 | DType::C128) {
+                    let (re, im): (Vec<f64>, Vec<f64>) = to_complex(sum).into_iter().unzip();
+                    assert!(im.iter().all(|&x| x == 0.0), "{what}: imaginary parts");
+                    re
+                } else {
+                    to_f64(sum)
+                };
+                assert_eq!(actual, expected, "{what}");
+            }
+        }
+    }
 }
 
 #[test]

@@ -329,6 +329,14 @@ fn corrupt_compressed_chunks_fail_on_read_naming_the_chunk() {
     let err = ds.read_tile(&[0, 1, 2, 3, 4, 5], &SigSlice::full(&[16, 12]), DType::F32, &mut buf).unwrap_err();
     let msg = err.to_string();
     assert!(msg.contains("spoiled.h5") && msg.contains("at offset") && msg.contains("deflate"), "{msg}");
+    // A plugin alone in a run has its tiles read straight into its memory: the read
+    // fails the run with the dataset's error, not as a failure of the plugin.
+    let open = OpenOptions { dataset_path: Some("/frames".into()), ..OpenOptions::default() };
+    let err = run_on(&path, &open, vec![(load("probe_contract"), Params::default())], RunOptions::default())
+        .expect_err("a run over corrupt chunks fails");
+    assert!(matches!(err, udf_host::exec::RunError::Dataset(_)), "{err:?}");
+    let msg = err.to_string();
+    assert!(msg.contains("spoiled.h5") && msg.contains("deflate") && !msg.contains("failed in"), "{msg}");
 }
 
 #[test]

@@ -8,9 +8,9 @@ use crate::udf::{
     BufferDecl, BufferUse, CallError, Description, InitContext, NamedBuffer, ParamValue, Params, PartitionMeta,
     PartitionRunner, Tile,
 };
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::SyncSender;
+use std::sync::{Arc, Mutex};
 
 /// Process every partition on a pool of `shared.threads` threads, in order of index as
 /// far as the pool allows, sending each outcome to the main side. Stops starting new
@@ -109,6 +109,7 @@ fn run_partition(shared: &RunShared, partition: &Partition) -> Result<Vec<UdfOut
     let input = shared.meta.input_dtype;
     let stored_size = shared.dataset.stored_dtype().dtype.size();
     let full_frame = shared.tiling.slices.len() == 1;
+    let reads_tiles = runners.len() == 1 && runners[0].reads_tiles();
     let mut buffer = AlignedBytes::default();
     let mut offset = 0usize;
     for chunk in partition.frames.chunks(depth.max(1)) {
@@ -122,25 +123,43 @@ fn run_partition(shared: &RunShared, partition: &Partition) -> Result<Vec<UdfOut
             } else {
                 None
             };
-            let (dtype, data): (_, &[u8]) = match direct {
-                Some(bytes) => (shared.direct_dtype, bytes),
-                None => {
-                    buffer.resize(chunk.len() * slice.len() * input.size());
-                    shared.dataset.read_tile(chunk, slice, input, buffer.as_mut_slice())?;
-                    (input, buffer.as_slice())
-                }
-            };
-            let tile = Tile {
+            let mut tile = Tile {
                 origin: partition.origin + offset as u64,
                 frames: chunk.len(),
                 scheme_index,
                 sig: slice,
                 true_nav_indices: chunk,
-                dtype,
-                data,
+                dtype: input,
+                data: &[],
             };
-            for (u, runner) in runners.iter_mut().enumerate() {
-                runner.process(&tile).map_err(|e| shared.udf_error(u, at("process", chunk), e))?;
+            // A single runner with memory of its own reads the tile there: one pass.
+            let unread = direct.is_none() && reads_tiles;
+            if let Some(bytes) = direct {
+                tile.dtype = shared.direct_dtype;
+                tile.data = bytes;
+            } else if !unread {
+                buffer.resize(chunk.len() * slice.len() * input.size());
+                shared.dataset.read_tile(chunk, slice, input, buffer.as_mut_slice())?;
+                tile.data = buffer.as_slice();
+            }
+            if unread {
+                let failure = Mutex::new(None);
+                let read = |dst: &mut [u8]| {
+                    shared.dataset.read_tile(chunk, slice, input, dst).map_err(|e| {
+                        let message = e.to_string();
+                        *failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                        message
+                    })
+                };
+                let outcome = runners[0].process_unread(&tile, &read);
+                if let Some(e) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
+                    return Err(e.into());
+                }
+                outcome.map_err(|e| shared.udf_error(0, at("process", chunk), e))?;
+            } else {
+                for (u, runner) in runners.iter_mut().enumerate() {
+                    runner.process(&tile).map_err(|e| shared.udf_error(u, at("process", chunk), e))?;
+                }
             }
             shared.bytes_read.fetch_add((chunk.len() * slice.len() * stored_size) as u64, Ordering::Relaxed);
         }

@@ -11,6 +11,7 @@
 pub mod bindings;
 mod cache;
 mod convert;
+mod fill;
 mod plugin;
 mod state;
 

@@ -3,17 +3,18 @@
 
 use super::bindings::{UdfPlugin, UdfPluginPre, udf::plugin::types as wit};
 use super::convert::*;
+use super::fill::{GuestArrayData, GuestTile, ProcessParams, ProcessResults};
 use super::state::{HostState, LogOrigin};
-use super::{LoadError, LoadErrorKind, Shared};
+use super::{LoadError, LoadErrorKind, Shared, WIT_PACKAGE, WIT_VERSION};
 use crate::udf::{
     BufferDecl, BufferViewMut, CallError, DataAccess, DatasetMeta, Description, InitContext, InstanceStats,
-    MergeContext, NamedBuffer, Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile, Udf,
+    MergeContext, NamedBuffer, Params, PartitionRunner, ReadTile, ResultEntry, ResultsContext, RunPlan, Tile, Udf,
 };
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use wasmtime::component::Component;
+use wasmtime::component::{Component, ComponentExportIndex, Func, TypedFunc};
 use wasmtime::{Store, UpdateDeadline};
 
 /// A wasm plugin.
@@ -23,6 +24,8 @@ pub struct WasmUdf {
     name: Arc<str>,
     description: Description,
     pre: UdfPluginPre<HostState>,
+    /// The export `udf.process`, called directly for tiles read into the guest.
+    process: ComponentExportIndex,
     /// Instance for the main-side calls, created on first use, dropped after a trap.
     main: Mutex<Option<Instance>>,
 }
@@ -31,6 +34,8 @@ pub struct WasmUdf {
 struct Instance {
     store: Store<HostState>,
     plugin: UdfPlugin,
+    /// `udf.process`, type-checked against [`ProcessParams`] and [`ProcessResults`].
+    process: Func,
 }
 
 impl WasmUdf {
@@ -42,12 +47,19 @@ impl WasmUdf {
             .instantiate_pre(component)
             .and_then(UdfPluginPre::new)
             .map_err(|e| err(LoadErrorKind::Interface, format!("cannot be linked: {e:#}")))?;
+        let (major, minor, patch) = WIT_VERSION;
+        let interface = format!("{WIT_PACKAGE}/udf@{major}.{minor}.{patch}");
+        let process = component
+            .get_export_index(None, interface.as_str())
+            .and_then(|udf| component.get_export_index(Some(&udf), "process"))
+            .ok_or_else(|| err(LoadErrorKind::Interface, "exports no udf.process".into()))?;
         let mut udf = WasmUdf {
             shared,
             source: source.clone(),
             name: Arc::from(source.as_str()),
             description: placeholder_description(),
             pre,
+            process,
             main: Mutex::new(None),
         };
         let description = udf
@@ -82,8 +94,16 @@ impl WasmUdf {
             });
             arm(&self.shared, &mut store);
         }
-        let plugin = self.pre.instantiate(&mut store).map_err(|e| trap(&self.shared, e, Vec::new()))?;
-        Ok(Instance { store, plugin })
+        let instantiated = self.pre.instance_pre().instantiate(&mut store).and_then(|instance| {
+            let plugin = UdfPlugin::new(&mut store, &instance)?;
+            let process = instance
+                .get_func(&mut store, self.process)
+                .ok_or_else(|| wasmtime::format_err!("udf.process is not a function"))?;
+            process.typed::<ProcessParams<'_>, ProcessResults>(&store)?;
+            Ok((plugin, process))
+        });
+        let (plugin, process) = instantiated.map_err(|e| trap(&self.shared, e, Vec::new()))?;
+        Ok(Instance { store, plugin, process })
     }
 
     /// Call into the main-side instance; a trap discards it so the next call starts fresh.
@@ -328,6 +348,21 @@ struct WasmPartition<'a> {
     instance: Instance,
 }
 
+impl WasmPartition<'_> {
+    /// A `process` call, counted in the instance's statistics.
+    fn timed_process(
+        &mut self,
+        f: impl FnOnce(&UdfPlugin, &mut Store<HostState>) -> wasmtime::Result<Result<(), wit::UdfError>>,
+    ) -> Result<(), CallError> {
+        let started = Instant::now();
+        let result = self.instance.call(&self.udf.shared, f);
+        let stats = &mut self.instance.store.data_mut().stats;
+        stats.process_calls += 1;
+        stats.process_seconds += started.elapsed().as_secs_f64();
+        result
+    }
+}
+
 impl PartitionRunner for WasmPartition<'_> {
     fn preprocess(&mut self) -> Result<(), CallError> {
         self.instance.call(&self.udf.shared, |p, s| p.udf_plugin_udf().call_preprocess(s))
@@ -342,12 +377,28 @@ impl PartitionRunner for WasmPartition<'_> {
             true_nav_indices: tile.true_nav_indices,
             data: array_data(tile.dtype, tile.data, self.udf.access()),
         };
-        let started = Instant::now();
-        let result = self.instance.call(&self.udf.shared, |p, s| p.udf_plugin_udf().call_process(s, wit_tile));
-        let stats = &mut self.instance.store.data_mut().stats;
-        stats.process_calls += 1;
-        stats.process_seconds += started.elapsed().as_secs_f64();
-        result
+        self.timed_process(|p, s| p.udf_plugin_udf().call_process(s, wit_tile))
+    }
+
+    fn reads_tiles(&self) -> bool {
+        true
+    }
+
+    fn process_unread(&mut self, tile: &Tile<'_>, read: &ReadTile<'_>) -> Result<(), CallError> {
+        let read_into =
+            |dst: &mut [u8]| read(dst).map_err(|message| wasmtime::format_err!("reading the tile: {message}"));
+        let bytes = tile.frames * tile.sig.len() * tile.dtype.size();
+        let guest_tile = GuestTile {
+            origin: tile.origin,
+            frames: tile.frames as u64,
+            scheme_index: tile.scheme_index as u32,
+            sig: sig_slice_to_wit(tile.sig),
+            true_nav_indices: tile.true_nav_indices,
+            data: GuestArrayData::new(tile.dtype, self.udf.access(), bytes, &read_into),
+        };
+        // SAFETY: `instantiate` type-checked `process` against exactly these types.
+        let process = unsafe { TypedFunc::<ProcessParams<'_>, ProcessResults>::new_unchecked(self.instance.process) };
+        self.timed_process(|_, s| process.call(s, (guest_tile,)).map(|(result,)| result))
     }
 
     fn stats(&self) -> Option<InstanceStats> {
