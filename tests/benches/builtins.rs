@@ -11,9 +11,11 @@
 //! `udf-host-bench-uint16.npy`, 1 GiB; 128 × 64 frames of 256 × 256) are written once
 //! and read once to get them into the page cache. Each case then runs alone, as
 //! `udf-host run` would (all cores, default partitions, the file freshly mapped), best of
-//! `$UDF_BENCH_REPEAT` (default 3) runs: the native built-in, and for `sum`, `sumsig`,
+//! `$UDF_BENCH_REPEAT` (default 5) runs: the native built-in, and for `sum`, `sumsig`,
 //! `stddev`, `masks16` and `com` the wasm plugin of `plugins/` with epoch interruption
-//! (the default) and without (`--trusted`). memcpy baselines, as many threads as cores:
+//! (the default) and without (`--trusted`). The variants of a case take turns, one run
+//! each per round, so a busy moment of a shared machine slows all of them alike and
+//! their ratios stay meaningful. memcpy baselines, as many threads as cores:
 //! - `memcpy map→L2`: a fresh mapping of the file copied into a 1 MiB buffer per thread
 //!   (page faults included, like a run) — the bandwidth at which data can be read;
 //! - `memcpy map→L2 (mapped)`: the same over a mapping already faulted in;
@@ -204,6 +206,9 @@ fn twin(label: &str) -> Option<&'static str> {
 }
 
 /// The built-ins to time: (label, built-in, params).
+/// Makes the UDF of a benchmark run.
+type MakeUdf = dyn Fn() -> Arc<dyn Udf>;
+
 fn cases() -> Vec<(&'static str, &'static str, Params)> {
     let f = |v: f64| ParamValue::Float(v);
     vec![
@@ -241,7 +246,7 @@ fn cases() -> Vec<(&'static str, &'static str, Params)> {
 
 fn main() {
     let filters: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
-    let repeat: usize = std::env::var("UDF_BENCH_REPEAT").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let repeat: usize = std::env::var("UDF_BENCH_REPEAT").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
     let dtypes = std::env::var("UDF_BENCH_DTYPES").unwrap_or_else(|_| "float32,uint16".into());
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
@@ -295,43 +300,55 @@ fn bench_dataset(path: &Path, dtype: &str, bytes: u64, repeat: usize, filters: &
         if !filters.is_empty() && !filters.iter().any(|f| label.contains(f.as_str())) {
             continue;
         }
-        // (GB/s, peak anon MiB, tile shape) of the best of `repeat` runs of `udf`.
-        let time_with = |udf: &dyn Fn() -> Arc<dyn Udf>, convert_in_executor: bool| -> (f64, f64, Vec<usize>) {
-            let mut tile = Vec::new();
-            let mut best_run = (0.0, 0.0);
-            for _ in 0..repeat {
-                let data = dataset::open(path, &OpenOptions::default()).expect("open");
-                let spec = UdfSpec { udf: udf(), params: params.clone() };
-                let options = RunOptions { convert_in_executor, ..RunOptions::default() };
-                let run = Run::plan(data, vec![spec], options).expect("plan");
-                tile = run.tiling().tile_shape();
-                let (seconds, anon) = with_peak_anon(|| {
-                    let started = Instant::now();
-                    let results = run.execute().expect("run");
-                    std::hint::black_box(&results);
-                    started.elapsed().as_secs_f64()
-                });
-                let gbps = bytes as f64 / seconds / 1e9;
-                if gbps > best_run.0 {
-                    best_run = (gbps, anon);
+        // (GB/s, peak anon MiB, tile shape) of one run of `udf`.
+        let run_once = |udf: Arc<dyn Udf>, convert_in_executor: bool| -> (f64, f64, Vec<usize>) {
+            let data = dataset::open(path, &OpenOptions::default()).expect("open");
+            let spec = UdfSpec { udf, params: params.clone() };
+            let options = RunOptions { convert_in_executor, ..RunOptions::default() };
+            let run = Run::plan(data, vec![spec], options).expect("plan");
+            let tile = run.tiling().tile_shape();
+            let (seconds, anon) = with_peak_anon(|| {
+                let started = Instant::now();
+                let results = run.execute().expect("run");
+                std::hint::black_box(&results);
+                started.elapsed().as_secs_f64()
+            });
+            (bytes as f64 / seconds / 1e9, anon, tile)
+        };
+        let builtin = || udf_host::builtins::get(name).expect("built-in");
+        // The variants of a case: the built-in; for integer data, the built-in with the
+        // conversion done by the executor into a copied tile (as before built-ins
+        // converted on read); the wasm twin with and without `--trusted`.
+        let copied = dtype != "float32" && builtin().converts_on_read();
+        let twin = twin(label);
+        let mut variants: Vec<(Box<MakeUdf>, bool)> = vec![(Box::new(builtin), false)];
+        if copied {
+            variants.push((Box::new(builtin), true));
+        }
+        if let Some(plugin_name) = twin {
+            variants.push((Box::new(move || plugin(plugin_name, false)), false));
+            variants.push((Box::new(move || plugin(plugin_name, true)), false));
+        }
+        // Best of `repeat` rounds, each round running every variant once, so that a
+        // busy moment of the machine hits all variants alike rather than one of them.
+        let mut best = vec![(0.0f64, 0.0f64); variants.len()];
+        let mut native_tile = Vec::new();
+        for _ in 0..repeat {
+            for (v, (udf, convert_in_executor)) in variants.iter().enumerate() {
+                let (gbps, anon, tile) = run_once(udf(), *convert_in_executor);
+                if v == 0 {
+                    native_tile = tile;
+                }
+                if gbps > best[v].0 {
+                    best[v] = (gbps, anon);
                 }
             }
-            (best_run.0, best_run.1, tile)
-        };
-        let time = |udf: &dyn Fn() -> Arc<dyn Udf>| time_with(udf, false);
-        let builtin = || udf_host::builtins::get(name).expect("built-in");
-        let (native, anon, native_tile) = time(&builtin);
-        // Integer data: the same built-in with the conversion done by the executor into
-        // a copied tile, as before built-ins converted on read.
-        let copied = if dtype != "float32" && builtin().converts_on_read() {
-            format!("{:.2}", time_with(&builtin, true).0)
-        } else {
-            "–".into()
-        };
-        let (wasm, trusted) = match twin(label) {
-            Some(plugin_name) => {
-                let (wasm, ..) = time(&|| plugin(plugin_name, false));
-                let (trusted, ..) = time(&|| plugin(plugin_name, true));
+        }
+        let (native, anon) = best[0];
+        let copied = if copied { format!("{:.2}", best[1].0) } else { "–".into() };
+        let (wasm, trusted) = match twin {
+            Some(_) => {
+                let (wasm, trusted) = (best[variants.len() - 2].0, best[variants.len() - 1].0);
                 (format!("{wasm:.2}"), format!("{trusted:.2} | {:.0} %", 100.0 * trusted.max(wasm) / native))
             }
             None => ("–".into(), "– | –".into()),

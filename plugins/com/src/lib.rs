@@ -255,7 +255,7 @@ fn slice_2d(tile: &Tile<'_>) -> Result<(usize, usize, usize, usize)> {
     let (&[oy, ox], &[ty, tx]) = (tile.sig_origin(), tile.sig_shape()) else {
         return Err(UdfError::internal("a tile of a 2-D dataset has a non-2-D signal slice"));
     };
-    Ok((oy as usize, ox as usize, ty as usize, tx as usize))
+    Ok((oy as usize, ox as usize, ty, tx))
 }
 
 impl Com {
