@@ -128,8 +128,30 @@ pub fn add_frames<S: Copy + Sync, T: Sample + CastFrom<S>>(acc: &mut [T], tile: 
 
 /// `block[i] += Σ_f tile[f * stride + offset + i]`, four frames at a time:
 /// `block += (x0 + x1) + (x2 + x3)` (pairwise, like NumPy's sums, and a quarter of the
-/// accumulator traffic of adding frame by frame).
+/// accumulator traffic of adding frame by frame). With AVX2 where the CPU has it (the
+/// same code, vectorised 8 lanes wide instead of the baseline's 4).
 fn add_column_block<S: Copy, T: Sample + CastFrom<S>>(block: &mut [T], tile: &[S], stride: usize, offset: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked just above).
+        return unsafe { add_column_block_avx2(block, tile, stride, offset) };
+    }
+    add_column_block_portable(block, tile, stride, offset);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn add_column_block_avx2<S: Copy, T: Sample + CastFrom<S>>(block: &mut [T], tile: &[S], stride: usize, offset: usize) {
+    add_column_block_portable(block, tile, stride, offset);
+}
+
+#[inline(always)]
+fn add_column_block_portable<S: Copy, T: Sample + CastFrom<S>>(
+    block: &mut [T],
+    tile: &[S],
+    stride: usize,
+    offset: usize,
+) {
     let len = block.len();
     let mut quads = tile.chunks_exact(4 * stride);
     for quad in &mut quads {
