@@ -508,7 +508,34 @@ pub fn converter(from: StoredDType, to: DType) -> ConvertFn {
     }
 }
 
+/// The conversion loop, with AVX2 where the CPU has it (the same code, vectorised 8
+/// lanes wide instead of the baseline's 4: uint16 → float32 is the conversion every
+/// wasm plugin reading detector data pays).
 fn convert<S, D, const BIG: bool>(src: &[u8], dst: &mut [u8])
+where
+    S: bytemuck::Pod + SwapBytes,
+    D: bytemuck::Pod + CastFrom<S>,
+{
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked just above).
+        return unsafe { convert_avx2::<S, D, BIG>(src, dst) };
+    }
+    convert_portable::<S, D, BIG>(src, dst);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn convert_avx2<S, D, const BIG: bool>(src: &[u8], dst: &mut [u8])
+where
+    S: bytemuck::Pod + SwapBytes,
+    D: bytemuck::Pod + CastFrom<S>,
+{
+    convert_portable::<S, D, BIG>(src, dst);
+}
+
+#[inline(always)]
+fn convert_portable<S, D, const BIG: bool>(src: &[u8], dst: &mut [u8])
 where
     S: bytemuck::Pod + SwapBytes,
     D: bytemuck::Pod + CastFrom<S>,
