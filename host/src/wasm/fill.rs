@@ -28,20 +28,26 @@ pub type ReadInto<'a> = dyn Fn(&mut [u8]) -> wasmtime::Result<()> + Sync + 'a;
 pub struct ReadList<'a, E> {
     /// Elements of the list (`E`s, not bytes).
     len: usize,
+    /// Alignment asked of the guest's allocator: the element's, or the tile dtype's when
+    /// that is stricter (a tile sent as `list<u8>` is written as its dtype).
+    align: u32,
     read: &'a ReadInto<'a>,
     element: PhantomData<fn() -> E>,
 }
 
 impl<'a, E: ComponentType> ReadList<'a, E> {
-    /// A list of `bytes / size_of(E)` elements.
-    fn new(bytes: usize, read: &'a ReadInto<'a>) -> Self {
-        ReadList { len: bytes / E::SIZE32, read, element: PhantomData }
+    /// A list of `bytes / size_of(E)` elements holding elements of `dtype`.
+    fn new(bytes: usize, dtype: DType, read: &'a ReadInto<'a>) -> Self {
+        let align = E::ALIGN32.max(dtype.size().min(8) as u32);
+        ReadList { len: bytes / E::SIZE32, align, read, element: PhantomData }
     }
 
     /// Allocate the list in the guest and read the tile into it; the list's address.
+    /// A stricter alignment than the canonical ABI's is what any `cabi_realloc` must
+    /// honour, and wasmtime rejects a result that does not.
     fn store<T>(&self, cx: &mut LowerContext<'_, T>) -> wasmtime::Result<usize> {
         let size = self.len.checked_mul(E::SIZE32).ok_or_else(|| wasmtime::format_err!("tile too large"))?;
-        let ptr = cx.realloc(0, 0, E::ALIGN32, size)?;
+        let ptr = cx.realloc(0, 0, self.align, size)?;
         let dst = cx
             .as_slice_mut()
             .get_mut(ptr..)
@@ -135,22 +141,22 @@ impl<'a> GuestArrayData<'a> {
     pub fn new(dtype: DType, access: DataAccess, bytes: usize, read: &'a ReadInto<'a>) -> Self {
         use GuestArrayData as G;
         if access == DataAccess::Bytes {
-            return G::Bytes(ReadList::new(bytes, read));
+            return G::Bytes(ReadList::new(bytes, dtype, read));
         }
         match dtype {
-            DType::Bool => G::Bytes(ReadList::new(bytes, read)),
-            DType::U8 => G::Uint8(ReadList::new(bytes, read)),
-            DType::U16 => G::Uint16(ReadList::new(bytes, read)),
-            DType::U32 => G::Uint32(ReadList::new(bytes, read)),
-            DType::U64 => G::Uint64(ReadList::new(bytes, read)),
-            DType::I8 => G::Int8(ReadList::new(bytes, read)),
-            DType::I16 => G::Int16(ReadList::new(bytes, read)),
-            DType::I32 => G::Int32(ReadList::new(bytes, read)),
-            DType::I64 => G::Int64(ReadList::new(bytes, read)),
-            DType::F32 => G::Float32(ReadList::new(bytes, read)),
-            DType::F64 => G::Float64(ReadList::new(bytes, read)),
-            DType::C64 => G::Complex64(ReadList::new(bytes, read)),
-            DType::C128 => G::Complex128(ReadList::new(bytes, read)),
+            DType::Bool => G::Bytes(ReadList::new(bytes, dtype, read)),
+            DType::U8 => G::Uint8(ReadList::new(bytes, dtype, read)),
+            DType::U16 => G::Uint16(ReadList::new(bytes, dtype, read)),
+            DType::U32 => G::Uint32(ReadList::new(bytes, dtype, read)),
+            DType::U64 => G::Uint64(ReadList::new(bytes, dtype, read)),
+            DType::I8 => G::Int8(ReadList::new(bytes, dtype, read)),
+            DType::I16 => G::Int16(ReadList::new(bytes, dtype, read)),
+            DType::I32 => G::Int32(ReadList::new(bytes, dtype, read)),
+            DType::I64 => G::Int64(ReadList::new(bytes, dtype, read)),
+            DType::F32 => G::Float32(ReadList::new(bytes, dtype, read)),
+            DType::F64 => G::Float64(ReadList::new(bytes, dtype, read)),
+            DType::C64 => G::Complex64(ReadList::new(bytes, dtype, read)),
+            DType::C128 => G::Complex128(ReadList::new(bytes, dtype, read)),
         }
     }
 }
