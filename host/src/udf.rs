@@ -526,7 +526,11 @@ pub trait PartitionRunner: Send {
         None
     }
 
-    fn preprocess(&mut self) -> Result<(), CallError>;
+    /// Before the first tile (LiberTEM's `preprocess`, optional there too).
+    fn preprocess(&mut self) -> Result<(), CallError> {
+        Ok(())
+    }
+
     fn process(&mut self, tile: &Tile<'_>) -> Result<(), CallError>;
 
     /// Whether the runner copies every tile into memory of its own (a wasm instance's
@@ -548,7 +552,11 @@ pub trait PartitionRunner: Send {
         read(buffer.as_mut_slice()).map_err(CallError::internal)?;
         self.process(&Tile { data: buffer.as_slice(), ..*tile })
     }
-    fn postprocess(&mut self) -> Result<(), CallError>;
+    /// After the last tile (LiberTEM's `postprocess`, optional there too).
+    fn postprocess(&mut self) -> Result<(), CallError> {
+        Ok(())
+    }
+
     /// The partition's buffers (every declared buffer but result-only ones).
     fn export(&mut self) -> Result<Vec<NamedBuffer>, CallError>;
 }

@@ -47,10 +47,6 @@ pub fn frames_of(ctx: &InitContext<'_>) -> usize {
 }
 
 impl<K: FrameKernel> PartitionRunner for FramesPartition<K> {
-    fn preprocess(&mut self) -> Result<(), CallError> {
-        Ok(())
-    }
-
     fn process(&mut self, tile: &Tile<'_>) -> Result<(), CallError> {
         if tile.sig.len() != self.frame_len {
             return Err(CallError::internal(format!(
@@ -76,10 +72,6 @@ impl<K: FrameKernel> PartitionRunner for FramesPartition<K> {
                 return Err(CallError::invalid_data(format!("{} needs real float input, got {other}", self.who)));
             }
         }
-        Ok(())
-    }
-
-    fn postprocess(&mut self) -> Result<(), CallError> {
         Ok(())
     }
 

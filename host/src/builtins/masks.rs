@@ -510,10 +510,6 @@ impl MasksPartition {
 }
 
 impl PartitionRunner for MasksPartition {
-    fn preprocess(&mut self) -> Result<(), CallError> {
-        Ok(())
-    }
-
     fn process(&mut self, tile: &Tile<'_>) -> Result<(), CallError> {
         let buffer = self.buffer.as_mut().ok_or_else(|| CallError::internal("process after export"))?;
         let first =
@@ -524,10 +520,6 @@ impl PartitionRunner for MasksPartition {
             .get_mut(first * row..(first + tile.frames) * row)
             .ok_or_else(|| CallError::internal("tile beyond partition"))?;
         self.product.apply(tile, out)
-    }
-
-    fn postprocess(&mut self) -> Result<(), CallError> {
-        Ok(())
     }
 
     fn export(&mut self) -> Result<Vec<NamedBuffer>, CallError> {

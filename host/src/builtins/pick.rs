@@ -101,10 +101,6 @@ struct PickPartition {
 }
 
 impl PartitionRunner for PickPartition {
-    fn preprocess(&mut self) -> Result<(), CallError> {
-        Ok(())
-    }
-
     fn process(&mut self, tile: &Tile<'_>) -> Result<(), CallError> {
         let intensity = self.intensity.as_mut().ok_or_else(|| CallError::internal("process after export"))?;
         let runs = self.runs.get(tile.scheme_index).ok_or_else(|| CallError::internal("unknown signal slice"))?;
@@ -124,10 +120,6 @@ impl PartitionRunner for PickPartition {
                 to.copy_from_slice(&frame[k * run..(k + 1) * run]);
             }
         }
-        Ok(())
-    }
-
-    fn postprocess(&mut self) -> Result<(), CallError> {
         Ok(())
     }
 

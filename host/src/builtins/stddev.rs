@@ -369,10 +369,6 @@ impl StdDevPartition {
 }
 
 impl PartitionRunner for StdDevPartition {
-    fn preprocess(&mut self) -> Result<(), CallError> {
-        Ok(())
-    }
-
     fn process(&mut self, tile: &Tile<'_>) -> Result<(), CallError> {
         match tile.dtype {
             DType::F32 => self.process_typed::<f32>(tile),

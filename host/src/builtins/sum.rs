@@ -118,10 +118,6 @@ struct SumPartition {
 }
 
 impl PartitionRunner for SumPartition {
-    fn preprocess(&mut self) -> Result<(), CallError> {
-        Ok(())
-    }
-
     fn process(&mut self, tile: &Tile<'_>) -> Result<(), CallError> {
         let intensity = self.intensity.as_mut().ok_or_else(|| CallError::internal("process after export"))?;
         let runs = self.runs.get(tile.scheme_index).ok_or_else(|| CallError::internal("unknown signal slice"))?;
@@ -139,10 +135,6 @@ impl PartitionRunner for SumPartition {
             add_frames(acc, tile_data::<T>(tile)?, runs);
             Ok(())
         }, Err(CallError::invalid_data("sum needs numeric input, not bool")))
-    }
-
-    fn postprocess(&mut self) -> Result<(), CallError> {
-        Ok(())
     }
 
     fn export(&mut self) -> Result<Vec<NamedBuffer>, CallError> {

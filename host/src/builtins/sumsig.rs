@@ -91,10 +91,6 @@ struct SumSigPartition {
 }
 
 impl PartitionRunner for SumSigPartition {
-    fn preprocess(&mut self) -> Result<(), CallError> {
-        Ok(())
-    }
-
     fn process(&mut self, tile: &Tile<'_>) -> Result<(), CallError> {
         let intensity = self.intensity.as_mut().ok_or_else(|| CallError::internal("process after export"))?;
         let first =
@@ -117,10 +113,6 @@ impl PartitionRunner for SumSigPartition {
             add_frame_sums(acc, tile_data::<T>(tile)?, slice_len);
             Ok(())
         }, Err(CallError::invalid_data("sumsig needs numeric input, not bool")))
-    }
-
-    fn postprocess(&mut self) -> Result<(), CallError> {
-        Ok(())
     }
 
     fn export(&mut self) -> Result<Vec<NamedBuffer>, CallError> {

@@ -161,15 +161,9 @@ impl Udf for PointerProbe {
 }
 
 impl PartitionRunner for PointerRunner {
-    fn preprocess(&mut self) -> Result<(), CallError> {
-        Ok(())
-    }
     fn process(&mut self, tile: &Tile<'_>) -> Result<(), CallError> {
         let entry = (self.origin, tile.origin, tile.frames, tile.data.as_ptr() as usize, tile.dtype);
         self.seen.lock().map_err(|_| CallError::internal("lock"))?.push(entry);
-        Ok(())
-    }
-    fn postprocess(&mut self) -> Result<(), CallError> {
         Ok(())
     }
     fn export(&mut self) -> Result<Vec<NamedBuffer>, CallError> {
