@@ -58,30 +58,43 @@ pub fn dtype_from_wit(d: wit::Dtype) -> DType {
     }
 }
 
+/// `$Enum::<case>($payload)`: the case of the contract's `array-data` that carries
+/// `dtype` to a plugin with data access `access` — `bool` and everything for byte-access
+/// plugins as `bytes`. One list for the borrowed arrays of the bindings ([`array_data`])
+/// and the tiles read into the guest (`fill.rs`); `$payload` is evaluated in the chosen
+/// arm and typed by it.
+macro_rules! array_case {
+    ($Enum:ident, $dtype:expr, $access:expr, $payload:expr) => {
+        if $access == DataAccess::Bytes {
+            $Enum::Bytes($payload)
+        } else {
+            match $dtype {
+                DType::Bool => $Enum::Bytes($payload),
+                DType::U8 => $Enum::Uint8($payload),
+                DType::U16 => $Enum::Uint16($payload),
+                DType::U32 => $Enum::Uint32($payload),
+                DType::U64 => $Enum::Uint64($payload),
+                DType::I8 => $Enum::Int8($payload),
+                DType::I16 => $Enum::Int16($payload),
+                DType::I32 => $Enum::Int32($payload),
+                DType::I64 => $Enum::Int64($payload),
+                DType::F32 => $Enum::Float32($payload),
+                DType::F64 => $Enum::Float64($payload),
+                DType::C64 => $Enum::Complex64($payload),
+                DType::C128 => $Enum::Complex128($payload),
+            }
+        }
+    };
+}
+pub(super) use array_case;
+
 /// Borrow native-endian bytes of `dtype` as the contract's array data, typed or raw.
 ///
 /// `bool` arrays always go as raw bytes: the host cannot promise every byte is 0 or 1,
 /// which a typed `list<bool>` would require.
 pub fn array_data(dtype: DType, bytes: &[u8], access: DataAccess) -> wit::ArrayDataParam<'_> {
-    use bytemuck::cast_slice as cast;
-    if access == DataAccess::Bytes {
-        return wit::ArrayDataParam::Bytes(bytes);
-    }
-    match dtype {
-        DType::Bool => wit::ArrayDataParam::Bytes(bytes),
-        DType::U8 => wit::ArrayDataParam::Uint8(bytes),
-        DType::U16 => wit::ArrayDataParam::Uint16(cast(bytes)),
-        DType::U32 => wit::ArrayDataParam::Uint32(cast(bytes)),
-        DType::U64 => wit::ArrayDataParam::Uint64(cast(bytes)),
-        DType::I8 => wit::ArrayDataParam::Int8(cast(bytes)),
-        DType::I16 => wit::ArrayDataParam::Int16(cast(bytes)),
-        DType::I32 => wit::ArrayDataParam::Int32(cast(bytes)),
-        DType::I64 => wit::ArrayDataParam::Int64(cast(bytes)),
-        DType::F32 => wit::ArrayDataParam::Float32(cast(bytes)),
-        DType::F64 => wit::ArrayDataParam::Float64(cast(bytes)),
-        DType::C64 => wit::ArrayDataParam::Complex64(cast(bytes)),
-        DType::C128 => wit::ArrayDataParam::Complex128(cast(bytes)),
-    }
+    use wit::ArrayDataParam as A;
+    array_case!(A, dtype, access, bytemuck::cast_slice(bytes))
 }
 
 pub fn ndarray_param(array: &NdArray, access: DataAccess) -> wit::NdarrayParam<'_> {

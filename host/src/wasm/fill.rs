@@ -13,6 +13,7 @@
 //! the tests, which pass every dtype through it).
 
 use super::bindings::udf::plugin::types as wit;
+use super::convert::array_case;
 use crate::dtype::DType;
 use crate::udf::DataAccess;
 use std::marker::PhantomData;
@@ -136,28 +137,11 @@ pub enum GuestArrayData<'a> {
 }
 
 impl<'a> GuestArrayData<'a> {
-    /// `bytes` bytes of `dtype`, in the case [`array_data`](super::convert::array_data)
-    /// would choose for them.
+    /// `bytes` bytes of `dtype`, in the case [`array_case!`] chooses (as for the
+    /// bindings' arrays).
     pub fn new(dtype: DType, access: DataAccess, bytes: usize, read: &'a ReadInto<'a>) -> Self {
         use GuestArrayData as G;
-        if access == DataAccess::Bytes {
-            return G::Bytes(ReadList::new(bytes, dtype, read));
-        }
-        match dtype {
-            DType::Bool => G::Bytes(ReadList::new(bytes, dtype, read)),
-            DType::U8 => G::Uint8(ReadList::new(bytes, dtype, read)),
-            DType::U16 => G::Uint16(ReadList::new(bytes, dtype, read)),
-            DType::U32 => G::Uint32(ReadList::new(bytes, dtype, read)),
-            DType::U64 => G::Uint64(ReadList::new(bytes, dtype, read)),
-            DType::I8 => G::Int8(ReadList::new(bytes, dtype, read)),
-            DType::I16 => G::Int16(ReadList::new(bytes, dtype, read)),
-            DType::I32 => G::Int32(ReadList::new(bytes, dtype, read)),
-            DType::I64 => G::Int64(ReadList::new(bytes, dtype, read)),
-            DType::F32 => G::Float32(ReadList::new(bytes, dtype, read)),
-            DType::F64 => G::Float64(ReadList::new(bytes, dtype, read)),
-            DType::C64 => G::Complex64(ReadList::new(bytes, dtype, read)),
-            DType::C128 => G::Complex128(ReadList::new(bytes, dtype, read)),
-        }
+        array_case!(G, dtype, access, ReadList::new(bytes, dtype, read))
     }
 }
 
