@@ -209,10 +209,10 @@ impl ComParams {
     }
 }
 
-/// The mask and the mask times the column index, in one element type.
-struct Masks<T> {
-    disk: Vec<T>,
-    disk_x: Vec<T>,
+/// For float64 tiles: the mask and the mask times the column index.
+struct Masks {
+    disk: Vec<f64>,
+    disk_x: Vec<f64>,
 }
 
 /// Task data: the frame width and the masks.
@@ -227,13 +227,13 @@ struct Com {
     /// A tile's `(I, Sy, Sx)` per frame.
     sums: Vec<f32>,
     /// For float64 tiles.
-    masks64: Masks<f64>,
+    masks64: Masks,
 }
 
 /// `(Σ a·b, Σ a·c)` with independent partial sums, so the compiler can vectorise.
-fn dot2<T: Float>(a: &[T], b: &[T], c: &[T]) -> (T, T) {
-    let mut p = [T::ZERO; 4];
-    let mut q = [T::ZERO; 4];
+fn dot2(a: &[f64], b: &[f64], c: &[f64]) -> (f64, f64) {
+    let mut p = [0.0; 4];
+    let mut q = [0.0; 4];
     let (ac, ar) = a.split_at(a.len() / 4 * 4);
     for ((a, b), c) in ac.chunks_exact(4).zip(b.chunks_exact(4)).zip(c.chunks_exact(4)) {
         for i in 0..4 {
@@ -269,6 +269,9 @@ impl Com {
         if len == 0 {
             return Ok(());
         }
+        if self.frame_masks.is_empty() {
+            return Err(UdfError::internal("float32 tile in a run whose input dtype is float64"));
+        }
         let index = tile.scheme_index() as usize;
         if self.packed.len() <= index {
             self.packed.resize_with(index + 1, || None);
@@ -299,11 +302,10 @@ impl Com {
 
     /// Add `(I, Sy, Sx)` of the float64 tile's part of each frame to `raw_mask_result`.
     fn accumulate_f64(&self, tile: &Tile<'_>, results: &mut Buffers) -> Result<()> {
-        type T = f64;
-        let data = tile.flat::<T>()?;
+        let data = tile.flat::<f64>()?;
         let masks = &self.masks64;
         let (oy, ox, ty, tx) = slice_2d(tile)?;
-        let mut acc = results.view_mut::<T>("raw_mask_result")?;
+        let mut acc = results.view_mut::<f64>("raw_mask_result")?;
         let acc = acc.as_slice_mut().ok_or_else(|| UdfError::internal("raw_mask_result view is not contiguous"))?;
         if ty * tx == 0 {
             return Ok(());
@@ -313,14 +315,13 @@ impl Com {
             for (r, row) in frame.chunks_exact(tx).enumerate() {
                 let start = (oy + r) * self.sx + ox;
                 let (s0, s2) = dot2(row, &masks.disk[start..start + tx], &masks.disk_x[start..start + tx]);
-                let s0 = s0.to_f64();
                 i += s0;
                 sy += (oy + r) as f64 * s0;
-                sx += s2.to_f64();
+                sx += s2;
             }
-            out[0] += T::from_f64(i);
-            out[1] += T::from_f64(sy);
-            out[2] += T::from_f64(sx);
+            out[0] += i;
+            out[1] += sy;
+            out[2] += sx;
         }
         Ok(())
     }
@@ -486,17 +487,21 @@ impl Udf for Com {
                 disk.push(d2 <= r2 && !(ring && d2 <= ri2));
             }
         }
+        // Only the masks of the run's input dtype (the other tile type never comes).
         let n = sy * sx;
-        let mut frame_masks = vec![0.0f32; 3 * n];
-        for (i, _) in disk.iter().enumerate().filter(|(_, m)| **m) {
-            frame_masks[i] = 1.0;
-            frame_masks[n + i] = (i / sx) as f32;
-            frame_masks[2 * n + i] = (i % sx) as f32;
+        let float64 = ctx.dataset().input_dtype == DType::Float64;
+        let mut frame_masks = vec![0.0f32; if float64 { 0 } else { 3 * n }];
+        let mut masks64 = Masks { disk: Vec::new(), disk_x: Vec::new() };
+        if float64 {
+            masks64.disk = disk.iter().map(|&m| f64::from(u8::from(m))).collect();
+            masks64.disk_x = disk.iter().enumerate().map(|(i, &m)| if m { (i % sx) as f64 } else { 0.0 }).collect();
+        } else {
+            for (i, _) in disk.iter().enumerate().filter(|(_, m)| **m) {
+                frame_masks[i] = 1.0;
+                frame_masks[n + i] = (i / sx) as f32;
+                frame_masks[2 * n + i] = (i % sx) as f32;
+            }
         }
-        let masks64 = Masks {
-            disk: disk.iter().map(|&m| f64::from(u8::from(m))).collect(),
-            disk_x: disk.iter().enumerate().map(|(i, &m)| if m { (i % sx) as f64 } else { 0.0 }).collect(),
-        };
         Ok(Com { sx, frame_masks, packed: Vec::new(), sums: Vec::new(), masks64 })
     }
 
