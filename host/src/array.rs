@@ -64,6 +64,13 @@ pub struct NdArray {
     data: AlignedBytes,
 }
 
+/// Arrays are equal when dtype, shape and bytes are (so a NaN equals the same NaN).
+impl PartialEq for NdArray {
+    fn eq(&self, other: &Self) -> bool {
+        self.dtype == other.dtype && self.shape == other.shape && self.bytes() == other.bytes()
+    }
+}
+
 /// Why an array could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("an array of shape {shape:?} and dtype {dtype} needs {expected} bytes, got {actual}")]
@@ -227,4 +234,104 @@ pub fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
         flat /= n;
     }
     index
+}
+
+/// Arrays serialise as `{dtype, shape, data}`: in human-readable formats (JSON) `data` is
+/// the base64 of the raw native-endian (little-endian) bytes, in binary formats the bytes
+/// themselves — exact, and a third of the size of a list of numbers.
+mod serialize {
+    use super::NdArray;
+    use crate::dtype::DType;
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    use serde::de::{self, Visitor};
+    use serde::ser::SerializeStruct;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::fmt;
+
+    struct Bytes<'a>(&'a [u8]);
+
+    impl Serialize for Bytes<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            if s.is_human_readable() { s.serialize_str(&STANDARD.encode(self.0)) } else { s.serialize_bytes(self.0) }
+        }
+    }
+
+    impl Serialize for NdArray {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let mut st = s.serialize_struct("NdArray", 3)?;
+            st.serialize_field("dtype", &self.dtype)?;
+            st.serialize_field("shape", &self.shape)?;
+            st.serialize_field("data", &Bytes(self.bytes()))?;
+            st.end()
+        }
+    }
+
+    struct ByteBuf(Vec<u8>);
+
+    impl<'de> Deserialize<'de> for ByteBuf {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = ByteBuf;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("array bytes (base64 text or raw bytes)")
+                }
+                fn visit_str<E: de::Error>(self, v: &str) -> Result<ByteBuf, E> {
+                    STANDARD.decode(v).map(ByteBuf).map_err(|e| E::custom(format!("array data is not base64: {e}")))
+                }
+                fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<ByteBuf, E> {
+                    Ok(ByteBuf(v.to_vec()))
+                }
+                fn visit_byte_buf<E: de::Error>(self, v: Vec<u8>) -> Result<ByteBuf, E> {
+                    Ok(ByteBuf(v))
+                }
+                fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<ByteBuf, A::Error> {
+                    let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 20));
+                    while let Some(b) = seq.next_element::<u8>()? {
+                        out.push(b);
+                    }
+                    Ok(ByteBuf(out))
+                }
+            }
+            d.deserialize_any(V)
+        }
+    }
+
+    #[derive(Deserialize)]
+    struct Repr {
+        dtype: DType,
+        shape: Vec<usize>,
+        data: ByteBuf,
+    }
+
+    impl<'de> Deserialize<'de> for NdArray {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            let r = Repr::deserialize(d)?;
+            NdArray::from_bytes(r.dtype, &r.shape, &r.data.0).map_err(de::Error::custom)
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn arrays_round_trip_through_json_bit_for_bit() {
+            let values = [1.5f64, f64::NAN, -0.0, f64::INFINITY, 1e-310];
+            let a = NdArray::from_vec(&[5], values.to_vec()).unwrap();
+            let json = serde_json::to_string(&a).unwrap();
+            assert!(json.contains("\"dtype\":\"float64\""), "{json}");
+            let b: NdArray = serde_json::from_str(&json).unwrap();
+            assert_eq!(b.shape(), &[5]);
+            assert_eq!(b.bytes(), a.bytes());
+        }
+
+        #[test]
+        fn array_data_of_the_wrong_length_is_refused() {
+            let json = r#"{"dtype":"uint16","shape":[3],"data":"AAAA"}"#;
+            let e = serde_json::from_str::<NdArray>(json).unwrap_err().to_string();
+            assert!(e.contains("needs 6 bytes, got 3"), "{e}");
+        }
+    }
 }

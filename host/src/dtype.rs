@@ -7,15 +7,15 @@
 //! — the one copy the data path makes.
 
 use num_complex::{Complex32, Complex64};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 #[cfg(target_endian = "big")]
 compile_error!("udf-host assumes a little-endian machine (the canonical ABI and .npy files are little-endian)");
 
 /// Element type of an array in memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(into = "&'static str")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "&'static str", try_from = "String")]
 pub enum DType {
     Bool,
     U8,
@@ -141,6 +141,15 @@ impl DType {
     }
 }
 
+impl TryFrom<String> for DType {
+    type Error = String;
+
+    /// Exactly a NumPy name (`float32`, `uint16`, ...), as [`DType::name`] writes it.
+    fn try_from(name: String) -> Result<Self, String> {
+        DType::ALL.into_iter().find(|d| d.name() == name).ok_or_else(|| format!("'{name}' is not a dtype name"))
+    }
+}
+
 impl From<DType> for &'static str {
     fn from(d: DType) -> Self {
         d.name()
@@ -160,8 +169,10 @@ pub enum ByteOrder {
     Big,
 }
 
-/// The element type of data on disk: a dtype and its byte order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The element type of data on disk: a dtype and its byte order. Serialised as its
+/// NumPy `descr` (`<u2`, `>f4`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
 pub struct StoredDType {
     pub dtype: DType,
     pub order: ByteOrder,
@@ -223,6 +234,20 @@ impl StoredDType {
             '<'
         };
         format!("{order}{code}")
+    }
+}
+
+impl From<StoredDType> for String {
+    fn from(d: StoredDType) -> Self {
+        d.descr()
+    }
+}
+
+impl TryFrom<String> for StoredDType {
+    type Error = String;
+
+    fn try_from(descr: String) -> Result<Self, String> {
+        StoredDType::from_descr(&descr).ok_or_else(|| format!("'{descr}' is not a NumPy dtype descr"))
     }
 }
 

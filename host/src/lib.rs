@@ -7,7 +7,8 @@
 //! | module | role |
 //! |--------|------|
 //! | [`dataset`] | formats, memory-mapped reading, partitions, tiling negotiation |
-//! | [`exec`] | planning a run, parallel partitions, merge, results |
+//! | [`exec`] | the run plan, running partitions, the merger, the in-process engine |
+//! | [`loader`] | loading a plan's UDFs (built-ins, wasm by hash) where its partitions run |
 //! | [`udf`] | the `Udf` abstraction and the contract's types |
 //! | [`wasm`] | wasmtime engine, compile cache, limits, plugins as `Udf`s |
 //! | [`builtins`] | native built-in UDFs (LiberTEM's), the same `Udf`s |
@@ -27,6 +28,7 @@ pub mod dtype;
 pub mod exec;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod loader;
 pub mod log;
 pub mod npy;
 pub mod output;

@@ -7,8 +7,10 @@
 use crate::array::NdArray;
 use crate::dtype::DType;
 
-/// A boolean selection over the flat nav axis.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A boolean selection over the flat nav axis. Serialised compactly as the number of
+/// positions and the selected runs `[start, end)`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(into = "RoiRuns", try_from = "RoiRuns")]
 pub struct Roi {
     mask: Vec<bool>,
     count: usize,
@@ -107,6 +109,41 @@ impl Roi {
     }
 }
 
+/// How a [`Roi`] is written: `len` positions, the selected ones as `[start, end)` runs.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct RoiRuns {
+    len: usize,
+    runs: Vec<(usize, usize)>,
+}
+
+impl From<Roi> for RoiRuns {
+    fn from(roi: Roi) -> Self {
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for i in roi.selected() {
+            match runs.last_mut() {
+                Some((_, end)) if *end == i => *end += 1,
+                _ => runs.push((i, i + 1)),
+            }
+        }
+        RoiRuns { len: roi.len(), runs }
+    }
+}
+
+impl TryFrom<RoiRuns> for Roi {
+    type Error = String;
+
+    fn try_from(r: RoiRuns) -> Result<Self, String> {
+        let mut mask = vec![false; r.len];
+        for (start, end) in r.runs {
+            let run = mask.get_mut(start..end).ok_or_else(|| {
+                format!("ROI run {start}..{end} is outside its {} positions (or ends before it starts)", r.len)
+            })?;
+            run.fill(true);
+        }
+        Ok(Roi::from_mask(mask))
+    }
+}
+
 fn parse_range(text: &str, n: usize) -> Result<std::ops::Range<usize>, String> {
     let num = |t: &str, default: usize| -> Result<usize, String> {
         if t.trim().is_empty() {
@@ -132,6 +169,16 @@ fn parse_range(text: &str, n: usize) -> Result<std::ops::Range<usize>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rois_serialise_as_runs_and_come_back_the_same() {
+        let roi = Roi::from_mask(vec![false, true, true, false, true, false, false, true]);
+        let json = serde_json::to_string(&roi).unwrap();
+        assert_eq!(json, r#"{"len":8,"runs":[[1,3],[4,5],[7,8]]}"#);
+        assert_eq!(serde_json::from_str::<Roi>(&json).unwrap(), roi);
+        let bad = serde_json::from_str::<Roi>(r#"{"len":4,"runs":[[3,9]]}"#).unwrap_err().to_string();
+        assert!(bad.contains("outside its 4 positions"), "{bad}");
+    }
 
     /// Found by the `params_roi` fuzz target: a single index of `usize::MAX` overflowed.
     #[test]

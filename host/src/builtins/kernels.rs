@@ -15,8 +15,8 @@
 //! operations per block.
 
 use super::element::Sample;
-use crate::dataset::SigSlice;
 use crate::dtype::CastFrom;
+pub use crate::udf::SliceRuns;
 use rayon::prelude::*;
 
 /// Elements per column block: 16 KiB of `f32` accumulators, half of L1.
@@ -33,76 +33,6 @@ const PARALLEL_BYTES: usize = 4 << 20;
 /// Whether a tile of `bytes` is worth splitting across threads.
 pub fn parallel(bytes: usize) -> bool {
     bytes >= PARALLEL_BYTES && rayon::current_num_threads() > 1
-}
-
-/// A signal slice as runs of consecutive pixels of the frame: the slice's elements
-/// `k * run_len .. (k + 1) * run_len` are the frame's `starts[k] .. starts[k] + run_len`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SliceRuns {
-    pub run_len: usize,
-    pub starts: Vec<usize>,
-    /// Pixels in the slice (`run_len * starts.len()`).
-    pub slice_len: usize,
-}
-
-impl SliceRuns {
-    /// The runs of `slice` in frames of shape `sig`.
-    pub fn new(sig: &[usize], slice: &SigSlice) -> Self {
-        let dims = sig.len();
-        if dims == 0 {
-            return SliceRuns { run_len: 1, starts: vec![0], slice_len: 1 };
-        }
-        let mut strides = vec![1; dims];
-        for d in (0..dims - 1).rev() {
-            strides[d] = strides[d + 1] * sig[d + 1];
-        }
-        // Merge trailing axes the slice spans completely into one run.
-        let mut d = dims - 1;
-        let mut run_len = slice.shape[d];
-        while d > 0 && slice.shape[d] == sig[d] && slice.origin[d] == 0 {
-            d -= 1;
-            run_len *= slice.shape[d];
-        }
-        let first = slice.origin[d] * strides[d];
-        let outer: Vec<(usize, usize, usize)> = (0..d).map(|a| (slice.origin[a], slice.shape[a], strides[a])).collect();
-        let count: usize = outer.iter().map(|&(_, n, _)| n).product();
-        let starts = (0..count)
-            .map(|mut k| {
-                let mut offset = first;
-                for &(origin, n, stride) in outer.iter().rev() {
-                    offset += (origin + k % n) * stride;
-                    k /= n;
-                }
-                offset
-            })
-            .collect();
-        SliceRuns { run_len, starts, slice_len: slice.len() }
-    }
-
-    /// The runs of every slice of a tiling scheme, indexed like the scheme.
-    pub fn for_scheme(sig: &[usize], slices: &[SigSlice]) -> Vec<SliceRuns> {
-        slices.iter().map(|s| Self::new(sig, s)).collect()
-    }
-
-    /// Whether the slice is the whole frame.
-    pub fn is_full(&self, frame_len: usize) -> bool {
-        self.slice_len == frame_len
-    }
-
-    /// Each run as `(offset in the slice, offset in the frame, length)`, cut into pieces of
-    /// at most `CHUNK` elements.
-    pub fn blocks(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
-        self.blocks_of(CHUNK)
-    }
-
-    /// The same, in pieces of at most `chunk` elements.
-    pub fn blocks_of(&self, chunk: usize) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
-        self.starts.iter().enumerate().flat_map(move |(k, &start)| {
-            (0..self.run_len)
-                .step_by(chunk)
-                .map(move |c| (k * self.run_len + c, start + c, chunk.min(self.run_len - c)))
-        })
-    }
 }
 
 /// `acc[p] += Σ_f tile[f, p]` over the frames of a tile, `acc` being the frame-sized
@@ -188,18 +118,7 @@ pub fn add_frame_sums<S: Copy + Sync, T: Sample + CastFrom<S>>(acc: &mut [T], ti
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn runs(frame: &[usize], origin: &[usize], shape: &[usize]) -> (usize, Vec<usize>) {
-        let r = SliceRuns::new(frame, &SigSlice { origin: origin.to_vec(), shape: shape.to_vec() });
-        (r.run_len, r.starts)
-    }
-
-    #[test]
-    fn slices_become_runs() {
-        assert_eq!(runs(&[4, 5], &[1, 0], &[2, 5]), (10, vec![5]));
-        assert_eq!(runs(&[4, 5], &[1, 2], &[2, 3]), (3, vec![7, 12]));
-        assert_eq!(runs(&[2, 3, 4], &[0, 1, 1], &[2, 2, 2]), (2, vec![5, 9, 17, 21]));
-    }
+    use crate::udf::SigSlice;
 
     #[test]
     fn column_blocks_cover_partial_slices() {

@@ -20,8 +20,8 @@ use super::simd::{self, Pixel};
 use super::spec;
 use super::sumsig::nav_buffer;
 use crate::array::NdArray;
-use crate::dataset::SigSlice;
 use crate::dtype::{CastFrom, DType, Element, Kind, StoredDType, converter, result_type};
+use crate::udf::SigSlice;
 use crate::udf::{
     BufferDecl, BufferViewMut, CallError, DTypePreference, DatasetMeta, Description, InitContext, MergeContext,
     NamedBuffer, Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile, Udf,

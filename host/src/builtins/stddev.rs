@@ -356,7 +356,7 @@ impl StdDevPartition {
         let mut n0 = self.counts[tile.scheme_index];
         if stride > 0 {
             for frames in data.chunks(BLOCK_FRAMES * stride) {
-                for block in runs.blocks() {
+                for block in runs.blocks_of(CHUNK) {
                     self.block(frames, stride, n0, block);
                 }
                 n0 += (frames.len() / stride) as u64;

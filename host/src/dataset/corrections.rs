@@ -8,14 +8,15 @@
 //! at the border of a requested tile needs neighbours outside it: the wrapper reads the
 //! tile grown by one pixel on each side, corrects that, and copies out the tile.
 
-use super::mapped::ContiguousRuns;
 use super::{Dataset, DatasetError, DatasetInfo, DatasetShape, OpenOptions, SigSlice};
 use crate::dtype::{DType, Kind, StoredDType, converter, result_type};
+use crate::udf::SliceRuns;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Pixels to exclude: a boolean mask file or a list of coordinates.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ExcludedPixels {
     /// A sig-shaped boolean (or 0/1 integer) `.npy`: true marks an excluded pixel.
     Mask(PathBuf),
@@ -214,13 +215,13 @@ impl Corrected {
         let sig = &self.inner.shape().sig;
         let values: &mut [T] = bytemuck::cast_slice_mut(buf);
         let per_frame = region.len();
-        let runs = ContiguousRuns::new(sig, region);
+        let runs = SliceRuns::new(sig, region);
         let dark = self.dark.as_ref().map(T::map);
         let gain = self.gain.as_ref().map(T::map);
         if dark.is_some() || gain.is_some() {
             for frame in values.chunks_exact_mut(per_frame) {
                 let mut at = 0;
-                for start in runs.starts() {
+                for start in runs.starts.iter().copied() {
                     let run = &mut frame[at..at + runs.run_len];
                     match (dark, gain) {
                         (Some(d), Some(g)) => {
@@ -339,11 +340,11 @@ impl Dataset for Corrected {
             origin: sig.origin.iter().zip(&region.origin).map(|(&s, &r)| s - r).collect(),
             shape: sig.shape.clone(),
         };
-        let runs = ContiguousRuns::new(&region.shape, &rel);
+        let runs = SliceRuns::new(&region.shape, &rel);
         let (cs, ds) = (compute.size(), dtype.size());
         let mut dst = 0;
         for frame in target.chunks_exact(region.len() * cs) {
-            for start in runs.starts() {
+            for start in runs.starts.iter().copied() {
                 let n = runs.run_len;
                 convert(&frame[start * cs..(start + n) * cs], &mut out[dst..dst + n * ds]);
                 dst += n * ds;

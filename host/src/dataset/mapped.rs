@@ -3,6 +3,7 @@
 
 use super::{Dataset, DatasetError, DatasetInfo, DatasetShape, SigSlice};
 use crate::dtype::{DType, StoredDType, converter};
+use crate::udf::SliceRuns;
 use memmap2::Mmap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -134,7 +135,7 @@ impl MappedFrames {
             ));
         }
         let convert = converter(self.stored, dtype);
-        let runs = ContiguousRuns::new(&self.shape.sig, sig);
+        let runs = SliceRuns::new(&self.shape.sig, sig);
         let frame_bytes = self.shape.sig_len() * src_size;
 
         // Whole frames stored back to back: convert runs of consecutive frames at once.
@@ -161,7 +162,7 @@ impl MappedFrames {
         let mut dst = 0;
         for &frame in frames {
             let base = self.offset + frame as usize * self.stride;
-            for start in runs.starts() {
+            for start in runs.starts.iter().copied() {
                 let src = base + start * src_size;
                 convert(&self.map[src..src + run_src], &mut out[dst..dst + run_dst]);
                 dst += run_dst;
@@ -204,75 +205,5 @@ impl Dataset for MappedFrames {
 
     fn direct_frames(&self, frames: std::ops::Range<u64>, dtype: DType) -> Option<&[u8]> {
         MappedFrames::direct_frames(self, frames, dtype)
-    }
-}
-
-/// The element offsets (within a frame) of the contiguous runs that make up a signal
-/// slice: trailing axes the slice covers fully are merged into one run.
-pub(crate) struct ContiguousRuns {
-    /// Elements per run.
-    pub(crate) run_len: usize,
-    /// Outer axes iterated one index at a time: (origin, count, element stride).
-    outer: Vec<(usize, usize, usize)>,
-    /// Element offset of the first run.
-    first: usize,
-}
-
-impl ContiguousRuns {
-    pub(crate) fn new(frame: &[usize], slice: &SigSlice) -> Self {
-        let dims = frame.len();
-        if dims == 0 {
-            return ContiguousRuns { run_len: 1, outer: Vec::new(), first: 0 };
-        }
-        let mut strides = vec![1; dims];
-        for d in (0..dims - 1).rev() {
-            strides[d] = strides[d + 1] * frame[d + 1];
-        }
-        // Merge trailing axes while the slice spans them completely.
-        let mut d = dims - 1;
-        let mut run_len = slice.shape[d];
-        while d > 0 && slice.shape[d] == frame[d] && slice.origin[d] == 0 {
-            d -= 1;
-            run_len *= slice.shape[d];
-        }
-        let first = slice.origin[d] * strides[d];
-        let outer = (0..d).map(|a| (slice.origin[a], slice.shape[a], strides[a])).collect();
-        ContiguousRuns { run_len, outer, first }
-    }
-
-    /// Element offsets of each run, in C order.
-    pub(crate) fn starts(&self) -> impl Iterator<Item = usize> + '_ {
-        let total: usize = self.outer.iter().map(|&(_, n, _)| n).product();
-        (0..total).map(move |mut k| {
-            let mut offset = self.first;
-            for &(origin, count, stride) in self.outer.iter().rev() {
-                offset += (origin + k % count) * stride;
-                k /= count;
-            }
-            offset
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn offsets(frame: &[usize], origin: &[usize], shape: &[usize]) -> (usize, Vec<usize>) {
-        let runs = ContiguousRuns::new(frame, &SigSlice { origin: origin.to_vec(), shape: shape.to_vec() });
-        (runs.run_len, runs.starts().collect())
-    }
-
-    #[test]
-    fn merges_full_rows_into_one_run() {
-        assert_eq!(offsets(&[4, 5], &[1, 0], &[2, 5]), (10, vec![5]));
-        assert_eq!(offsets(&[4, 5], &[0, 0], &[4, 5]), (20, vec![0]));
-    }
-
-    #[test]
-    fn splits_partial_rows() {
-        assert_eq!(offsets(&[4, 5], &[1, 2], &[2, 3]), (3, vec![7, 12]));
-        assert_eq!(offsets(&[2, 3, 4], &[1, 1, 0], &[1, 2, 4]), (8, vec![16]));
-        assert_eq!(offsets(&[2, 3, 4], &[0, 1, 1], &[2, 2, 2]), (2, vec![5, 9, 17, 21]));
     }
 }

@@ -19,6 +19,7 @@ mod memory;
 mod npy;
 mod partition;
 mod raw;
+mod spec;
 mod tiling;
 // Formats, part B.
 pub mod dm;
@@ -43,15 +44,18 @@ pub use mapped::MappedFrames;
 pub use memory::MemoryDataset;
 pub use partition::{Partition, default_partition_count, plan_partitions};
 pub use reshaped::ShapeHints;
-pub use tiling::{TileRequest, TilingScheme, negotiate};
+pub use spec::{DatasetSpec, OpenedDataset};
+pub use tiling::{TileRequest, negotiate};
+// Contract geometry, re-exported for the readers.
+pub use crate::udf::{SigSlice, TilingScheme};
 
 use crate::dtype::{DType, StoredDType};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Navigation and signal shape of a dataset.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DatasetShape {
     /// Scan shape, e.g. `[ny, nx]`.
     pub nav: Vec<usize>,
@@ -73,29 +77,6 @@ impl DatasetShape {
     /// Nav and sig dimensions together.
     pub fn full(&self) -> Vec<usize> {
         self.nav.iter().chain(&self.sig).copied().collect()
-    }
-}
-
-/// A rectangular part of the frame: `origin` and `shape` per signal axis.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
-pub struct SigSlice {
-    pub origin: Vec<usize>,
-    pub shape: Vec<usize>,
-}
-
-impl SigSlice {
-    /// The whole frame of shape `sig`.
-    pub fn full(sig: &[usize]) -> Self {
-        SigSlice { origin: vec![0; sig.len()], shape: sig.to_vec() }
-    }
-
-    /// Pixels in the slice.
-    pub fn len(&self) -> usize {
-        self.shape.iter().product()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -288,7 +269,9 @@ impl Format {
 }
 
 /// How to open a dataset; everything is optional where the format says it.
-#[derive(Debug, Clone, Default)]
+/// Serialisable, as part of a [`DatasetSpec`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct OpenOptions {
     /// Force a format instead of detecting it.
     pub format: Option<Format>,

@@ -6,9 +6,9 @@
 //! the files read as zeros (LiberTEM's `sync_offset` semantics). The wrapper is only
 //! put in place when it changes something, so plain datasets keep their zero-copy path.
 
-use super::mapped::ContiguousRuns;
 use super::{Dataset, DatasetError, DatasetInfo, DatasetShape, OpenOptions, SigSlice};
 use crate::dtype::{DType, StoredDType};
+use crate::udf::SliceRuns;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -141,8 +141,8 @@ impl Reshaped {
         }
         // A part of a reshaped frame: read the rows (of the file's first sig axis)
         // that hold its pixels, then gather.
-        let runs = ContiguousRuns::new(&self.shape.sig, sig);
-        let starts: Vec<usize> = runs.starts().collect();
+        let runs = SliceRuns::new(&self.shape.sig, sig);
+        let starts: Vec<usize> = runs.starts.to_vec();
         let first = starts.first().copied().unwrap_or(0);
         let last = starts.last().copied().unwrap_or(0) + runs.run_len;
         let row: usize = inner_sig[1..].iter().product::<usize>().max(1);

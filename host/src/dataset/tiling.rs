@@ -6,9 +6,8 @@
 //! frame UDFs force full frames, partition UDFs whole partitions, tile UDFs get about
 //! 1 MiB (or their preferences), and the shape grows from the dataset's base shape.
 
-use super::{DatasetShape, SigSlice};
-use crate::udf::{Method, TileDepth, TileSize};
-use serde::Serialize;
+use super::DatasetShape;
+use crate::udf::{Method, TileDepth, TileSize, TilingScheme};
 
 /// Default tile size for tile UDFs and the I/O limit when data must be copied.
 const ONE_MIB: usize = 1 << 20;
@@ -21,55 +20,6 @@ pub struct TileRequest {
     pub method: Method,
     pub depth: TileDepth,
     pub size: TileSize,
-}
-
-/// The negotiated tiling of a run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TilingScheme {
-    /// Frames per tile (tiles at the end of a partition may be shallower). For
-    /// `intent == Partition` every tile is a whole partition whatever this says.
-    pub depth: usize,
-    /// The signal slices of a frame, row-major.
-    pub slices: Vec<SigSlice>,
-    /// The strongest method among the UDFs.
-    #[serde(serialize_with = "serialize_method")]
-    pub intent: Method,
-}
-
-fn serialize_method<S: serde::Serializer>(m: &Method, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(m.name())
-}
-
-impl TilingScheme {
-    /// A scheme cutting frames of shape `sig` into slices of shape `slice` (clipped at
-    /// the borders), `depth` frames deep.
-    pub fn from_tile_shape(depth: usize, slice: &[usize], sig: &[usize], intent: Method) -> Self {
-        let slice: Vec<usize> = slice.iter().zip(sig).map(|(&s, &f)| s.clamp(1, f.max(1))).collect();
-        let counts: Vec<usize> = sig.iter().zip(&slice).map(|(&f, &s)| f.div_ceil(s)).collect();
-        let total: usize = counts.iter().product();
-        let mut slices = Vec::with_capacity(total);
-        for k in 0..total {
-            let mut rem = k;
-            let mut index = vec![0; sig.len()];
-            for d in (0..sig.len()).rev() {
-                index[d] = rem % counts[d];
-                rem /= counts[d];
-            }
-            let origin: Vec<usize> = index.iter().zip(&slice).map(|(&i, &s)| i * s).collect();
-            let shape = origin.iter().zip(&slice).zip(sig).map(|((&o, &s), &f)| s.min(f - o)).collect();
-            slices.push(SigSlice { origin, shape });
-        }
-        TilingScheme { depth: depth.max(1), slices, intent }
-    }
-
-    /// The nominal tile shape `(depth, ..slice shape)`.
-    pub fn tile_shape(&self) -> Vec<usize> {
-        let mut shape = vec![self.depth];
-        if let Some(first) = self.slices.first() {
-            shape.extend_from_slice(&first.shape);
-        }
-        shape
-    }
 }
 
 /// Negotiate the tiling for `requests` (one per UDF).
@@ -240,13 +190,5 @@ mod tests {
         assert_eq!(size(930 * 16 * 128), vec![2, 64]);
         assert_eq!(size(930 * 16 * 129), vec![2, 64]);
         assert_eq!(size(930 * 16 * 10_000), vec![2, 128]);
-    }
-
-    #[test]
-    fn border_slices_are_clipped() {
-        let scheme = TilingScheme::from_tile_shape(7, &[7, 7], &[24, 24], Method::Tile);
-        assert_eq!(scheme.slices.len(), 16);
-        assert_eq!(scheme.slices[3], SigSlice { origin: vec![0, 21], shape: vec![7, 3] });
-        assert_eq!(scheme.slices[15].shape, vec![3, 3]);
     }
 }

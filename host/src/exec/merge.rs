@@ -1,12 +1,17 @@
-//! Main side: the merged buffers of one UDF, and merging partitions into them.
+//! Main side: the merged buffers of every UDF, and merging partitions into them — in
+//! any order, from any engine. [`Merger`] is the one merge path: the in-process
+//! [`super::RunIter`] uses it as much as a Dask client does.
 
-use super::{FailurePoint, RunError, RunShared, initial_buffers};
+use super::partition::{PartitionOutput, check_exported, named};
+use super::plan::{Plan, resolve_params};
+use super::{FailurePoint, RunError, RunResults, RunStats, results};
 use crate::array::NdArray;
-use crate::dataset::Partition;
 use crate::udf::{
-    BufferDecl, BufferKind, BufferUse, BufferViewMut, CallError, DatasetMeta, MergeContext, NamedBuffer, Params,
-    PartitionMeta, Udf,
+    BufferDecl, BufferKind, BufferUse, BufferViewMut, CallError, DatasetMeta, InitContext, InstanceStats, MergeContext,
+    NamedBuffer, Params, PartitionMeta, Udf,
 };
+use std::sync::Arc;
+use std::time::Instant;
 
 /// The dataset-sized buffers of one UDF (nav buffers flat and ROI-compressed), in
 /// declaration order, without result-only buffers.
@@ -36,10 +41,6 @@ impl MergeState {
         let (buffers, kinds) =
             decls.zip(arrays).map(|(d, array)| (NamedBuffer { name: d.name.clone(), array }, d.kind)).unzip();
         MergeState { buffers, kinds }
-    }
-
-    pub(crate) fn new(shared: &RunShared, u: usize) -> Result<Self, RunError> {
-        Ok(Self::from_arrays(&shared.udfs[u].decls, initial_buffers(shared, u)?))
     }
 
     /// Merge `src` — the buffers of the frames `partition.origin..+partition.frames`, in
@@ -91,42 +92,239 @@ impl MergeState {
             .collect();
         udf.merge(ctx, &mut views, src)
     }
-
-    /// Merge one partition of a run (wrapping errors with the run's context).
-    pub(crate) fn merge_partition(
-        &mut self,
-        shared: &RunShared,
-        u: usize,
-        params: &Params,
-        partition: &Partition,
-        src: &[NamedBuffer],
-        damage: &[bool],
-    ) -> Result<(), RunError> {
-        let planned = &shared.udfs[u];
-        let meta = PartitionMeta {
-            index: partition.index,
-            origin: partition.origin,
-            frames: partition.len(),
-            method: planned.plan.method,
-            tiling: shared.tiling.clone(),
-        };
-        self.merge(planned.udf.as_ref(), params, &shared.meta, &meta, src, damage).map_err(|e| {
-            let at = FailurePoint {
-                method: "merge",
-                partition: Some(partition.index),
-                frames: partition.frames.first().zip(partition.frames.last()).map(|(a, b)| (*a, *b)),
-            };
-            shared.udf_error(u, at, e)
-        })
-    }
 }
 
 fn row_bytes(array: &NdArray) -> usize {
     array.shape()[1..].iter().product::<usize>() * array.dtype().size()
 }
 
-/// Copy all of `src` into rows `rows` of `dest` (same row layout, checked on export).
+/// Copy all of `src` into rows `rows` of `dest` (same row layout, checked before).
 fn copy_rows(dest: &mut NdArray, rows: std::ops::Range<usize>, src: &NdArray) {
     let row = row_bytes(dest);
     dest.bytes_mut()[rows.start * row..rows.end * row].copy_from_slice(src.bytes());
+}
+
+/// Each partition's buffers of one UDF, as `(partition index, buffers)` in merge order.
+type KeptBuffers = Vec<(usize, Vec<NamedBuffer>)>;
+
+/// Merges [`PartitionOutput`]s of a plan, in any order, and gives results at any point.
+pub struct Merger {
+    plan: Arc<Plan>,
+    udfs: Vec<Arc<dyn Udf>>,
+    states: Vec<MergeState>,
+    /// Current parameters per UDF (the plan's, or as updated between partitions).
+    params: Vec<Params>,
+    /// Merged nav positions (compressed; LiberTEM's `damage`).
+    damage: Vec<bool>,
+    /// Per partition of the plan (by position): merged yet?
+    merged: Vec<bool>,
+    stats: RunStats,
+    /// Per UDF: instance stats of each merged partition.
+    instances: Vec<Vec<(usize, InstanceStats)>>,
+    /// Per UDF: each partition's buffers, when kept.
+    kept: Option<Vec<KeptBuffers>>,
+}
+
+impl Merger {
+    /// A merger with initial buffers: zeros, or what a UDF's main-side `preprocess`
+    /// makes. `udfs` are the plan's UDFs, in order.
+    ///
+    /// # Errors
+    /// A main-side `preprocess` fails; [`RunError::Internal`] if `udfs` do not match.
+    pub fn new(plan: Arc<Plan>, udfs: Vec<Arc<dyn Udf>>) -> Result<Self, RunError> {
+        if udfs.len() != plan.udfs.len() {
+            return Err(RunError::Internal(format!("{} UDFs for a plan of {}", udfs.len(), plan.udfs.len())));
+        }
+        let params: Vec<Params> = plan.udfs.iter().map(|u| u.params.clone()).collect();
+        let states = (0..udfs.len())
+            .map(|u| {
+                initial_buffers(&plan, udfs[u].as_ref(), u, &params[u])
+                    .map(|a| MergeState::from_arrays(&plan.udfs[u].decls, a))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let stats = RunStats { partitions: plan.partitions.len(), threads: plan.threads, ..RunStats::default() };
+        Ok(Merger {
+            damage: vec![false; plan.meta.frames()],
+            merged: vec![false; plan.partitions.len()],
+            instances: vec![Vec::new(); udfs.len()],
+            kept: None,
+            plan,
+            udfs,
+            states,
+            params,
+            stats,
+        })
+    }
+
+    /// Keep every merged partition's buffers (see [`partition_buffers`](Self::partition_buffers)).
+    pub fn keep_partition_buffers(&mut self, keep: bool) {
+        self.kept = keep.then(|| vec![Vec::new(); self.udfs.len()]);
+    }
+
+    pub fn plan(&self) -> &Arc<Plan> {
+        &self.plan
+    }
+
+    /// Merge one partition's output.
+    ///
+    /// # Errors
+    /// [`RunError::Invalid`] for a partition the plan does not have, one merged before,
+    /// or buffers that do not match the declarations; [`RunError::Udf`] if a UDF's
+    /// merge fails.
+    pub fn merge(&mut self, output: PartitionOutput) -> Result<super::MergeStep, RunError> {
+        let started = Instant::now();
+        let plan = self.plan.clone();
+        let position = plan.partitions.iter().position(|p| p.index == output.index).ok_or_else(|| {
+            RunError::Invalid(format!("partition output {}: the plan has no such partition", output.index))
+        })?;
+        if self.merged[position] {
+            return Err(RunError::Invalid(format!("partition {} was merged already", output.index)));
+        }
+        let partition = &plan.partitions[position];
+        if output.udfs.len() != self.udfs.len() {
+            return Err(RunError::Invalid(format!(
+                "partition output {} has {} UDFs, the plan {}",
+                output.index,
+                output.udfs.len(),
+                self.udfs.len()
+            )));
+        }
+        let tiling = Arc::new(plan.tiling.clone());
+        let at = || FailurePoint::worker("merge", partition.index, &partition.frames);
+        for (u, out) in output.udfs.into_iter().enumerate() {
+            let planned = &plan.udfs[u];
+            // Outputs may come from another process: check them as a worker would.
+            let arrays =
+                check_exported(&planned.decls, out.buffers, partition.len(), &plan.meta.sig_shape).map_err(|e| {
+                    RunError::Invalid(format!("partition output {} of '{}': {e}", output.index, planned.name))
+                })?;
+            let src = named(&planned.decls, arrays);
+            let meta = PartitionMeta {
+                index: partition.index,
+                origin: partition.origin,
+                frames: partition.len(),
+                method: planned.plan.method,
+                tiling: tiling.clone(),
+            };
+            self.states[u]
+                .merge(self.udfs[u].as_ref(), &self.params[u], &plan.meta, &meta, &src, &self.damage)
+                .map_err(|e| self.udf_error(u, at(), e))?;
+            if let Some(stats) = out.stats {
+                self.instances[u].push((partition.index, stats));
+            }
+            if let Some(kept) = &mut self.kept {
+                kept[u].push((partition.index, src));
+            }
+        }
+        let start = partition.origin as usize;
+        self.damage[start..start + partition.len()].fill(true);
+        self.merged[position] = true;
+        self.stats.partitions_merged += 1;
+        self.stats.frames += output.frames;
+        self.stats.bytes_read += output.bytes_read;
+        self.stats.merge_seconds += started.elapsed().as_secs_f64();
+        Ok(super::MergeStep {
+            partition: partition.index,
+            merged: self.stats.partitions_merged,
+            total: self.stats.partitions,
+        })
+    }
+
+    /// Merged nav positions so far (compressed; LiberTEM's `damage`).
+    pub fn damage(&self) -> &[bool] {
+        &self.damage
+    }
+
+    /// Whether every partition of the plan is merged.
+    pub fn is_complete(&self) -> bool {
+        self.merged.iter().all(|&m| m)
+    }
+
+    /// The statistics of what was merged (processing times are the engine's to add).
+    pub fn stats(&self) -> &RunStats {
+        &self.stats
+    }
+
+    /// The current parameters of each UDF.
+    pub fn params(&self) -> &[Params] {
+        &self.params
+    }
+
+    /// Replace parameters of UDF `udf` for partitions merged from now on (LiberTEM's
+    /// `update_parameters_experimental`); only the given names change. Returns the
+    /// resolved parameters, which the engine must also run new partitions with.
+    ///
+    /// # Errors
+    /// No such UDF, an unknown parameter or a wrong type.
+    pub fn update_params(&mut self, udf: usize, updates: &Params) -> Result<Params, RunError> {
+        let planned = self.plan.udfs.get(udf).ok_or_else(|| RunError::Invalid(format!("no UDF {udf} in this run")))?;
+        let mut merged = self.params[udf].clone();
+        for p in updates.iter() {
+            merged.set(&p.name, p.value.clone());
+        }
+        let resolved =
+            resolve_params(&planned.name, &self.udfs[udf].description().params, &merged, &self.plan.meta.nav_shape)?;
+        self.params[udf] = resolved.clone();
+        Ok(resolved)
+    }
+
+    /// Each partition's exported buffers for UDF `udf`, in merge order (only when kept).
+    pub fn partition_buffers(&self, udf: usize) -> &[(usize, Vec<NamedBuffer>)] {
+        self.kept.as_ref().and_then(|k| k.get(udf)).map_or(&[], Vec::as_slice)
+    }
+
+    /// The results of what has been merged so far (calls `get_results`; LiberTEM's
+    /// `UDFResultsLazy.buffers`).
+    ///
+    /// # Errors
+    /// A UDF's `get_results` fails or returns something that breaks the rules.
+    pub fn results(&self) -> Result<RunResults, RunError> {
+        let started = Instant::now();
+        let udfs = (0..self.udfs.len())
+            .map(|u| {
+                let mut r = results::finish(
+                    &self.plan,
+                    self.udfs[u].as_ref(),
+                    u,
+                    &self.params[u],
+                    &self.states[u],
+                    &self.damage,
+                )?;
+                r.instances = self.instances[u].clone();
+                Ok(r)
+            })
+            .collect::<Result<Vec<_>, RunError>>()?;
+        let mut stats = self.stats.clone();
+        stats.results_seconds = started.elapsed().as_secs_f64();
+        Ok(RunResults { udfs, stats, damage: self.damage.clone(), input_dtype: self.plan.meta.input_dtype })
+    }
+
+    pub(crate) fn udf_error(&self, u: usize, at: FailurePoint, error: CallError) -> RunError {
+        RunError::Udf { udf: self.plan.udfs[u].name.clone(), source_path: self.udfs[u].source().to_owned(), at, error }
+    }
+}
+
+/// Initial merged buffers of UDF `u`: zeros, or what its main-side preprocess makes.
+fn initial_buffers(plan: &Plan, udf: &dyn Udf, u: usize, params: &Params) -> Result<Vec<NdArray>, RunError> {
+    let decls = &plan.udfs[u].decls;
+    let frames = plan.meta.frames();
+    if !udf.description().main_preprocess {
+        return Ok(MergeState::zeros(decls, frames, &plan.meta.sig_shape)
+            .buffers
+            .into_iter()
+            .map(|b| b.array)
+            .collect());
+    }
+    let error = |method, e| RunError::Udf {
+        udf: plan.udfs[u].name.clone(),
+        source_path: udf.source().to_owned(),
+        at: FailurePoint::main(method),
+        error: e,
+    };
+    let main_params = plan.instance_params(params, udf.description(), None);
+    let ctx = InitContext { params: &main_params, dataset: &plan.meta, partition: None };
+    let mut runner = udf.start(ctx).map_err(|e| error("init (main)", e))?;
+    runner.preprocess().map_err(|e| error("preprocess (main)", e))?;
+    let exported = runner.export().map_err(|e| error("export_buffers (main)", e))?;
+    check_exported(decls, exported, frames, &plan.meta.sig_shape).map_err(|e| error("export_buffers (main)", e))
 }

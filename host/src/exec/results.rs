@@ -2,12 +2,11 @@
 //! API.md §5, valid masks (§9), and nav buffers expanded to the nav shape with the ROI
 //! fill values (§3.1).
 
-use super::{FailurePoint, MergeState, RunError, RunShared, RunStats};
+use super::plan::Plan;
+use super::{FailurePoint, MergeState, RunError, RunStats};
 use crate::array::NdArray;
 use crate::dtype::DType;
-use crate::udf::{
-    BufferKind, BufferUse, CallError, InstanceStats, Method, NamedBuffer, Params, ResultEntry, ResultsContext,
-};
+use crate::udf::{BufferKind, BufferUse, CallError, InstanceStats, Method, Params, ResultEntry, ResultsContext, Udf};
 
 /// The results of a run.
 #[derive(Debug, Clone)]
@@ -69,27 +68,32 @@ impl ResultBuffer {
 
 /// Produce the results of UDF `u` from its merged state.
 pub(crate) fn finish(
-    shared: &RunShared,
+    plan: &Plan,
+    udf: &dyn Udf,
     u: usize,
     params: &Params,
     state: &MergeState,
     damage: &[bool],
 ) -> Result<UdfResults, RunError> {
-    let planned = &shared.udfs[u];
-    let desc = planned.udf.description();
-    let frames = shared.meta.frames();
-    let sig = &shared.meta.sig_shape;
-    let contract =
-        |e: CallError| shared.udf_error(u, FailurePoint { method: "get_results", partition: None, frames: None }, e);
+    let planned = &plan.udfs[u];
+    let desc = udf.description();
+    let frames = plan.meta.frames();
+    let sig = &plan.meta.sig_shape;
+    let contract = |error: CallError| RunError::Udf {
+        udf: planned.name.clone(),
+        source_path: udf.source().to_owned(),
+        at: FailurePoint::main("get_results"),
+        error,
+    };
 
     let entries: Vec<ResultEntry> = if desc.custom_results {
         let ctx = ResultsContext {
             params,
-            dataset: &shared.meta,
+            dataset: &plan.meta,
             valid_nav_mask: damage,
-            roi: shared.roi.as_ref().map(|r| r.mask()),
+            roi: plan.roi.as_ref().map(|r| r.mask()),
         };
-        planned.udf.get_results(ctx, &state.buffers).map_err(contract)?
+        udf.get_results(ctx, &state.buffers).map_err(contract)?
     } else {
         Vec::new()
     };
@@ -133,11 +137,16 @@ pub(crate) fn finish(
                     decl.name
                 ))));
             }
-            (None, BufferUse::Normal) => (merged(&state.buffers, &decl.name).clone(), None),
+            (None, BufferUse::Normal) => {
+                let merged = state.buffers.iter().find(|b| b.name == decl.name).ok_or_else(|| {
+                    RunError::Internal(format!("buffer '{}' of '{}' was never merged", decl.name, planned.name))
+                })?;
+                (merged.array.clone(), None)
+            }
         };
         let valid_raw = valid_mask(decl.kind, &raw, custom_valid.as_deref(), damage, frames)
             .map_err(|m| contract(CallError::Contract(format!("valid mask of '{}': {m}", decl.name))))?;
-        let (data, valid) = expand(shared, decl.kind, &decl.extra_shape, &raw, &valid_raw);
+        let (data, valid) = expand(plan, decl.kind, &decl.extra_shape, &raw, &valid_raw);
         let all_valid = valid.bytes().iter().all(|&b| b != 0);
         buffers.push(ResultBuffer {
             name: decl.name.clone(),
@@ -151,18 +160,13 @@ pub(crate) fn finish(
     }
     Ok(UdfResults {
         name: planned.name.clone(),
-        source: planned.udf.source().to_owned(),
+        source: udf.source().to_owned(),
         version: desc.version.clone(),
         method: planned.plan.method,
         params: params.clone(),
         buffers,
         instances: Vec::new(),
     })
-}
-
-fn merged<'a>(buffers: &'a [NamedBuffer], name: &str) -> &'a NdArray {
-    let found = buffers.iter().find(|b| b.name == name);
-    &found.unwrap_or_else(|| unreachable!("every normal buffer is merged")).array
 }
 
 /// The valid mask of a raw result, one bool per element: the default (nav: merged
@@ -195,14 +199,14 @@ fn valid_mask(
 }
 
 /// Nav results to the full nav shape (fill outside the ROI); others unchanged.
-fn expand(shared: &RunShared, kind: BufferKind, extra: &[usize], raw: &NdArray, valid: &[bool]) -> (NdArray, NdArray) {
+fn expand(plan: &Plan, kind: BufferKind, extra: &[usize], raw: &NdArray, valid: &[bool]) -> (NdArray, NdArray) {
     let valid_raw = NdArray::from_bools(raw.shape(), valid).unwrap_or_else(|_| unreachable!("one per element"));
     if kind != BufferKind::Nav {
         return (raw.clone(), valid_raw);
     }
-    let mut shape = shared.meta.nav_shape.clone();
+    let mut shape = plan.meta.nav_shape.clone();
     shape.extend_from_slice(extra);
-    let Some(roi) = &shared.roi else {
+    let Some(roi) = &plan.roi else {
         let reshape = |a: &NdArray| a.clone().reshape(&shape).unwrap_or_else(|_| unreachable!("same size"));
         return (reshape(raw), reshape(&valid_raw));
     };

@@ -5,13 +5,13 @@
 
 use super::bindings::udf::plugin::types as wit;
 use crate::array::NdArray;
-use crate::dataset::{SigSlice, TilingScheme};
 use crate::dtype::DType;
 use crate::udf::{
     BufferDecl, BufferKind, BufferUse, CallError, DTypePreference, DataAccess, DatasetMeta, Description, DeviceClass,
     ErrorKind, Method, Param, ParamSpec, ParamType, ParamValue, PartitionMeta, RunPlan, TileDepth, TileSize,
     TilingPreferences,
 };
+use crate::udf::{SigSlice, TilingScheme};
 use std::sync::Arc;
 
 #[cfg(not(target_pointer_width = "64"))]

@@ -15,15 +15,17 @@
 use super::bindings::udf::plugin::types as wit;
 use super::convert::array_case;
 use crate::dtype::DType;
-use crate::udf::DataAccess;
+use crate::udf::{DataAccess, TileSource};
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use wasmtime::ValRaw;
 use wasmtime::component::__internal::{CanonicalAbiInfo, InstanceType, InterfaceType, LowerContext};
 use wasmtime::component::{ComponentType, Lower};
 
-/// Writes a tile's bytes into the slice it is given (exactly the tile's size).
-pub type ReadInto<'a> = dyn Fn(&mut [u8]) -> wasmtime::Result<()> + Sync + 'a;
+/// Writes a tile's bytes into the slice it is given (exactly the tile's size). A read
+/// failure travels through the lowering as the [`crate::udf::TileReadError`] inside a
+/// `wasmtime::Error`, which the caller downcasts.
+pub type ReadInto<'a> = dyn TileSource + 'a;
 
 /// A `list<E>` whose bytes are written by `read` into the guest's allocation.
 pub struct ReadList<'a, E> {
@@ -54,7 +56,7 @@ impl<'a, E: ComponentType> ReadList<'a, E> {
             .get_mut(ptr..)
             .and_then(|rest| rest.get_mut(..size))
             .ok_or_else(|| wasmtime::format_err!("realloc return: beyond end of memory"))?;
-        (self.read)(dst)?;
+        self.read.read_into(dst)?;
         Ok(ptr)
     }
 }

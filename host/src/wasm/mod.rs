@@ -247,14 +247,35 @@ impl WasmRuntime {
     /// [`LoadError`] naming the file and the problem.
     pub fn load(&self, path: &Path) -> Result<(WasmUdf, LoadStats), LoadError> {
         let started = Instant::now();
+        let wasm = std::fs::read(path).map_err(|e| LoadError {
+            path: path.to_owned(),
+            kind: LoadErrorKind::Read,
+            message: format!("cannot read the file: {e}"),
+        })?;
+        let (udf, stats) = self.load_bytes(path, &wasm)?;
+        Ok((udf, LoadStats { load_time: started.elapsed(), ..stats }))
+    }
+
+    /// Load a plugin from its bytes (e.g. sent to a worker process); `path` is where it
+    /// came from, for messages and run plans.
+    ///
+    /// # Errors
+    /// [`LoadError`] naming `path` and the problem.
+    pub fn load_bytes(&self, path: &Path, wasm: &[u8]) -> Result<(WasmUdf, LoadStats), LoadError> {
+        let started = Instant::now();
         let err = |kind, message: String| LoadError { path: path.to_owned(), kind, message };
-        let wasm = std::fs::read(path).map_err(|e| err(LoadErrorKind::Read, format!("cannot read the file: {e}")))?;
-        check_header(&wasm).map_err(|(kind, message)| err(kind, message))?;
-        let (component, cache) = self.compile(&wasm).map_err(|(kind, message)| err(kind, message))?;
+        check_header(wasm).map_err(|(kind, message)| err(kind, message))?;
+        let (component, cache) = self.compile(wasm).map_err(|(kind, message)| err(kind, message))?;
         check_interface(&component, &self.shared.engine).map_err(|(kind, message)| err(kind, message))?;
-        let udf = WasmUdf::new(self.shared.clone(), path, &component)?;
+        let udf = WasmUdf::new(self.shared.clone(), path, sha256_hex(wasm), &component)?;
         Ok((udf, LoadStats { cache, load_time: started.elapsed() }))
     }
+}
+
+/// The SHA-256 of a plugin's bytes as lowercase hex: how run plans identify a plugin.
+pub fn sha256_hex(wasm: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(wasm).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl WasmRuntime {

@@ -8,7 +8,8 @@ use super::state::{HostState, LogOrigin};
 use super::{LoadError, LoadErrorKind, Shared, WIT_PACKAGE, WIT_VERSION};
 use crate::udf::{
     BufferDecl, BufferViewMut, CallError, DataAccess, DatasetMeta, Description, InitContext, InstanceStats,
-    MergeContext, NamedBuffer, Params, PartitionRunner, ReadTile, ResultEntry, ResultsContext, RunPlan, Tile, Udf,
+    MergeContext, NamedBuffer, Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile, TileReadError,
+    TileSource, Udf, UdfOrigin, UnreadError,
 };
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -21,6 +22,9 @@ use wasmtime::{Store, UpdateDeadline};
 pub struct WasmUdf {
     shared: Arc<Shared>,
     source: String,
+    path: std::path::PathBuf,
+    /// SHA-256 of the component's bytes (hex).
+    sha256: String,
     name: Arc<str>,
     description: Description,
     pre: UdfPluginPre<HostState>,
@@ -39,7 +43,12 @@ struct Instance {
 }
 
 impl WasmUdf {
-    pub(super) fn new(shared: Arc<Shared>, path: &Path, component: &Component) -> Result<Self, LoadError> {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        path: &Path,
+        sha256: String,
+        component: &Component,
+    ) -> Result<Self, LoadError> {
         let source = path.display().to_string();
         let err = |kind, message: String| LoadError { path: path.to_owned(), kind, message };
         let pre = shared
@@ -56,6 +65,8 @@ impl WasmUdf {
         let mut udf = WasmUdf {
             shared,
             source: source.clone(),
+            path: path.to_owned(),
+            sha256,
             name: Arc::from(source.as_str()),
             description: placeholder_description(),
             pre,
@@ -134,6 +145,16 @@ impl Instance {
         shared: &Shared,
         f: impl FnOnce(&UdfPlugin, &mut Store<HostState>) -> wasmtime::Result<Result<R, wit::UdfError>>,
     ) -> Result<R, CallError> {
+        self.call_raw(shared, f).map_err(|e| trap(shared, e, self.store.data().log_tail()))?.map_err(error_from_wit)
+    }
+
+    /// A call, counted in the statistics, with wasmtime's error as it is (the caller
+    /// may look inside it before it becomes a [`CallError`]).
+    fn call_raw<R>(
+        &mut self,
+        shared: &Shared,
+        f: impl FnOnce(&UdfPlugin, &mut Store<HostState>) -> wasmtime::Result<Result<R, wit::UdfError>>,
+    ) -> wasmtime::Result<Result<R, wit::UdfError>> {
         if shared.epochs {
             arm(shared, &mut self.store);
         }
@@ -142,11 +163,7 @@ impl Instance {
         let state = self.store.data_mut();
         state.stats.calls += 1;
         state.stats.call_seconds += started.elapsed().as_secs_f64();
-        match outcome {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) => Err(error_from_wit(e)),
-            Err(e) => Err(trap(shared, e, self.store.data().log_tail())),
-        }
+        outcome
     }
 }
 
@@ -233,6 +250,14 @@ impl Udf for WasmUdf {
 
     fn source(&self) -> &str {
         &self.source
+    }
+
+    fn origin(&self) -> UdfOrigin {
+        UdfOrigin::Wasm { path: self.path.clone(), sha256: self.sha256.clone() }
+    }
+
+    fn interrupt(&self) {
+        self.shared.interrupts.fetch_add(1, Ordering::SeqCst);
     }
 
     fn plan(&self, params: &Params, dataset: &DatasetMeta) -> Result<RunPlan, CallError> {
@@ -353,13 +378,18 @@ impl WasmPartition<'_> {
     fn timed_process(
         &mut self,
         f: impl FnOnce(&UdfPlugin, &mut Store<HostState>) -> wasmtime::Result<Result<(), wit::UdfError>>,
-    ) -> Result<(), CallError> {
+    ) -> wasmtime::Result<Result<(), wit::UdfError>> {
         let started = Instant::now();
-        let result = self.instance.call(&self.udf.shared, f);
+        let result = self.instance.call_raw(&self.udf.shared, f);
         let stats = &mut self.instance.store.data_mut().stats;
         stats.process_calls += 1;
         stats.process_seconds += started.elapsed().as_secs_f64();
         result
+    }
+
+    /// A trap or typed error of a `process` call as a [`CallError`].
+    fn call_error(&self, outcome: wasmtime::Result<Result<(), wit::UdfError>>) -> Result<(), CallError> {
+        outcome.map_err(|e| trap(&self.udf.shared, e, self.instance.store.data().log_tail()))?.map_err(error_from_wit)
     }
 }
 
@@ -377,16 +407,15 @@ impl PartitionRunner for WasmPartition<'_> {
             true_nav_indices: tile.true_nav_indices,
             data: array_data(tile.dtype, tile.data, self.udf.access()),
         };
-        self.timed_process(|p, s| p.udf_plugin_udf().call_process(s, wit_tile))
+        let outcome = self.timed_process(|p, s| p.udf_plugin_udf().call_process(s, wit_tile));
+        self.call_error(outcome)
     }
 
     fn reads_tiles(&self) -> bool {
         true
     }
 
-    fn process_unread(&mut self, tile: &Tile<'_>, read: &ReadTile<'_>) -> Result<(), CallError> {
-        let read_into =
-            |dst: &mut [u8]| read(dst).map_err(|message| wasmtime::format_err!("reading the tile: {message}"));
+    fn process_unread(&mut self, tile: &Tile<'_>, source: &dyn TileSource) -> Result<(), UnreadError> {
         let bytes = tile.frames * tile.sig.len() * tile.dtype.size();
         let guest_tile = GuestTile {
             origin: tile.origin,
@@ -394,11 +423,20 @@ impl PartitionRunner for WasmPartition<'_> {
             scheme_index: tile.scheme_index as u32,
             sig: sig_slice_to_wit(tile.sig),
             true_nav_indices: tile.true_nav_indices,
-            data: GuestArrayData::new(tile.dtype, self.udf.access(), bytes, &read_into),
+            data: GuestArrayData::new(tile.dtype, self.udf.access(), bytes, source),
         };
         // SAFETY: `instantiate` type-checked `process` against exactly these types.
         let process = unsafe { TypedFunc::<ProcessParams<'_>, ProcessResults>::new_unchecked(self.instance.process) };
-        self.timed_process(|_, s| process.call(s, (guest_tile,)).map(|(result,)| result))
+        let outcome = self.timed_process(|_, s| process.call(s, (guest_tile,)).map(|(result,)| result));
+        // A read that failed inside the lowering is the dataset's failure, not the plugin's.
+        let outcome = match outcome {
+            Err(e) => match e.downcast::<TileReadError>() {
+                Ok(read) => return Err(UnreadError::Read(read)),
+                Err(e) => Err(e),
+            },
+            other => other,
+        };
+        Ok(self.call_error(outcome)?)
     }
 
     fn stats(&self) -> Option<InstanceStats> {

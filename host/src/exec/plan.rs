@@ -1,0 +1,552 @@
+//! The run plan: everything decided before the first tile is read, made once and
+//! serialisable, so that workers in other processes run exactly the same run.
+//!
+//! Planning is a sequence of named steps ([`Plan::make`]): check the ROI, name the UDFs,
+//! resolve their params and choices, agree on one input dtype, declare buffers, decide
+//! whether integers are converted on read, split into partitions, negotiate the tiling,
+//! check the merged buffers fit in memory.
+
+use super::{DEFAULT_MAX_RESULT_BYTES, RunError, RunOptions, UdfSpec};
+use crate::dataset::{Dataset, DatasetShape, DatasetSpec, OpenedDataset, Partition, TileRequest, TilingScheme};
+use crate::dtype::{DType, StoredDType, result_type};
+use crate::roi::Roi;
+use crate::udf::{
+    BufferDecl, BufferKind, BufferUse, CallError, DTypePreference, DatasetMeta, Description, DeviceClass, FUSED_STORED,
+    Method, ParamSpec, ParamValue, Params, RunPlan, Udf, UdfOrigin,
+};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// The version of the plan format; a worker refuses plans of another version.
+pub const PLAN_VERSION: u32 = 1;
+
+/// A planned run. Serialise it with [`Plan::to_json`] and run partitions from it with
+/// [`super::Worker`] anywhere that has the data and the plugins.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(into = "repr::PlanRepr", try_from = "repr::PlanRepr")]
+pub struct Plan {
+    /// How to open the dataset again (`None`: opened here without one; the plan then
+    /// runs in this process only).
+    pub dataset: Option<DatasetSpec>,
+    pub shape: DatasetShape,
+    pub stored_dtype: StoredDType,
+    /// The meta every call sees (the agreed input dtype included).
+    pub meta: DatasetMeta,
+    pub udfs: Vec<PlannedUdf>,
+    pub roi: Option<Roi>,
+    /// The partitions with selected frames.
+    pub partitions: Vec<Partition>,
+    pub tiling: TilingScheme,
+    /// The dtype of tiles mapped straight from the file: the input dtype, or the stored
+    /// integer dtype when every UDF converts on read.
+    pub direct_dtype: DType,
+    /// Threads of the in-process engine (the default partition count follows it).
+    pub threads: usize,
+    pub limits: Limits,
+}
+
+/// One UDF of a plan.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PlannedUdf {
+    /// Unique name in this run (output directory; `--param NAME.x=`).
+    pub name: String,
+    /// Where to load it from.
+    pub origin: UdfOrigin,
+    /// The version its description gave (a worker checks it loaded the same).
+    pub version: String,
+    /// Resolved parameters (defaults filled in; nav aux arrays flattened to `(nav_len, ..)`).
+    pub params: Params,
+    pub plan: RunPlan,
+    pub decls: Vec<BufferDecl>,
+}
+
+/// The limits wasm plugins run under.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Wall-clock limit per call, in seconds (ignored when `trusted`).
+    pub timeout_seconds: f64,
+    /// Linear memory per instance, in bytes.
+    pub max_memory: u64,
+    /// No timeout checks (epoch interruption off).
+    pub trusted: bool,
+}
+
+impl Default for Limits {
+    /// The wasm runtime's defaults: 300 s per call, 4 GiB per instance, untrusted.
+    fn default() -> Self {
+        Limits { timeout_seconds: 300.0, max_memory: 4 << 30, trusted: false }
+    }
+}
+
+/// Turns a plan's UDF origins back into UDFs in a worker process (built-ins by name,
+/// wasm plugins by path or by bytes sent ahead, checked against the hash).
+/// [`crate::loader::Loader`] is the implementation for built-ins and wasm plugins.
+pub trait UdfLoader {
+    /// The UDF `origin` names.
+    ///
+    /// # Errors
+    /// A message saying why it cannot be loaded here (missing file, other bytes, ...).
+    fn load(&self, origin: &UdfOrigin) -> Result<Arc<dyn Udf>, String>;
+}
+
+impl Plan {
+    /// The plan as JSON (arrays as base64 of their bytes).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| unreachable!("a plan always serialises: {e}"))
+    }
+
+    /// A plan from [`Plan::to_json`]'s output, checked for consistency.
+    ///
+    /// # Errors
+    /// [`RunError::Invalid`] for malformed JSON, another plan version, or a plan that
+    /// contradicts itself.
+    pub fn from_json(json: &str) -> Result<Plan, RunError> {
+        serde_json::from_str(json).map_err(|e| RunError::Invalid(format!("not a valid run plan: {e}")))
+    }
+
+    /// The indices of the partitions to run.
+    pub fn partition_indices(&self) -> impl Iterator<Item = usize> + '_ {
+        self.partitions.iter().map(|p| p.index)
+    }
+
+    /// The partition with index `index`.
+    ///
+    /// # Errors
+    /// [`RunError::Invalid`] if the plan has none (an empty one, or out of range).
+    pub fn partition(&self, index: usize) -> Result<&Partition, RunError> {
+        self.partitions.iter().find(|p| p.index == index).ok_or_else(|| {
+            RunError::Invalid(format!(
+                "the plan has no partition {index} (it runs {} partitions: {:?}...)",
+                self.partitions.len(),
+                self.partition_indices().take(8).collect::<Vec<_>>()
+            ))
+        })
+    }
+
+    /// Plan a run (see the module docs for the steps).
+    pub(crate) fn make(opened: &OpenedDataset, udfs: &[UdfSpec], options: &RunOptions) -> Result<Plan, RunError> {
+        if udfs.is_empty() {
+            return Err(RunError::Invalid("no UDF to run".into()));
+        }
+        let dataset = opened.dataset.as_ref();
+        let shape = dataset.shape().clone();
+        let stored = dataset.stored_dtype();
+        check_roi(options.roi.as_ref(), &shape)?;
+        let threads =
+            options.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
+        let mut meta = DatasetMeta {
+            nav_shape: shape.nav.clone(),
+            sig_shape: shape.sig.clone(),
+            dataset_dtype: stored.dtype,
+            input_dtype: stored.dtype,
+            roi_count: options.roi.as_ref().map(Roi::count),
+            device_class: DeviceClass::Cpu,
+            threads_per_worker: 1,
+        };
+        let names = unique_names(udfs);
+        let (params, choices) = resolve_and_choose(udfs, &names, &meta, options.force_method)?;
+        meta.input_dtype = agree_input_dtype(stored.dtype, &choices);
+        let mut planned = Vec::with_capacity(udfs.len());
+        for (((spec, name), params), plan) in udfs.iter().zip(names).zip(params).zip(choices) {
+            let decls = declare_buffers(spec.udf.as_ref(), &name, &params, &meta)?;
+            let origin = spec.udf.origin();
+            let version = spec.udf.description().version.clone();
+            planned.push(PlannedUdf { name, origin, version, params, plan, decls });
+        }
+        let readers: Vec<&dyn Udf> = udfs.iter().map(|s| s.udf.as_ref()).collect();
+        let direct_dtype = direct_dtype(dataset, &readers, &meta, options);
+        let count = options
+            .partitions
+            .unwrap_or_else(|| crate::dataset::default_partition_count(shape.nav_len(), shape.sig_len(), threads));
+        let partitions = crate::dataset::plan_partitions(shape.nav_len(), count, options.roi.as_ref());
+        let tiling = negotiate_tiling(dataset, &planned, &readers, &meta, direct_dtype, &partitions, options)?;
+        check_result_memory(&planned, &meta, options.max_result_bytes.unwrap_or(DEFAULT_MAX_RESULT_BYTES))?;
+        Ok(Plan {
+            dataset: opened.spec.clone(),
+            shape,
+            stored_dtype: stored,
+            meta,
+            udfs: planned,
+            roi: options.roi.clone(),
+            partitions,
+            tiling,
+            direct_dtype,
+            threads,
+            limits: options.limits,
+        })
+    }
+
+    /// The params one instance of UDF `u` sees: nav aux arrays cut to the partition's
+    /// selected frames (or, on the main side, `partition: None`, to all selected frames).
+    pub(crate) fn instance_params(&self, params: &Params, desc: &Description, partition: Option<&Partition>) -> Params {
+        let mut out = params.clone();
+        for spec in desc.params.iter().filter(|s| s.nav_aux) {
+            let Some(ParamValue::Array(array)) = params.get(&spec.name) else { continue };
+            let sliced = match (partition, &self.roi) {
+                (Some(p), _) => array.select_rows(p.frames.iter().map(|&f| f as usize)),
+                (None, Some(roi)) => array.select_rows(roi.selected()),
+                (None, None) => continue,
+            };
+            out.set(&spec.name, ParamValue::Array(Arc::new(sliced)));
+        }
+        out
+    }
+}
+
+/// Step: the ROI covers the nav shape.
+fn check_roi(roi: Option<&Roi>, shape: &DatasetShape) -> Result<(), RunError> {
+    match roi {
+        Some(roi) if roi.len() != shape.nav_len() => Err(RunError::Invalid(format!(
+            "the ROI has {} positions, but the dataset's nav shape {:?} has {}",
+            roi.len(),
+            shape.nav,
+            shape.nav_len()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Step: a unique name per UDF, `NAME`, `NAME-2`, ... for repeats.
+fn unique_names(udfs: &[UdfSpec]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::with_capacity(udfs.len());
+    for spec in udfs {
+        let base = &spec.udf.description().name;
+        let mut name = base.clone();
+        let mut k = 2;
+        while names.contains(&name) {
+            name = format!("{base}-{k}");
+            k += 1;
+        }
+        names.push(name);
+    }
+    names
+}
+
+/// Step: resolve each UDF's params against its description and ask it for its choices
+/// (method, preferred dtype, tiling).
+fn resolve_and_choose(
+    udfs: &[UdfSpec],
+    names: &[String],
+    meta: &DatasetMeta,
+    force_method: Option<Method>,
+) -> Result<(Vec<Params>, Vec<RunPlan>), RunError> {
+    let mut all_params = Vec::with_capacity(udfs.len());
+    let mut choices = Vec::with_capacity(udfs.len());
+    for (spec, name) in udfs.iter().zip(names) {
+        let desc = spec.udf.description();
+        let params = resolve_params(name, &desc.params, &spec.params, &meta.nav_shape)?;
+        let mut plan = spec.udf.plan(&params, meta).map_err(|e| main_call_error(spec.udf.as_ref(), name, "plan", e))?;
+        if let Some(method) = force_method {
+            plan.method = method;
+        }
+        if !desc.methods.contains(&plan.method) {
+            return Err(RunError::Invalid(format!(
+                "'{name}' chose the {} method, but it only implements {}",
+                plan.method.name(),
+                desc.methods.iter().map(|m| m.name()).collect::<Vec<_>>().join(", ")
+            )));
+        }
+        all_params.push(params);
+        choices.push(plan);
+    }
+    Ok((all_params, choices))
+}
+
+/// Step: one input dtype for all, folding each preference with the stored dtype
+/// (NumPy's `result_type`, API.md §6).
+fn agree_input_dtype(stored: DType, choices: &[RunPlan]) -> DType {
+    choices.iter().fold(stored, |acc, p| match p.input_dtype {
+        DTypePreference::Native => acc,
+        DTypePreference::Prefer(d) => result_type(d, acc),
+    })
+}
+
+/// Step: a UDF's buffer declarations, checked against the rules of API.md §5.
+fn declare_buffers(
+    udf: &dyn Udf,
+    name: &str,
+    params: &Params,
+    meta: &DatasetMeta,
+) -> Result<Vec<BufferDecl>, RunError> {
+    let decls = udf.result_buffers(params, meta).map_err(|e| main_call_error(udf, name, "result_buffers", e))?;
+    check_declarations(name, udf.description(), &decls, meta.frames(), &meta.sig_shape)?;
+    Ok(decls)
+}
+
+/// Step: integer files read by UDFs that all convert on read (and read in place) are
+/// mapped in unconverted; otherwise tiles come in the input dtype.
+fn direct_dtype(dataset: &dyn Dataset, udfs: &[&dyn Udf], meta: &DatasetMeta, options: &RunOptions) -> DType {
+    let stored = dataset.stored_dtype();
+    let fuses = !options.convert_in_executor
+        && options.roi.is_none()
+        && matches!(meta.input_dtype, DType::F32 | DType::F64)
+        && FUSED_STORED.contains(&stored.dtype)
+        && !stored.needs_conversion_to(stored.dtype)
+        && udfs.iter().all(|u| u.reads_in_place() && u.converts_on_read())
+        && dataset.shape().nav_len() > 0
+        && dataset.direct_frames(0..1, stored.dtype).is_some();
+    if fuses { stored.dtype } else { meta.input_dtype }
+}
+
+/// Step: the tile shape, negotiated from every UDF's wishes (API.md §7) or forced.
+fn negotiate_tiling(
+    dataset: &dyn Dataset,
+    planned: &[PlannedUdf],
+    udfs: &[&dyn Udf],
+    meta: &DatasetMeta,
+    direct_dtype: DType,
+    partitions: &[Partition],
+    options: &RunOptions,
+) -> Result<TilingScheme, RunError> {
+    let shape = dataset.shape();
+    let intent = strongest_method(planned);
+    if let Some(forced) = &options.tile_shape {
+        if forced.len() != shape.sig.len() + 1 || forced.contains(&0) {
+            return Err(RunError::Invalid(format!(
+                "tile shape {forced:?} must be [depth, ..{} positive signal extents]",
+                shape.sig.len()
+            )));
+        }
+        let slice = if intent == Method::Tile { &forced[1..] } else { &shape.sig[..] };
+        return Ok(TilingScheme::from_tile_shape(forced[0], slice, &shape.sig, intent));
+    }
+    let requests: Vec<TileRequest> = planned
+        .iter()
+        .map(|p| TileRequest { method: p.plan.method, depth: p.plan.tiling.depth, size: p.plan.tiling.total_size })
+        .collect();
+    let stored = dataset.stored_dtype();
+    // A copy is needed unless every UDF is native and the data can be mapped straight
+    // in; wasm plugins always need one (into guest memory).
+    let needs_copy = (stored.needs_conversion_to(meta.input_dtype) && direct_dtype == meta.input_dtype)
+        || options.roi.is_some()
+        || udfs.iter().any(|u| !u.reads_in_place());
+    let tiling = crate::dataset::negotiate(
+        &requests,
+        shape,
+        &dataset.base_shape(),
+        partitions.first().map_or(1, Partition::len),
+        meta.input_dtype.size(),
+        stored.dtype.size(),
+        needs_copy,
+    );
+    debug_assert!(intent != Method::Partition || tiling.intent == Method::Partition);
+    Ok(tiling)
+}
+
+/// The strongest method among the UDFs: partition > frame > tile.
+fn strongest_method(planned: &[PlannedUdf]) -> Method {
+    let uses = |m| planned.iter().any(|u| u.plan.method == m);
+    if uses(Method::Partition) {
+        Method::Partition
+    } else if uses(Method::Frame) {
+        Method::Frame
+    } else {
+        Method::Tile
+    }
+}
+
+/// Step: the merged buffers of every UDF must fit in `cap` bytes of host memory.
+fn check_result_memory(planned: &[PlannedUdf], meta: &DatasetMeta, cap: u64) -> Result<(), RunError> {
+    let frames = meta.frames();
+    let bytes = |d: &BufferDecl| {
+        d.storage_shape(frames, &meta.sig_shape).iter().product::<usize>() as u64 * d.dtype.size() as u64
+    };
+    let merged = planned.iter().flat_map(|p| p.decls.iter().filter(|d| d.usage != BufferUse::ResultOnly));
+    let total = merged.map(bytes).fold(0u64, u64::saturating_add);
+    if total <= cap {
+        return Ok(());
+    }
+    let largest = planned
+        .iter()
+        .flat_map(|p| p.decls.iter().map(move |d| (p, d)))
+        .max_by_key(|(_, d)| bytes(d))
+        .map(|(p, d)| format!("'{}' of '{}'", d.name, p.name))
+        .unwrap_or_default();
+    Err(RunError::Invalid(format!(
+        "the merged results would need {:.1} GiB of memory, more than the limit of {:.1} GiB \
+         (largest buffer: {largest}); process fewer frames (a ROI) or raise --max-result-memory",
+        total as f64 / (1u64 << 30) as f64,
+        cap as f64 / (1u64 << 30) as f64
+    )))
+}
+
+/// A failed main-side call while planning.
+fn main_call_error(udf: &dyn Udf, name: &str, method: &'static str, error: CallError) -> RunError {
+    RunError::Udf {
+        udf: name.to_owned(),
+        source_path: udf.source().to_owned(),
+        at: super::FailurePoint::main(method),
+        error,
+    }
+}
+
+/// Resolve `given` against a UDF's parameter specs (defaults, types, unknown names) and
+/// flatten nav aux arrays to `(nav_len, ..extra)`. Used when planning and for
+/// `update_params` between partitions.
+pub(crate) fn resolve_params(
+    name: &str,
+    specs: &[ParamSpec],
+    given: &Params,
+    nav: &[usize],
+) -> Result<Params, RunError> {
+    let mut params = crate::params::resolve(name, specs, given).map_err(RunError::Invalid)?;
+    let nav_len: usize = nav.iter().product();
+    for spec in specs.iter().filter(|s| s.nav_aux) {
+        let Some(ParamValue::Array(array)) = params.get(&spec.name) else { continue };
+        let shape = array.shape();
+        let extra = if shape.len() >= nav.len() && shape[..nav.len()] == *nav {
+            shape[nav.len()..].to_vec()
+        } else if shape.first() == Some(&nav_len) {
+            shape[1..].to_vec()
+        } else {
+            return Err(RunError::Invalid(format!(
+                "aux parameter '{}' of '{name}' has shape {shape:?}; its leading axes must be the nav shape {nav:?} (or {nav_len})",
+                spec.name
+            )));
+        };
+        let mut flat = vec![nav_len];
+        flat.extend(extra);
+        let reshaped = (**array).clone().reshape(&flat).map_err(|e| RunError::Invalid(e.to_string()))?;
+        params.set(&spec.name, ParamValue::Array(Arc::new(reshaped)));
+    }
+    Ok(params)
+}
+
+/// Check declarations against the rules of API.md §5.
+fn check_declarations(
+    name: &str,
+    desc: &Description,
+    decls: &[BufferDecl],
+    frames: usize,
+    sig: &[usize],
+) -> Result<(), RunError> {
+    for (i, d) in decls.iter().enumerate() {
+        let shape = d.storage_shape(frames, sig);
+        if shape.iter().try_fold(d.dtype.size(), |acc, &n| acc.checked_mul(n)).is_none_or(|b| b > isize::MAX as usize) {
+            return Err(RunError::Invalid(format!(
+                "'{name}' declares buffer '{}' of shape {shape:?} ({}), which is too large to allocate",
+                d.name, d.dtype
+            )));
+        }
+        if d.name.is_empty() || d.name.contains(['/', '\\']) || d.name.starts_with('.') {
+            return Err(RunError::Invalid(format!(
+                "'{name}' declares a buffer named {:?}, which is not a usable file name",
+                d.name
+            )));
+        }
+        if decls[..i].iter().any(|e| e.name == d.name) {
+            return Err(RunError::Invalid(format!("'{name}' declares buffer '{}' twice", d.name)));
+        }
+        if d.usage == BufferUse::ResultOnly && !desc.custom_results {
+            return Err(RunError::Invalid(format!(
+                "'{name}' declares result-only buffer '{}' but has no get_results to produce it",
+                d.name
+            )));
+        }
+        if d.usage != BufferUse::ResultOnly && d.kind != BufferKind::Nav && !desc.custom_merge {
+            return Err(RunError::Invalid(format!(
+                "'{name}' declares {} buffer '{}' but has no custom merge; only nav buffers can be merged by default",
+                if d.kind == BufferKind::Sig { "sig" } else { "single" },
+                d.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// How a plan is written: partitions as their ranges (their frames follow from the ROI),
+/// a version, and a consistency check when read back.
+mod repr {
+    use super::*;
+
+    #[derive(Serialize, Deserialize)]
+    pub(super) struct PlanRepr {
+        version: u32,
+        dataset: Option<DatasetSpec>,
+        shape: DatasetShape,
+        stored_dtype: StoredDType,
+        meta: DatasetMeta,
+        udfs: Vec<PlannedUdf>,
+        roi: Option<Roi>,
+        /// `(index, start, end)`: the true flat nav range of each partition.
+        partitions: Vec<(usize, u64, u64)>,
+        tiling: TilingScheme,
+        direct_dtype: DType,
+        threads: usize,
+        limits: Limits,
+    }
+
+    impl From<Plan> for PlanRepr {
+        fn from(p: Plan) -> Self {
+            PlanRepr {
+                version: PLAN_VERSION,
+                partitions: p.partitions.iter().map(|q| (q.index, q.range.start, q.range.end)).collect(),
+                dataset: p.dataset,
+                shape: p.shape,
+                stored_dtype: p.stored_dtype,
+                meta: p.meta,
+                udfs: p.udfs,
+                roi: p.roi,
+                tiling: p.tiling,
+                direct_dtype: p.direct_dtype,
+                threads: p.threads,
+                limits: p.limits,
+            }
+        }
+    }
+
+    impl TryFrom<PlanRepr> for Plan {
+        type Error = String;
+
+        fn try_from(r: PlanRepr) -> Result<Self, String> {
+            if r.version != PLAN_VERSION {
+                return Err(format!("plan version {} (this udf-host reads version {PLAN_VERSION})", r.version));
+            }
+            let nav_len = r.shape.nav_len() as u64;
+            if r.meta.nav_shape != r.shape.nav || r.meta.sig_shape != r.shape.sig {
+                return Err("the meta's shapes differ from the dataset's".into());
+            }
+            if let Some(roi) = &r.roi
+                && roi.len() as u64 != nav_len
+            {
+                return Err(format!("the ROI has {} positions for {nav_len} frames", roi.len()));
+            }
+            if r.udfs.is_empty() {
+                return Err("no UDF".into());
+            }
+            let mut partitions = Vec::with_capacity(r.partitions.len());
+            // Frames before `cursor` are accounted for; `selected` of them are selected.
+            let (mut cursor, mut selected) = (0u64, 0u64);
+            for (index, start, end) in r.partitions {
+                if start < cursor || end <= start || end > nav_len {
+                    return Err(format!(
+                        "partition {index} ({start}..{end}) is not an ascending range within {nav_len} frames"
+                    ));
+                }
+                let is_selected = |f: &u64| r.roi.as_ref().is_none_or(|roi| roi.contains(*f as usize));
+                selected += (cursor..start).filter(is_selected).count() as u64;
+                let frames: Vec<u64> = (start..end).filter(is_selected).collect();
+                if frames.is_empty() {
+                    return Err(format!("partition {index} has no selected frame"));
+                }
+                let origin = selected;
+                selected += frames.len() as u64;
+                cursor = end;
+                partitions.push(Partition { index, range: start..end, frames, origin });
+            }
+            Ok(Plan {
+                dataset: r.dataset,
+                shape: r.shape,
+                stored_dtype: r.stored_dtype,
+                meta: r.meta,
+                udfs: r.udfs,
+                roi: r.roi,
+                partitions,
+                tiling: r.tiling,
+                direct_dtype: r.direct_dtype,
+                threads: r.threads,
+                limits: r.limits,
+            })
+        }
+    }
+}
