@@ -27,5 +27,6 @@ mod plugins_masks;
 mod plugins_pick;
 mod plugins_stddev;
 mod polyglot;
+mod run_plan;
 mod sandbox;
 mod sum;

@@ -7,6 +7,7 @@ mod generate;
 pub mod info;
 mod inspect;
 mod list;
+mod partition;
 mod progress;
 mod run;
 
@@ -38,6 +39,9 @@ enum Command {
     /// Check that a plugin obeys the contract: the same input under many executions
     /// (exit code 2 if a check fails).
     Conformance(conformance::ConformanceArgs),
+    /// Run one partition of a saved run plan (`run --save-plan`) and write its output:
+    /// how other engines (batch schedulers, Dask) run partitions in their own processes.
+    RunPartition(partition::RunPartitionArgs),
 }
 
 /// Options of the WebAssembly runtime, shared by the commands that load plugins.
@@ -64,6 +68,11 @@ pub struct RuntimeArgs {
 }
 
 impl RuntimeArgs {
+    /// The limits as a run plan records them.
+    fn limits(&self) -> crate::exec::Limits {
+        crate::exec::Limits { timeout_seconds: self.timeout, max_memory: self.max_memory as u64, trusted: self.trusted }
+    }
+
     fn options(&self, logger: crate::log::Logger, instances: u32) -> anyhow::Result<RuntimeOptions> {
         anyhow::ensure!(
             self.timeout.is_finite() && self.timeout > 0.0,
@@ -144,6 +153,8 @@ pub mod exit {
     pub const PLUGIN_FAILURE: u8 = 2;
     /// Partial results: `--keep-going` with failed partitions, or interrupted (Ctrl-C).
     pub const PARTIAL: u8 = 3;
+    /// A bug in udf-host itself (a broken internal invariant): please report it.
+    pub const INTERNAL: u8 = 4;
 }
 
 /// An error with the exit code it maps to.
@@ -188,6 +199,7 @@ where
         Command::Info(args) => info::info(args),
         Command::Generate(args) => generate::generate(args),
         Command::Conformance(args) => conformance::conformance(args),
+        Command::RunPartition(args) => partition::run_partition(args),
     }
 }
 

@@ -2,7 +2,7 @@
 
 use super::progress::ProgressDisplay;
 use super::{Failure, RuntimeArgs, Shape, exit};
-use crate::dataset::{self, ExcludedPixels, Format, OpenOptions};
+use crate::dataset::{DatasetSpec, ExcludedPixels, Format, OpenOptions};
 use crate::dtype::StoredDType;
 use crate::exec::{Run, RunError, RunOptions, UdfSpec};
 use crate::log::LogLevel;
@@ -119,6 +119,10 @@ pub struct RunArgs {
     /// Refuse runs whose merged results would need more host memory than this.
     #[arg(long, value_name = "SIZE", default_value = "16G", value_parser = super::parse_memory)]
     max_result_memory: u64,
+    /// Also write the run plan as JSON (for running partitions elsewhere:
+    /// `udf-host run-partition`).
+    #[arg(long, value_name = "PLAN.json")]
+    save_plan: Option<PathBuf>,
     /// Worker threads [default: all cores].
     #[arg(long)]
     threads: Option<usize>,
@@ -184,8 +188,9 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     }
     let load_seconds = started.elapsed().as_secs_f64();
 
-    // Dataset.
-    let data = dataset::open(data_path, &args.dataset.open_options()?)?;
+    // Dataset (with its spec, so the plan could be shipped: `--save-plan`).
+    let opened = DatasetSpec::file(data_path, args.dataset.open_options()?).open()?;
+    let data = opened.dataset.clone();
 
     // ROI, params and plan.
     let nav = data.shape().nav.clone();
@@ -206,11 +211,16 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         tile_shape: args.tile_shape.clone().map(|s| s.0),
         keep_going: args.keep_going,
         max_result_bytes: Some(args.max_result_memory),
+        limits: args.runtime.limits(),
         ..RunOptions::default()
     };
     let plan_started = Instant::now();
-    let run = Run::plan(data.clone(), specs, run_options).map_err(run_failure)?;
+    let run = Run::plan(opened, specs, run_options).map_err(run_failure)?;
     let plan_seconds = plan_started.elapsed().as_secs_f64();
+    if let Some(path) = &args.save_plan {
+        std::fs::write(path, run.as_plan().to_json())
+            .map_err(|e| anyhow!("--save-plan: cannot write {}: {e}", path.display()))?;
+    }
     let tile_shape = run.tiling().tile_shape();
     if args.verbose > 0 {
         let shape = data.shape();
@@ -243,11 +253,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     let mut stopped_by: Option<RunError> = None;
     {
         let progress = iter.progress();
-        let plugins = runtime.clone();
-        let _interrupt = interrupt::Guard::install(Arc::new(move || {
-            progress.interrupt();
-            plugins.interrupt();
-        }));
+        let _interrupt = interrupt::Guard::install(Arc::new(move || progress.interrupt()));
         let _display = ProgressDisplay::start(iter.progress(), args.quiet);
         while let Some(step) = iter.next() {
             if let Err(e) = step {
@@ -448,8 +454,12 @@ pub(super) fn assign_params(udfs: &[Arc<dyn Udf>], flags: &[String]) -> anyhow::
     Ok(udfs.iter().cloned().zip(given).map(|(udf, params)| UdfSpec { udf, params }).collect())
 }
 
-fn run_failure(e: RunError) -> Failure {
-    let code = if e.is_user_error() { exit::USER_ERROR } else { exit::PLUGIN_FAILURE };
+pub(super) fn run_failure(e: RunError) -> Failure {
+    let code = match &e {
+        RunError::Internal(_) => exit::INTERNAL,
+        e if e.is_user_error() => exit::USER_ERROR,
+        _ => exit::PLUGIN_FAILURE,
+    };
     Failure { code, error: e.into() }
 }
 

@@ -23,7 +23,7 @@ pub const PLAN_VERSION: u32 = 1;
 /// A planned run. Serialise it with [`Plan::to_json`] and run partitions from it with
 /// [`super::Worker`] anywhere that has the data and the plugins.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(into = "repr::PlanRepr", try_from = "repr::PlanRepr")]
+#[serde(into = "super::wire::PlanRepr", try_from = "super::wire::PlanRepr")]
 pub struct Plan {
     /// How to open the dataset again (`None`: opened here without one; the plan then
     /// runs in this process only).
@@ -452,101 +452,4 @@ fn check_declarations(
         }
     }
     Ok(())
-}
-
-/// How a plan is written: partitions as their ranges (their frames follow from the ROI),
-/// a version, and a consistency check when read back.
-mod repr {
-    use super::*;
-
-    #[derive(Serialize, Deserialize)]
-    pub(super) struct PlanRepr {
-        version: u32,
-        dataset: Option<DatasetSpec>,
-        shape: DatasetShape,
-        stored_dtype: StoredDType,
-        meta: DatasetMeta,
-        udfs: Vec<PlannedUdf>,
-        roi: Option<Roi>,
-        /// `(index, start, end)`: the true flat nav range of each partition.
-        partitions: Vec<(usize, u64, u64)>,
-        tiling: TilingScheme,
-        direct_dtype: DType,
-        threads: usize,
-        limits: Limits,
-    }
-
-    impl From<Plan> for PlanRepr {
-        fn from(p: Plan) -> Self {
-            PlanRepr {
-                version: PLAN_VERSION,
-                partitions: p.partitions.iter().map(|q| (q.index, q.range.start, q.range.end)).collect(),
-                dataset: p.dataset,
-                shape: p.shape,
-                stored_dtype: p.stored_dtype,
-                meta: p.meta,
-                udfs: p.udfs,
-                roi: p.roi,
-                tiling: p.tiling,
-                direct_dtype: p.direct_dtype,
-                threads: p.threads,
-                limits: p.limits,
-            }
-        }
-    }
-
-    impl TryFrom<PlanRepr> for Plan {
-        type Error = String;
-
-        fn try_from(r: PlanRepr) -> Result<Self, String> {
-            if r.version != PLAN_VERSION {
-                return Err(format!("plan version {} (this udf-host reads version {PLAN_VERSION})", r.version));
-            }
-            let nav_len = r.shape.nav_len() as u64;
-            if r.meta.nav_shape != r.shape.nav || r.meta.sig_shape != r.shape.sig {
-                return Err("the meta's shapes differ from the dataset's".into());
-            }
-            if let Some(roi) = &r.roi
-                && roi.len() as u64 != nav_len
-            {
-                return Err(format!("the ROI has {} positions for {nav_len} frames", roi.len()));
-            }
-            if r.udfs.is_empty() {
-                return Err("no UDF".into());
-            }
-            let mut partitions = Vec::with_capacity(r.partitions.len());
-            // Frames before `cursor` are accounted for; `selected` of them are selected.
-            let (mut cursor, mut selected) = (0u64, 0u64);
-            for (index, start, end) in r.partitions {
-                if start < cursor || end <= start || end > nav_len {
-                    return Err(format!(
-                        "partition {index} ({start}..{end}) is not an ascending range within {nav_len} frames"
-                    ));
-                }
-                let is_selected = |f: &u64| r.roi.as_ref().is_none_or(|roi| roi.contains(*f as usize));
-                selected += (cursor..start).filter(is_selected).count() as u64;
-                let frames: Vec<u64> = (start..end).filter(is_selected).collect();
-                if frames.is_empty() {
-                    return Err(format!("partition {index} has no selected frame"));
-                }
-                let origin = selected;
-                selected += frames.len() as u64;
-                cursor = end;
-                partitions.push(Partition { index, range: start..end, frames, origin });
-            }
-            Ok(Plan {
-                dataset: r.dataset,
-                shape: r.shape,
-                stored_dtype: r.stored_dtype,
-                meta: r.meta,
-                udfs: r.udfs,
-                roi: r.roi,
-                partitions,
-                tiling: r.tiling,
-                direct_dtype: r.direct_dtype,
-                threads: r.threads,
-                limits: r.limits,
-            })
-        }
-    }
 }
