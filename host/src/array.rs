@@ -203,26 +203,14 @@ impl fmt::Debug for NdArray {
 
 /// The elements of a real (not complex) array as `f64`; `None` for complex arrays.
 pub fn real_values(array: &NdArray) -> Option<Vec<f64>> {
-    use crate::dtype::DType;
-    let b = array.bytes();
-    macro_rules! conv {
-        ($t:ty) => {
-            bytemuck::cast_slice::<u8, $t>(b).iter().map(|&x| x as f64).collect()
-        };
+    use crate::dtype::{CastFrom, Kind};
+    if array.dtype().kind() == Kind::Complex {
+        return None;
     }
-    Some(match array.dtype() {
-        DType::Bool | DType::U8 => b.iter().map(|&x| f64::from(x)).collect(),
-        DType::U16 => conv!(u16),
-        DType::U32 => conv!(u32),
-        DType::U64 => conv!(u64),
-        DType::I8 => conv!(i8),
-        DType::I16 => conv!(i16),
-        DType::I32 => conv!(i32),
-        DType::I64 => conv!(i64),
-        DType::F32 => conv!(f32),
-        DType::F64 => conv!(f64),
-        DType::C64 | DType::C128 => return None,
-    })
+    let bytes = array.bytes();
+    Some(crate::with_dtype!(array.dtype(), T => {
+        bytemuck::cast_slice::<u8, T>(bytes).iter().map(|&x| f64::cast_from(x)).collect()
+    }, bytes.iter().map(|&x| f64::from(x)).collect()))
 }
 
 /// The multi-index of flat element `flat` of an array of `shape` (C order).

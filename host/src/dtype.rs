@@ -349,20 +349,109 @@ fn float_like(complex: bool, component: usize) -> DType {
 pub trait Element: bytemuck::Pod + Send + Sync + fmt::Debug {
     /// The dtype of this element type.
     const DTYPE: DType;
+
+    /// `self + other` as NumPy adds: wrapping for integers.
+    fn numpy_add(self, other: Self) -> Self;
 }
 
 macro_rules! elements {
-    ($($t:ty => $d:ident),* $(,)?) => {$(
+    ($($t:ty => $d:ident, $add:ident);* $(;)?) => {$(
         impl Element for $t {
             const DTYPE: DType = DType::$d;
+
+            #[inline(always)]
+            fn numpy_add(self, other: Self) -> Self {
+                elements!(@add $add, self, other)
+            }
         }
     )*};
+    (@add wrapping, $a:expr, $b:expr) => { $a.wrapping_add($b) };
+    (@add plus, $a:expr, $b:expr) => { $a + $b };
 }
 
 elements! {
-    u8 => U8, u16 => U16, u32 => U32, u64 => U64,
-    i8 => I8, i16 => I16, i32 => I32, i64 => I64,
-    f32 => F32, f64 => F64, Complex32 => C64, Complex64 => C128,
+    u8 => U8, wrapping; u16 => U16, wrapping; u32 => U32, wrapping; u64 => U64, wrapping;
+    i8 => I8, wrapping; i16 => I16, wrapping; i32 => I32, wrapping; i64 => I64, wrapping;
+    f32 => F32, plus; f64 => F64, plus; Complex32 => C64, plus; Complex64 => C128, plus;
+}
+
+/// Run `$body` with the type alias `$T` set to the element type of a run-time dtype:
+/// the one dispatch from [`DType`] to monomorphised code. The family:
+///
+/// | macro | dtypes |
+/// |---|---|
+/// | [`with_dtype!`](crate::with_dtype) | every dtype but `bool` (which takes `$otherwise`) |
+/// | [`with_inexact!`](crate::with_inexact) | `float32`, `float64`, `complex64`, `complex128` |
+/// | [`with_real!`](crate::with_real) | `float32`, `float64` |
+/// | [`with_fused_stored!`](crate::with_fused_stored) | the stored integers of [`crate::udf::FUSED_STORED`] |
+/// | [`with_converting!`](crate::with_converting) | a real accumulator `$T` and a stored integer `$S` together |
+///
+/// ```
+/// use udf_host::dtype::{DType, Element};
+/// let size = udf_host::with_dtype!(DType::C64, T => std::mem::size_of::<T>(), 1);
+/// assert_eq!(size, 8);
+/// let name = udf_host::with_real!(DType::U16, T => T::DTYPE.name(), "not a real float");
+/// assert_eq!(name, "not a real float");
+/// ```
+#[macro_export]
+#[doc(hidden)]
+macro_rules! dtype_dispatch {
+    ($dtype:expr, $T:ident => $body:expr, $otherwise:expr; $($d:ident => $t:ty),*) => {{
+        #[allow(unreachable_patterns)]
+        match $dtype {
+            $($crate::dtype::DType::$d => {
+                type $T = $t;
+                $body
+            })*
+            _ => $otherwise,
+        }
+    }};
+}
+
+/// [`dtype_dispatch!`](crate::dtype_dispatch) over every dtype but `bool`.
+#[macro_export]
+macro_rules! with_dtype {
+    ($dtype:expr, $T:ident => $body:expr, $otherwise:expr) => {
+        $crate::dtype_dispatch!($dtype, $T => $body, $otherwise;
+            U8 => u8, U16 => u16, U32 => u32, U64 => u64, I8 => i8, I16 => i16, I32 => i32, I64 => i64,
+            F32 => f32, F64 => f64, C64 => ::num_complex::Complex32, C128 => ::num_complex::Complex64)
+    };
+}
+
+/// [`dtype_dispatch!`](crate::dtype_dispatch) over the float and complex dtypes (NumPy's "inexact").
+#[macro_export]
+macro_rules! with_inexact {
+    ($dtype:expr, $T:ident => $body:expr, $otherwise:expr) => {
+        $crate::dtype_dispatch!($dtype, $T => $body, $otherwise;
+            F32 => f32, F64 => f64, C64 => ::num_complex::Complex32, C128 => ::num_complex::Complex64)
+    };
+}
+
+/// [`dtype_dispatch!`](crate::dtype_dispatch) over the real floats.
+#[macro_export]
+macro_rules! with_real {
+    ($dtype:expr, $T:ident => $body:expr, $otherwise:expr) => {
+        $crate::dtype_dispatch!($dtype, $T => $body, $otherwise; F32 => f32, F64 => f64)
+    };
+}
+
+/// [`dtype_dispatch!`](crate::dtype_dispatch) over the stored integer dtypes a UDF that converts on read must
+/// accept ([`crate::udf::FUSED_STORED`]).
+#[macro_export]
+macro_rules! with_fused_stored {
+    ($dtype:expr, $S:ident => $body:expr, $otherwise:expr) => {
+        $crate::dtype_dispatch!($dtype, $S => $body, $otherwise;
+            U8 => u8, U16 => u16, U32 => u32, I8 => i8, I16 => i16, I32 => i32)
+    };
+}
+
+/// The dispatch of a built-in that converts on read: `$T` the real accumulator dtype
+/// ([`with_real!`](crate::with_real)), `$S` the tile's stored integer dtype ([`with_fused_stored!`](crate::with_fused_stored)).
+#[macro_export]
+macro_rules! with_converting {
+    ($acc:expr, $stored:expr, $T:ident, $S:ident => $body:expr, $otherwise:expr) => {
+        $crate::with_real!($acc, $T => $crate::with_fused_stored!($stored, $S => $body, $otherwise), $otherwise)
+    };
 }
 
 /// Value conversion with NumPy's `astype` semantics (`as` casts; real to complex with a
@@ -485,52 +574,16 @@ pub fn converter(from: StoredDType, to: DType) -> ConvertFn {
         return |src, dst| dst.copy_from_slice(src);
     }
     let big = from.order == ByteOrder::Big;
-    // `bool` is stored as bytes 0/1: convert it like `u8`.
-    let source = if from.dtype == DType::Bool { DType::U8 } else { from.dtype };
+    // `bool` is stored as bytes 0/1: converted like `u8`, in both directions.
     macro_rules! to_dest {
-        ($s:ty) => {
-            match (to, big) {
-                (DType::Bool | DType::U8, false) => convert::<$s, u8, false>,
-                (DType::Bool | DType::U8, true) => convert::<$s, u8, true>,
-                (DType::U16, false) => convert::<$s, u16, false>,
-                (DType::U16, true) => convert::<$s, u16, true>,
-                (DType::U32, false) => convert::<$s, u32, false>,
-                (DType::U32, true) => convert::<$s, u32, true>,
-                (DType::U64, false) => convert::<$s, u64, false>,
-                (DType::U64, true) => convert::<$s, u64, true>,
-                (DType::I8, false) => convert::<$s, i8, false>,
-                (DType::I8, true) => convert::<$s, i8, true>,
-                (DType::I16, false) => convert::<$s, i16, false>,
-                (DType::I16, true) => convert::<$s, i16, true>,
-                (DType::I32, false) => convert::<$s, i32, false>,
-                (DType::I32, true) => convert::<$s, i32, true>,
-                (DType::I64, false) => convert::<$s, i64, false>,
-                (DType::I64, true) => convert::<$s, i64, true>,
-                (DType::F32, false) => convert::<$s, f32, false>,
-                (DType::F32, true) => convert::<$s, f32, true>,
-                (DType::F64, false) => convert::<$s, f64, false>,
-                (DType::F64, true) => convert::<$s, f64, true>,
-                (DType::C64, false) => convert::<$s, Complex32, false>,
-                (DType::C64, true) => convert::<$s, Complex32, true>,
-                (DType::C128, false) => convert::<$s, Complex64, false>,
-                (DType::C128, true) => convert::<$s, Complex64, true>,
+        ($S:ty) => {
+            match big {
+                false => crate::with_dtype!(to, D => convert::<$S, D, false> as ConvertFn, convert::<$S, u8, false>),
+                true => crate::with_dtype!(to, D => convert::<$S, D, true> as ConvertFn, convert::<$S, u8, true>),
             }
         };
     }
-    match source {
-        DType::Bool | DType::U8 => to_dest!(u8),
-        DType::U16 => to_dest!(u16),
-        DType::U32 => to_dest!(u32),
-        DType::U64 => to_dest!(u64),
-        DType::I8 => to_dest!(i8),
-        DType::I16 => to_dest!(i16),
-        DType::I32 => to_dest!(i32),
-        DType::I64 => to_dest!(i64),
-        DType::F32 => to_dest!(f32),
-        DType::F64 => to_dest!(f64),
-        DType::C64 => to_dest!(Complex32),
-        DType::C128 => to_dest!(Complex64),
-    }
+    crate::with_dtype!(from.dtype, S => to_dest!(S), to_dest!(u8))
 }
 
 /// The conversion loop, with AVX2 where the CPU has it (the same code, vectorised 8

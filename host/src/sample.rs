@@ -3,7 +3,6 @@
 
 use crate::dtype::{ByteOrder, CastFrom, DType, StoredDType};
 use crate::npy;
-use num_complex::{Complex32, Complex64};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::io::{BufWriter, Write};
@@ -135,35 +134,9 @@ pub fn write(path: &Path, spec: &SampleSpec) -> std::io::Result<()> {
 
 /// Append `value` as `dtype` (NumPy `astype` semantics: saturating float to int casts).
 pub fn encode(value: f64, dtype: DType, big: bool, out: &mut Vec<u8>) {
-    macro_rules! put {
-        ($t:ty) => {{
-            let v = <$t as CastFrom<f64>>::cast_from(value);
-            out.extend_from_slice(&if big { v.to_be_bytes() } else { v.to_le_bytes() });
-        }};
-    }
-    match dtype {
-        DType::Bool => out.push(u8::from(value != 0.0)),
-        DType::U8 => put!(u8),
-        DType::U16 => put!(u16),
-        DType::U32 => put!(u32),
-        DType::U64 => put!(u64),
-        DType::I8 => put!(i8),
-        DType::I16 => put!(i16),
-        DType::I32 => put!(i32),
-        DType::I64 => put!(i64),
-        DType::F32 => put!(f32),
-        DType::F64 => put!(f64),
-        DType::C64 => {
-            let c = Complex32::cast_from(value);
-            for part in [c.re, c.im] {
-                out.extend_from_slice(&if big { part.to_be_bytes() } else { part.to_le_bytes() });
-            }
-        }
-        DType::C128 => {
-            let c = Complex64::cast_from(value);
-            for part in [c.re, c.im] {
-                out.extend_from_slice(&if big { part.to_be_bytes() } else { part.to_le_bytes() });
-            }
-        }
-    }
+    use crate::dtype::SwapBytes;
+    crate::with_dtype!(dtype, T => {
+        let v = T::cast_from(value);
+        out.extend_from_slice(bytemuck::bytes_of(&if big { v.swap_bytes() } else { v }));
+    }, out.push(u8::from(value != 0.0)))
 }

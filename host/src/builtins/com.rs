@@ -20,13 +20,13 @@
 //! input's float dtype; `field*`, `magnitude`, `divergence`, `curl` and `regression`
 //! come back float64, as LiberTEM's do.
 
-use super::masks::{MaskSet, MasksPartition, result_dtype};
+use super::mask_engine::{MaskSet, MasksPartition, result_dtype};
 use super::spec;
 use crate::array::NdArray;
 use crate::dtype::{DType, Kind};
 use crate::udf::{
-    BufferDecl, BufferKind, BufferUse, BufferViewMut, CallError, DatasetMeta, Description, InitContext, MergeContext,
-    NamedBuffer, Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Udf,
+    BufferDecl, BufferKind, BufferUse, CallError, DatasetMeta, Description, InitContext, NamedBuffer, Params,
+    PartitionRunner, ResultEntry, ResultsContext, RunPlan, Udf,
 };
 
 /// LiberTEM's `CoMUDF`.
@@ -190,10 +190,6 @@ impl Udf for CoM {
         let (sy, sx) = spec::sig_2d(&ctx.dataset.sig_shape, "com")?;
         let masks = p.masks(sy, sx).to_dtype(float_dtype(ctx.dataset)?);
         Ok(Box::new(MasksPartition::new(&ctx, &masks, "raw_mask_result", &[3])?))
-    }
-
-    fn merge(&self, _: MergeContext<'_>, _: &mut [BufferViewMut<'_>], _: &[NamedBuffer]) -> Result<(), CallError> {
-        Err(CallError::internal("com is merged by the host"))
     }
 
     // Index arithmetic over (y, x) components reads best as indices.

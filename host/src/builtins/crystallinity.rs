@@ -14,12 +14,11 @@
 
 use super::frames::{FrameKernel, FramesPartition, frames_of, out_f32, require_real};
 use super::spec;
-use super::sumsig::nav_buffer;
+use super::spec::nav_buffer;
 use crate::array::NdArray;
 use crate::dtype::DType;
 use crate::udf::{
-    BufferDecl, BufferViewMut, CallError, DatasetMeta, Description, InitContext, MergeContext, Method, NamedBuffer,
-    Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Udf,
+    BufferDecl, CallError, DatasetMeta, Description, InitContext, Method, Params, PartitionRunner, RunPlan, Udf,
 };
 use num_complex::Complex64;
 use rustfft::{Fft, FftPlanner};
@@ -130,14 +129,6 @@ impl Udf for Crystallinity {
         };
         let buffer = NdArray::zeros(DType::F32, &[frames_of(&ctx)]);
         Ok(Box::new(FramesPartition::new(&ctx, kernel, vec![("intensity", buffer)], "crystallinity")))
-    }
-
-    fn merge(&self, _: MergeContext<'_>, _: &mut [BufferViewMut<'_>], _: &[NamedBuffer]) -> Result<(), CallError> {
-        Err(CallError::internal("crystallinity is merged by the host"))
-    }
-
-    fn get_results(&self, _: ResultsContext<'_>, _: &[NamedBuffer]) -> Result<Vec<ResultEntry>, CallError> {
-        Err(CallError::internal("crystallinity has no get_results"))
     }
 }
 

@@ -15,14 +15,11 @@
 //! They are mask builders over [`masks`](super::masks) and need no wasm twin: the
 //! `masks` plugin with the same mask as a `.npy` computes the same.
 
-use super::masks::{MaskSet, MasksPartition, parse_use_sparse, result_dtype};
+use super::mask_engine::{MaskSet, MasksPartition, parse_use_sparse, result_dtype};
 use super::spec;
-use super::sumsig::nav_buffer;
+use super::spec::nav_buffer;
 use crate::dtype::DType;
-use crate::udf::{
-    BufferDecl, BufferViewMut, CallError, DatasetMeta, Description, InitContext, MergeContext, NamedBuffer, Params,
-    PartitionRunner, ResultEntry, ResultsContext, RunPlan, Udf,
-};
+use crate::udf::{BufferDecl, CallError, DatasetMeta, Description, InitContext, Params, PartitionRunner, RunPlan, Udf};
 
 /// Which detector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,13 +146,5 @@ impl Udf for VirtualDetector {
     fn start(&self, ctx: InitContext<'_>) -> Result<Box<dyn PartitionRunner + '_>, CallError> {
         let masks = self.masks(ctx.params, ctx.dataset)?;
         Ok(Box::new(MasksPartition::new(&ctx, &masks, "intensity", &[])?))
-    }
-
-    fn merge(&self, _: MergeContext<'_>, _: &mut [BufferViewMut<'_>], _: &[NamedBuffer]) -> Result<(), CallError> {
-        Err(CallError::internal("virtual detectors are merged by the host"))
-    }
-
-    fn get_results(&self, _: ResultsContext<'_>, _: &[NamedBuffer]) -> Result<Vec<ResultEntry>, CallError> {
-        Err(CallError::internal("virtual detectors have no get_results"))
     }
 }

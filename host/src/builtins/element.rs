@@ -1,6 +1,7 @@
 //! The element types built-ins compute with: [`Sample`] (add and sum like NumPy, fast
-//! where it matters), [`Real`] for float-only kernels, and the [`with_sample!`] dispatch
-//! from a run-time [`DType`](crate::dtype::DType) to a monomorphised kernel.
+//! where it matters) and [`Real`] for float-only kernels. The dispatch from a run-time
+//! [`DType`](crate::dtype::DType) to a monomorphised kernel is the `with_*!` family of
+//! [`crate::dtype`], re-exported here.
 
 use crate::dtype::{CastFrom, Element};
 use crate::udf::{CallError, Tile};
@@ -28,7 +29,7 @@ macro_rules! integer_samples {
         impl Sample for $t {
             #[inline(always)]
             fn add(self, other: Self) -> Self {
-                self.wrapping_add(other)
+                self.numpy_add(other)
             }
         }
     )*};
@@ -135,125 +136,6 @@ impl Real for f64 {
     }
 }
 
-/// Run `$body` with `$T` the element type of `$dtype`; `$otherwise` for `bool`.
-#[macro_export]
-#[doc(hidden)]
-macro_rules! with_sample {
-    ($dtype:expr, $T:ident => $body:expr, $otherwise:expr) => {{
-        use $crate::dtype::DType as D;
-        match $dtype {
-            D::U8 => {
-                type $T = u8;
-                $body
-            }
-            D::U16 => {
-                type $T = u16;
-                $body
-            }
-            D::U32 => {
-                type $T = u32;
-                $body
-            }
-            D::U64 => {
-                type $T = u64;
-                $body
-            }
-            D::I8 => {
-                type $T = i8;
-                $body
-            }
-            D::I16 => {
-                type $T = i16;
-                $body
-            }
-            D::I32 => {
-                type $T = i32;
-                $body
-            }
-            D::I64 => {
-                type $T = i64;
-                $body
-            }
-            D::F32 => {
-                type $T = f32;
-                $body
-            }
-            D::F64 => {
-                type $T = f64;
-                $body
-            }
-            D::C64 => {
-                type $T = ::num_complex::Complex32;
-                $body
-            }
-            D::C128 => {
-                type $T = ::num_complex::Complex64;
-                $body
-            }
-            D::Bool => $otherwise,
-        }
-    }};
-}
-
-/// Run `$body` with `$T` = `f32` or `f64` for a real float `$dtype`; `$otherwise` else.
-#[macro_export]
-#[doc(hidden)]
-macro_rules! with_real {
-    ($dtype:expr, $T:ident => $body:expr, $otherwise:expr) => {{
-        use $crate::dtype::DType as D;
-        match $dtype {
-            D::F32 => {
-                type $T = f32;
-                $body
-            }
-            D::F64 => {
-                type $T = f64;
-                $body
-            }
-            _ => $otherwise,
-        }
-    }};
-}
-
-/// Run `$body` with `$S` the element type of `$dtype` if it is one of the stored integer
-/// dtypes a UDF that converts on read must accept ([`FUSED_STORED`]); `$otherwise` else.
-///
-/// [`FUSED_STORED`]: crate::udf::FUSED_STORED
-#[macro_export]
-#[doc(hidden)]
-macro_rules! with_fused_stored {
-    ($dtype:expr, $S:ident => $body:expr, $otherwise:expr) => {{
-        use $crate::dtype::DType as D;
-        match $dtype {
-            D::U8 => {
-                type $S = u8;
-                $body
-            }
-            D::U16 => {
-                type $S = u16;
-                $body
-            }
-            D::U32 => {
-                type $S = u32;
-                $body
-            }
-            D::I8 => {
-                type $S = i8;
-                $body
-            }
-            D::I16 => {
-                type $S = i16;
-                $body
-            }
-            D::I32 => {
-                type $S = i32;
-                $body
-            }
-            _ => $otherwise,
-        }
-    }};
-}
-
 /// The element types of [`FUSED_STORED`](crate::udf::FUSED_STORED): stored integers a
 /// built-in that converts on read takes in tiles, exactly representable in `f64`. Kernels
 /// implement their per-element traits once for all of them (`impl<T: FusedInt> ...`);
@@ -276,17 +158,13 @@ macro_rules! fused_ints {
 
 fused_ints!(u8, u16, u32, i8, i16, i32);
 
-/// The dispatch of a built-in that converts on read: `$T` the real accumulator dtype
-/// (`with_real!`), `$S` the tile's stored integer dtype (`with_fused_stored!`).
-#[macro_export]
-#[doc(hidden)]
-macro_rules! with_converting {
-    ($acc:expr, $stored:expr, $T:ident, $S:ident => $body:expr, $otherwise:expr) => {
-        $crate::with_real!($acc, $T => $crate::with_fused_stored!($stored, $S => $body, $otherwise), $otherwise)
-    };
-}
+pub use crate::{with_converting, with_dtype, with_fused_stored, with_inexact, with_real};
 
-pub use crate::{with_converting, with_fused_stored, with_real, with_sample};
+/// A tile in a dtype that is neither the input dtype nor one a converting built-in
+/// accepts: the executor broke its promise.
+pub(crate) fn unconvertible(tile: crate::dtype::DType, input: crate::dtype::DType) -> CallError {
+    CallError::internal(format!("a tile of {tile} cannot be read into the input dtype {input}"))
+}
 
 /// The tile's elements as `T`.
 ///

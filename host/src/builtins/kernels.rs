@@ -14,9 +14,10 @@
 //! blocks simply run on the thread that made them, at the cost of a few atomic
 //! operations per block.
 
-use super::element::Sample;
+use super::element::{Sample, cast_mut, with_dtype};
 use crate::dtype::CastFrom;
 pub use crate::udf::SliceRuns;
+use crate::udf::{BufferViewMut, CallError, NamedBuffer};
 use rayon::prelude::*;
 
 /// Elements per column block: 16 KiB of `f32` accumulators, half of L1.
@@ -113,6 +114,30 @@ pub fn add_frame_sums<S: Copy + Sync, T: Sample + CastFrom<S>>(acc: &mut [T], ti
             *a = a.add(T::sum_of(frame));
         }
     }
+}
+
+/// `dest += src` for every buffer (by name): the merge of sums.
+pub(crate) fn add_buffers(dest: &mut [BufferViewMut<'_>], src: &[NamedBuffer]) -> Result<(), CallError> {
+    for d in dest.iter_mut() {
+        let s = src
+            .iter()
+            .find(|s| s.name == d.name)
+            .ok_or_else(|| CallError::internal(format!("merge: no partition buffer '{}'", d.name)))?;
+        if s.array.dtype() != d.dtype {
+            return Err(CallError::internal(format!("merge: '{}' is {} and {}", d.name, d.dtype, s.array.dtype())));
+        }
+        with_dtype!(d.dtype, T => {
+            let acc = cast_mut::<T>(d.bytes, d.name)?;
+            let add = s.array.as_slice::<T>().ok_or_else(|| CallError::internal("merge: dtype"))?;
+            if acc.len() != add.len() {
+                return Err(CallError::internal(format!("merge: '{}' has {} and {} elements", d.name, acc.len(), add.len())));
+            }
+            for (a, &b) in acc.iter_mut().zip(add) {
+                *a = a.add(b);
+            }
+        }, return Err(CallError::internal("merge: bool buffer")));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

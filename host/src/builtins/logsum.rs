@@ -5,13 +5,14 @@
 //! precision, like NumPy's).
 
 use super::frames::{FrameKernel, FramesPartition, out_f32, require_real};
+use super::kernels::add_buffers;
 use super::spec;
-use super::sum::{add_buffers, sig_buffer};
+use super::spec::sig_buffer;
 use crate::array::NdArray;
 use crate::dtype::DType;
 use crate::udf::{
     BufferDecl, BufferViewMut, CallError, DatasetMeta, Description, InitContext, MergeContext, Method, NamedBuffer,
-    Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Udf,
+    Params, PartitionRunner, RunPlan, Udf,
 };
 
 /// LiberTEM's `LogsumUDF`.
@@ -58,10 +59,6 @@ impl Udf for Logsum {
 
     fn merge(&self, _: MergeContext<'_>, dest: &mut [BufferViewMut<'_>], src: &[NamedBuffer]) -> Result<(), CallError> {
         add_buffers(dest, src)
-    }
-
-    fn get_results(&self, _: ResultsContext<'_>, _: &[NamedBuffer]) -> Result<Vec<ResultEntry>, CallError> {
-        Err(CallError::internal("logsum has no get_results"))
     }
 }
 

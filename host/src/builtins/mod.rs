@@ -18,6 +18,13 @@
 //! | `pick` | [`pick`] | `PickUDF` |
 //! | `logsum`, `fem`, `crystallinity` | [`logsum`], [`fem`], [`crystallinity`] | `LogsumUDF`, `FEMUDF`, `CrystallinityUDF` |
 //!
+//! What the UDF files share lives in modules of its own, which the UDF files import
+//! (they never import each other): [`mask_engine`] (mask products for `masks`, the
+//! virtual detectors, `radial-fourier` and `com`), [`kernels`] (sums and merges over
+//! tiles), [`element`] (element types, the `with_*!` dtype dispatch, tile access),
+//! [`spec`] (descriptions, parameters, buffer declarations), [`simd`] (the AVX2/FMA
+//! dense-masks kernel) and [`frames`] (per-frame helpers).
+//!
 //! # The registry
 //!
 //! [`REGISTRY`] maps each name to a constructor. [`get`] builds one by name, [`all`]
@@ -35,7 +42,8 @@
 //! 1. Write `host/src/builtins/NAME.rs`: a struct holding its [`Description`] (build it
 //!    with [`spec::describe`] and the `spec` parameter helpers, using the parameter names
 //!    of the LiberTEM UDF), `impl Default`, and `impl Udf` with `source()` returning
-//!    `builtin:NAME` and `reads_in_place()` returning true. Its `start` returns a
+//!    `builtin:NAME` and `reads_in_place()` returning true (`merge` and `get_results`
+//!    only where it has a custom merge or results). Its `start` returns a
 //!    [`PartitionRunner`] that allocates everything once per partition (buffers,
 //!    scratch space, masks cut to the tiling's signal slices) so that `process` does
 //!    no allocation.
@@ -53,6 +61,7 @@ pub mod fem;
 pub mod frames;
 pub mod kernels;
 pub mod logsum;
+pub mod mask_engine;
 pub mod masks;
 pub mod pick;
 pub mod radial_fourier;

@@ -11,7 +11,7 @@ use super::spec;
 use crate::array::NdArray;
 use crate::udf::{
     BufferDecl, BufferKind, BufferUse, BufferViewMut, CallError, DTypePreference, DatasetMeta, Description,
-    InitContext, MergeContext, NamedBuffer, Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile, Udf,
+    InitContext, MergeContext, NamedBuffer, Params, PartitionRunner, RunPlan, Tile, Udf,
 };
 
 /// LiberTEM's `PickUDF`.
@@ -87,10 +87,6 @@ impl Udf for Pick {
             _ => return Err(CallError::internal("merge: partition outside the picked frames")),
         }
         Ok(())
-    }
-
-    fn get_results(&self, _: ResultsContext<'_>, _: &[NamedBuffer]) -> Result<Vec<ResultEntry>, CallError> {
-        Err(CallError::internal("pick has no get_results"))
     }
 }
 

@@ -17,13 +17,13 @@
 //! Native only: the masks are built here from a few numbers; the `masks` plugin
 //! with these masks as a `.npy` computes `complex`.
 
-use super::masks::{MaskSet, MasksPartition, result_dtype};
+use super::mask_engine::{MaskSet, MasksPartition, result_dtype};
 use super::spec;
 use crate::array::NdArray;
-use crate::dtype::DType;
+use crate::dtype::{CastFrom, DType};
 use crate::udf::{
-    BufferDecl, BufferKind, BufferUse, BufferViewMut, CallError, DatasetMeta, Description, InitContext, MergeContext,
-    NamedBuffer, Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Udf,
+    BufferDecl, BufferKind, BufferUse, CallError, DatasetMeta, Description, InitContext, NamedBuffer, Params,
+    PartitionRunner, ResultEntry, ResultsContext, RunPlan, Udf,
 };
 use num_complex::{Complex32, Complex64};
 
@@ -153,24 +153,13 @@ impl Udf for RadialFourier {
         Ok(Box::new(MasksPartition::new(&ctx, &masks, "complex", &[g.bins, g.orders])?))
     }
 
-    fn merge(&self, _: MergeContext<'_>, _: &mut [BufferViewMut<'_>], _: &[NamedBuffer]) -> Result<(), CallError> {
-        Err(CallError::internal("radial-fourier is merged by the host"))
-    }
-
     fn get_results(&self, ctx: ResultsContext<'_>, buffers: &[NamedBuffer]) -> Result<Vec<ResultEntry>, CallError> {
         let g = Geometry::parse(ctx.params, &ctx.dataset.sig_shape)?;
         let raw = buffers.iter().find(|b| b.name == "complex").ok_or_else(|| CallError::internal("no complex"))?;
-        let values: Vec<Complex64> = match raw.array.dtype() {
-            DType::C64 => raw
-                .array
-                .as_slice::<Complex32>()
-                .unwrap_or_default()
-                .iter()
-                .map(|c| Complex64::new(c.re.into(), c.im.into()))
-                .collect(),
-            DType::C128 => raw.array.as_slice::<Complex64>().unwrap_or_default().to_vec(),
-            other => return Err(CallError::internal(format!("complex is {other}"))),
-        };
+        let dtype = raw.array.dtype();
+        let values: Vec<Complex64> = crate::with_inexact!(dtype, T => {
+            raw.array.as_slice::<T>().unwrap_or_default().iter().map(|&c| Complex64::cast_from(c)).collect()
+        }, return Err(CallError::internal(format!("complex is {dtype}"))));
         let n = raw.array.shape()[0];
         let shape = [n, g.bins, g.orders];
         let real = real_of(raw.array.dtype());

@@ -4,8 +4,8 @@
 use crate::array::NdArray;
 use crate::dtype::DType;
 use crate::udf::{
-    CallError, DTypePreference, DataAccess, Description, Method, ParamSpec, ParamType, ParamValue, Params, RunPlan,
-    TileDepth, TileSize, TilingPreferences,
+    BufferDecl, BufferKind, BufferUse, CallError, DTypePreference, DataAccess, Description, Method, ParamSpec,
+    ParamType, ParamValue, Params, RunPlan, TileDepth, TileSize, TilingPreferences,
 };
 use std::sync::Arc;
 
@@ -162,5 +162,27 @@ pub fn sig_2d(sig: &[usize], name: &str) -> Result<(usize, usize), CallError> {
     match sig {
         [y, x] => Ok((*y, *x)),
         _ => Err(CallError::invalid_data(format!("{name} needs 2-D frames, but the frames have shape {sig:?}"))),
+    }
+}
+
+/// A normal nav buffer.
+pub(crate) fn nav_buffer(name: &str, dtype: crate::dtype::DType, extra_shape: &[usize]) -> BufferDecl {
+    BufferDecl {
+        name: name.to_owned(),
+        kind: BufferKind::Nav,
+        dtype,
+        extra_shape: extra_shape.to_vec(),
+        usage: BufferUse::Normal,
+    }
+}
+
+/// A normal sig buffer.
+pub(crate) fn sig_buffer(name: &str, dtype: crate::dtype::DType) -> BufferDecl {
+    BufferDecl {
+        name: name.to_owned(),
+        kind: BufferKind::Sig,
+        dtype,
+        extra_shape: Vec::new(),
+        usage: BufferUse::Normal,
     }
 }

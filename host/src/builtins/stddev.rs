@@ -19,7 +19,7 @@ use super::element::{FusedInt, tile_data, with_fused_stored};
 use super::kernels::{CHUNK, SliceRuns};
 use super::spec;
 use crate::array::NdArray;
-use crate::dtype::{DType, Kind, result_type};
+use crate::dtype::{CastFrom, DType, Kind, result_type};
 use crate::udf::{
     BufferDecl, BufferKind, BufferUse, BufferViewMut, CallError, DatasetMeta, Description, InitContext, MergeContext,
     NamedBuffer, Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile, Udf,
@@ -370,15 +370,10 @@ impl StdDevPartition {
 
 impl PartitionRunner for StdDevPartition {
     fn process(&mut self, tile: &Tile<'_>) -> Result<(), CallError> {
-        match tile.dtype {
-            DType::F32 => self.process_typed::<f32>(tile),
-            DType::F64 => self.process_typed::<f64>(tile),
-            DType::C64 => self.process_typed::<Complex32>(tile),
-            DType::C128 => self.process_typed::<Complex64>(tile),
-            // Stored integers read unconverted (`converts_on_read`): exact in f64.
-            other => with_fused_stored!(other, S => self.process_typed::<S>(tile),
-                Err(CallError::invalid_data(format!("stddev cannot use {other} input")))),
-        }
+        let dtype = tile.dtype;
+        // Stored integers read unconverted (`converts_on_read`): exact in f64.
+        crate::with_inexact!(dtype, T => self.process_typed::<T>(tile), with_fused_stored!(dtype, S => self.process_typed::<S>(tile),
+            Err(CallError::invalid_data(format!("stddev cannot use {dtype} input")))))
     }
 
     fn postprocess(&mut self) -> Result<(), CallError> {
@@ -409,50 +404,21 @@ impl PartitionRunner for StdDevPartition {
 fn write_bytes(bytes: &mut [u8], dtype: DType, re: &[f64], im: &[f64]) -> Result<(), CallError> {
     let im_at = |i: usize| im.get(i).copied().unwrap_or(0.0);
     let bad = || CallError::internal(format!("cannot write {dtype} values"));
-    match dtype {
-        DType::F32 => {
-            let out: &mut [f32] = bytemuck::try_cast_slice_mut(bytes).map_err(|_| bad())?;
-            out.iter_mut().zip(re).for_each(|(o, &v)| *o = v as f32);
-        }
-        DType::F64 => {
-            let out: &mut [f64] = bytemuck::try_cast_slice_mut(bytes).map_err(|_| bad())?;
-            out.copy_from_slice(re);
-        }
-        DType::C64 => {
-            let out: &mut [Complex32] = bytemuck::try_cast_slice_mut(bytes).map_err(|_| bad())?;
-            out.iter_mut().enumerate().for_each(|(i, o)| *o = Complex32::new(re[i] as f32, im_at(i) as f32));
-        }
-        DType::C128 => {
-            let out: &mut [Complex64] = bytemuck::try_cast_slice_mut(bytes).map_err(|_| bad())?;
-            out.iter_mut().enumerate().for_each(|(i, o)| *o = Complex64::new(re[i], im_at(i)));
-        }
-        _ => return Err(bad()),
-    }
-    Ok(())
+    crate::with_inexact!(dtype, T => {
+        let out: &mut [T] = bytemuck::try_cast_slice_mut(bytes).map_err(|_| bad())?;
+        // Real dtypes keep the real part (NumPy's astype).
+        out.iter_mut().zip(re).enumerate().for_each(|(i, (o, &r))| *o = T::cast_from(Complex64::new(r, im_at(i))));
+        Ok(())
+    }, Err(bad()))
 }
 
 /// Elements of a float or complex buffer as (real, imaginary) `f64`s.
 fn values_of(bytes: &[u8], dtype: DType) -> Result<(Vec<f64>, Vec<f64>), CallError> {
     let bad = || CallError::internal(format!("cannot read {dtype} values"));
-    Ok(match dtype {
-        DType::F32 => {
-            let v: &[f32] = bytemuck::try_cast_slice(bytes).map_err(|_| bad())?;
-            (v.iter().map(|&x| f64::from(x)).collect(), vec![0.0; v.len()])
-        }
-        DType::F64 => {
-            let v: &[f64] = bytemuck::try_cast_slice(bytes).map_err(|_| bad())?;
-            (v.to_vec(), vec![0.0; v.len()])
-        }
-        DType::C64 => {
-            let v: &[Complex32] = bytemuck::try_cast_slice(bytes).map_err(|_| bad())?;
-            v.iter().map(|c| (f64::from(c.re), f64::from(c.im))).unzip()
-        }
-        DType::C128 => {
-            let v: &[Complex64] = bytemuck::try_cast_slice(bytes).map_err(|_| bad())?;
-            v.iter().map(|c| (c.re, c.im)).unzip()
-        }
-        _ => return Err(bad()),
-    })
+    crate::with_inexact!(dtype, T => {
+        let v: &[T] = bytemuck::try_cast_slice(bytes).map_err(|_| bad())?;
+        Ok(v.iter().map(|&x| Complex64::cast_from(x)).map(|c| (c.re, c.im)).unzip())
+    }, Err(bad()))
 }
 
 fn read_values(array: &NdArray) -> Result<(Vec<f64>, Vec<f64>), CallError> {

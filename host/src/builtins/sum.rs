@@ -3,13 +3,15 @@
 //! Buffer `intensity`: kind sig, dtype = input dtype, `intensity[y, x] = Σ_n F_n[y, x]`.
 //! Param `dtype` (default `float32`) is the preferred input dtype.
 
-use super::element::{Sample, cast_mut, tile_data, with_converting, with_sample};
-use super::kernels::{SliceRuns, add_frames};
+use super::element::unconvertible;
+use super::element::{tile_data, with_converting, with_dtype};
+use super::kernels::{SliceRuns, add_buffers, add_frames};
 use super::spec;
+use super::spec::sig_buffer;
 use crate::array::NdArray;
 use crate::udf::{
-    BufferDecl, BufferKind, BufferUse, BufferViewMut, CallError, DTypePreference, DatasetMeta, Description,
-    InitContext, MergeContext, NamedBuffer, Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile, Udf,
+    BufferDecl, BufferViewMut, CallError, DTypePreference, DatasetMeta, Description, InitContext, MergeContext,
+    NamedBuffer, Params, PartitionRunner, RunPlan, Tile, Udf,
 };
 
 /// LiberTEM's `SumUDF`.
@@ -65,51 +67,6 @@ impl Udf for Sum {
     fn merge(&self, _: MergeContext<'_>, dest: &mut [BufferViewMut<'_>], src: &[NamedBuffer]) -> Result<(), CallError> {
         add_buffers(dest, src)
     }
-
-    fn get_results(&self, _: ResultsContext<'_>, _: &[NamedBuffer]) -> Result<Vec<ResultEntry>, CallError> {
-        Err(CallError::internal("sum has no get_results"))
-    }
-}
-
-/// A normal sig buffer.
-pub(crate) fn sig_buffer(name: &str, dtype: crate::dtype::DType) -> BufferDecl {
-    BufferDecl {
-        name: name.to_owned(),
-        kind: BufferKind::Sig,
-        dtype,
-        extra_shape: Vec::new(),
-        usage: BufferUse::Normal,
-    }
-}
-
-/// A tile in a dtype that is neither the input dtype nor one a converting built-in
-/// accepts: the executor broke its promise.
-pub(crate) fn unconvertible(tile: crate::dtype::DType, input: crate::dtype::DType) -> CallError {
-    CallError::internal(format!("a tile of {tile} cannot be read into the input dtype {input}"))
-}
-
-/// `dest += src` for every buffer (by name): the merge of sums.
-pub(crate) fn add_buffers(dest: &mut [BufferViewMut<'_>], src: &[NamedBuffer]) -> Result<(), CallError> {
-    for d in dest.iter_mut() {
-        let s = src
-            .iter()
-            .find(|s| s.name == d.name)
-            .ok_or_else(|| CallError::internal(format!("merge: no partition buffer '{}'", d.name)))?;
-        if s.array.dtype() != d.dtype {
-            return Err(CallError::internal(format!("merge: '{}' is {} and {}", d.name, d.dtype, s.array.dtype())));
-        }
-        with_sample!(d.dtype, T => {
-            let acc = cast_mut::<T>(d.bytes, d.name)?;
-            let add = s.array.as_slice::<T>().ok_or_else(|| CallError::internal("merge: dtype"))?;
-            if acc.len() != add.len() {
-                return Err(CallError::internal(format!("merge: '{}' has {} and {} elements", d.name, acc.len(), add.len())));
-            }
-            for (a, &b) in acc.iter_mut().zip(add) {
-                *a = a.add(b);
-            }
-        }, return Err(CallError::internal("merge: bool buffer")));
-    }
-    Ok(())
 }
 
 struct SumPartition {
@@ -130,7 +87,7 @@ impl PartitionRunner for SumPartition {
                 Ok(())
             }, Err(unconvertible(stored, input)));
         }
-        with_sample!(tile.dtype, T => {
+        with_dtype!(tile.dtype, T => {
             let acc = intensity.as_mut_slice::<T>().ok_or_else(|| CallError::internal("tile dtype is not the input dtype"))?;
             add_frames(acc, tile_data::<T>(tile)?, runs);
             Ok(())

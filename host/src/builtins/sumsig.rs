@@ -3,15 +3,16 @@
 //! Buffer `intensity`: kind nav, dtype `result_type(input, float32)`,
 //! `intensity[n] = Σ_{y,x} F_n[y, x]`. Merged by the host (nav buffer).
 
-use super::element::{tile_data, with_converting, with_sample};
+use super::element::unconvertible;
+use super::element::{tile_data, with_converting, with_dtype};
 use super::kernels::add_frame_sums;
 use super::spec;
-use super::sum::unconvertible;
+use super::spec::nav_buffer;
 use crate::array::NdArray;
 use crate::dtype::{DType, result_type};
 use crate::udf::{
-    BufferDecl, BufferKind, BufferUse, BufferViewMut, CallError, DatasetMeta, Description, InitContext, MergeContext,
-    NamedBuffer, Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile, Udf,
+    BufferDecl, CallError, DatasetMeta, Description, InitContext, NamedBuffer, Params, PartitionRunner, RunPlan, Tile,
+    Udf,
 };
 
 /// LiberTEM's `SumSigUDF`.
@@ -22,17 +23,6 @@ pub struct SumSig {
 impl Default for SumSig {
     fn default() -> Self {
         SumSig { description: spec::describe("sumsig", "Sum over each frame (LiberTEM SumSigUDF)") }
-    }
-}
-
-/// A normal nav buffer.
-pub(crate) fn nav_buffer(name: &str, dtype: DType, extra_shape: &[usize]) -> BufferDecl {
-    BufferDecl {
-        name: name.to_owned(),
-        kind: BufferKind::Nav,
-        dtype,
-        extra_shape: extra_shape.to_vec(),
-        usage: BufferUse::Normal,
     }
 }
 
@@ -74,14 +64,6 @@ impl Udf for SumSig {
         let (origin, frames) = ctx.partition.map_or((0, ctx.dataset.frames()), |p| (p.origin, p.frames));
         Ok(Box::new(SumSigPartition { intensity: Some(NdArray::zeros(dtype, &[frames])), origin }))
     }
-
-    fn merge(&self, _: MergeContext<'_>, _: &mut [BufferViewMut<'_>], _: &[NamedBuffer]) -> Result<(), CallError> {
-        Err(CallError::internal("sumsig is merged by the host"))
-    }
-
-    fn get_results(&self, _: ResultsContext<'_>, _: &[NamedBuffer]) -> Result<Vec<ResultEntry>, CallError> {
-        Err(CallError::internal("sumsig has no get_results"))
-    }
 }
 
 struct SumSigPartition {
@@ -107,7 +89,7 @@ impl PartitionRunner for SumSigPartition {
                 Ok(())
             }, Err(unconvertible(stored, input)));
         }
-        with_sample!(tile.dtype, T => {
+        with_dtype!(tile.dtype, T => {
             let acc = intensity.as_mut_slice::<T>().ok_or_else(|| CallError::internal("tile dtype is not the input dtype"))?;
             let acc = acc.get_mut(range).ok_or_else(|| CallError::internal("tile beyond partition"))?;
             add_frame_sums(acc, tile_data::<T>(tile)?, slice_len);

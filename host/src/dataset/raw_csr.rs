@@ -24,7 +24,6 @@
 use super::{Dataset, DatasetError, DatasetInfo, DatasetShape, OpenOptions, SigSlice};
 use crate::dtype::{ByteOrder, DType, Kind, StoredDType, converter};
 use memmap2::Mmap;
-use num_complex::{Complex32, Complex64};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -244,29 +243,11 @@ pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<RawCsrDataset, 
 
 /// Add `src` (one element of `dtype`, native order) to the element at `dst`.
 fn add_into(dtype: DType, src: &[u8], dst: &mut [u8]) {
-    macro_rules! add {
-        ($t:ty, $op:expr) => {{
-            let a: $t = bytemuck::pod_read_unaligned(src);
-            let b: $t = bytemuck::pod_read_unaligned(dst);
-            let f: fn($t, $t) -> $t = $op;
-            dst.copy_from_slice(bytemuck::bytes_of(&f(a, b)));
-        }};
-    }
-    match dtype {
-        DType::Bool => dst[0] |= src[0],
-        DType::U8 => add!(u8, |a, b| a.wrapping_add(b)),
-        DType::U16 => add!(u16, |a, b| a.wrapping_add(b)),
-        DType::U32 => add!(u32, |a, b| a.wrapping_add(b)),
-        DType::U64 => add!(u64, |a, b| a.wrapping_add(b)),
-        DType::I8 => add!(i8, |a, b| a.wrapping_add(b)),
-        DType::I16 => add!(i16, |a, b| a.wrapping_add(b)),
-        DType::I32 => add!(i32, |a, b| a.wrapping_add(b)),
-        DType::I64 => add!(i64, |a, b| a.wrapping_add(b)),
-        DType::F32 => add!(f32, |a, b| a + b),
-        DType::F64 => add!(f64, |a, b| a + b),
-        DType::C64 => add!(Complex32, |a, b| a + b),
-        DType::C128 => add!(Complex64, |a, b| a + b),
-    }
+    use crate::dtype::Element;
+    crate::with_dtype!(dtype, T => {
+        let (a, b): (T, T) = (bytemuck::pod_read_unaligned(src), bytemuck::pod_read_unaligned(dst));
+        dst.copy_from_slice(bytemuck::bytes_of(&a.numpy_add(b)));
+    }, dst[0] |= src[0])
 }
 
 impl Dataset for RawCsrDataset {

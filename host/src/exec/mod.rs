@@ -32,7 +32,7 @@
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! # let (data, specs) = todo!();
+//! # let (data, specs): (udf_host::dataset::OpenedDataset, Vec<udf_host::exec::UdfSpec>) = todo!();
 //! use std::sync::Arc;
 //! use udf_host::{exec, loader::Loader};
 //! let run = exec::Run::plan(data, specs, exec::RunOptions::default())?;

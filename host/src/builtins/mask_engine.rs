@@ -1,0 +1,549 @@
+//! The mask engine: dot products of every frame with a stack of masks, shared by every
+//! built-in that applies masks — `masks` (given masks), `disk`, `ring`, `point`,
+//! `radial-fourier` and `com` (masks they build). It is not a UDF; the UDF files import it.
+//!
+//! Per partition, the masks are cut to the tiling's signal slices once; a tile
+//! is then one matrix product `tile (frames × pixels) @ masksᵀ (pixels × M)` (dense
+//! masks, matrixmultiply's blocked kernels, which read each tile element once), or a
+//! gather per mask entry (sparse masks, CSR). Tiles of another dtype than the result
+//! are converted block by block (the matrix product's blocks) into a scratch buffer
+//! allocated once. Float32 masks on x86-64 with AVX2/FMA use [`simd`]'s kernel instead,
+//! on float32 tiles or on stored integers read unconverted (`converts_on_read`).
+
+use super::element::{Sample, tile_data, with_fused_stored};
+use super::kernels::{SliceRuns, parallel};
+use super::simd::{self, Pixel};
+use super::spec;
+use crate::array::NdArray;
+use crate::dtype::{CastFrom, DType, Element, Kind, StoredDType, converter, result_type};
+use crate::udf::SigSlice;
+use crate::udf::{CallError, InitContext, NamedBuffer, Params, PartitionRunner, Tile};
+use ndarray::{ArrayView2, ArrayViewMut2, LinalgScalar, ShapeBuilder};
+use num_complex::{Complex32, Complex64};
+use rayon::prelude::*;
+
+/// A stack of `count` masks over the whole frame, in the result dtype.
+#[derive(Debug, Clone)]
+pub struct MaskSet {
+    /// `(count, frame_len)`, C order, in the result dtype.
+    pub values: NdArray,
+    pub count: usize,
+    pub frame_len: usize,
+    /// Apply as sparse (CSR) masks.
+    pub sparse: bool,
+}
+
+impl MaskSet {
+    /// Masks from an array of shape `sig` (one mask), `(M, ..sig)` or `(M, pixels)`,
+    /// converted to `dtype` (NumPy's `astype`).
+    ///
+    /// # Errors
+    /// Bad parameter `name` if the shape does not fit the frames or the dtype cannot
+    /// hold the result.
+    pub fn new(array: &NdArray, sig: &[usize], dtype: DType, sparse: bool, name: &str) -> Result<Self, CallError> {
+        let frame_len: usize = sig.iter().product();
+        let shape = array.shape();
+        let count = if shape == sig {
+            1
+        } else if shape.len() == sig.len() + 1 && shape[1..] == *sig
+            || shape.len() == 2 && shape[1] == frame_len && sig.len() != 1
+        {
+            shape[0]
+        } else {
+            return Err(CallError::bad_param(format!(
+                "parameter '{name}' has shape {shape:?}; expected one mask of the frame shape {sig:?} or a stack (M, {})",
+                sig.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
+            )));
+        };
+        if array.dtype() == DType::Bool && dtype == DType::Bool {
+            return Err(CallError::bad_param(format!("parameter '{name}': bool masks need a numeric mask_dtype")));
+        }
+        let mut values = NdArray::zeros(dtype, &[count, frame_len]);
+        if array.dtype() == DType::Bool {
+            // Bool is stored as 0/1 bytes: convert through uint8.
+            converter(StoredDType::le(DType::U8), dtype)(array.bytes(), values.bytes_mut());
+        } else {
+            converter(StoredDType::le(array.dtype()), dtype)(array.bytes(), values.bytes_mut());
+        }
+        Ok(MaskSet { values, count, frame_len, sparse })
+    }
+
+    /// Masks built pixel by pixel: `f(m, y, x)` for 2-D frames `(sy, sx)`, as float32.
+    pub fn from_fn_f32(
+        count: usize,
+        sy: usize,
+        sx: usize,
+        sparse: bool,
+        f: impl Fn(usize, usize, usize) -> f32,
+    ) -> Self {
+        let values: Vec<f32> = (0..count)
+            .flat_map(|m| (0..sy).flat_map(move |y| (0..sx).map(move |x| (m, y, x))))
+            .map(|(m, y, x)| f(m, y, x))
+            .collect();
+        let values = NdArray::from_vec(&[count, sy * sx], values).unwrap_or_else(|_| unreachable!("count x frame"));
+        MaskSet { values, count, frame_len: sy * sx, sparse }
+    }
+
+    /// The same masks in `dtype`.
+    pub fn to_dtype(&self, dtype: DType) -> MaskSet {
+        if dtype == self.values.dtype() {
+            return self.clone();
+        }
+        let mut values = NdArray::zeros(dtype, self.values.shape());
+        converter(StoredDType::le(self.values.dtype()), dtype)(self.values.bytes(), values.bytes_mut());
+        MaskSet { values, ..*self }
+    }
+
+    /// The product of tiles with these masks for one partition: masks cut to each
+    /// slice of the tiling.
+    ///
+    /// # Errors
+    /// Invalid data if the masks' dtype is not float or complex.
+    pub fn product(&self, sig: &[usize], slices: &[SigSlice]) -> Result<Box<dyn MaskProduct>, CallError> {
+        let dtype = self.values.dtype();
+        crate::with_inexact!(dtype, T => {
+            let values = self.values.as_slice::<T>().unwrap_or_default();
+            let runs = SliceRuns::for_scheme(sig, slices);
+            if self.sparse {
+                Ok(Box::new(SparseProduct::<T>::new(values, self.count, self.frame_len, &runs)) as Box<dyn MaskProduct>)
+            } else {
+                Ok(Box::new(DenseProduct::<T>::new(values, self.count, self.frame_len, &runs)) as Box<dyn MaskProduct>)
+            }
+        }, Err(CallError::invalid_data(format!(
+            "masks are applied in float or complex arithmetic, not {dtype}; use float32 input or mask_dtype"
+        ))))
+    }
+}
+
+/// `out[f, m] += Σ_p tile[f, p] · mask_m[slice p]` for the frames of a tile.
+pub trait MaskProduct: Send {
+    /// Apply to `tile`, adding into `out` (`tile.frames × M` elements of the result
+    /// dtype, as bytes).
+    ///
+    /// # Errors
+    /// An unsupported tile dtype, or internal inconsistencies.
+    fn apply(&mut self, tile: &Tile<'_>, out: &mut [u8]) -> Result<(), CallError>;
+}
+
+/// Element types masks are applied in, from any tile dtype a mask built-in accepts: the
+/// float and complex input dtypes, and the stored integers it converts on read.
+pub trait MaskElement:
+    Sample
+    + LinalgScalar
+    + Send
+    + Sync
+    + CastFrom<f32>
+    + CastFrom<f64>
+    + CastFrom<Complex32>
+    + CastFrom<Complex64>
+    + CastFrom<u8>
+    + CastFrom<u16>
+    + CastFrom<u32>
+    + CastFrom<i8>
+    + CastFrom<i16>
+    + CastFrom<i32>
+{
+}
+impl MaskElement for f32 {}
+impl MaskElement for f64 {}
+impl MaskElement for Complex32 {}
+impl MaskElement for Complex64 {}
+
+/// Frames per parallel block target this many bytes of tile.
+const PARALLEL_BLOCK_BYTES: usize = 4 << 20;
+
+fn unsupported(dtype: DType) -> CallError {
+    CallError::invalid_data(format!("masks cannot be applied to {dtype} data"))
+}
+
+fn rows_of<R: Element>(out: &mut [u8]) -> Result<&mut [R], CallError> {
+    super::element::cast_mut::<R>(out, "intensity")
+}
+
+/// Dense masks: per slice a `(M, slice_len)` matrix.
+struct DenseProduct<R> {
+    count: usize,
+    /// Per slice of the scheme: the masks cut to the slice, `(M, slice_len)` C order.
+    slices: Vec<Vec<R>>,
+    scratch: Vec<R>,
+    /// Float32 masks on a CPU with AVX2/FMA: use [`simd`]'s kernel (decided once).
+    simd: bool,
+}
+
+impl<R: MaskElement> DenseProduct<R> {
+    fn new(values: &[R], count: usize, frame_len: usize, runs: &[SliceRuns]) -> Self {
+        let slices = runs
+            .iter()
+            .map(|r| {
+                let mut cut = Vec::with_capacity(count * r.slice_len);
+                for m in 0..count {
+                    let mask = &values[m * frame_len..(m + 1) * frame_len];
+                    for &start in &r.starts {
+                        cut.extend_from_slice(&mask[start..start + r.run_len]);
+                    }
+                }
+                cut
+            })
+            .collect();
+        DenseProduct { count, slices, scratch: Vec::new(), simd: R::DTYPE == DType::F32 && simd::available() }
+    }
+}
+
+/// Frames per matrix-product call: the rows of one call's block of the tile.
+const GEMM_FRAMES: usize = 64;
+/// Pixels per matrix-product call: one call's part of each frame (and of the masks,
+/// which are then re-read from L2/L3, not from memory).
+const GEMM_PIXELS: usize = 4096;
+
+/// `out (frames × m) += data (frames × k) @ masksᵀ`, `masks` being `(m, k)` C order,
+/// in blocks of `GEMM_FRAMES × GEMM_PIXELS` so that each call's share of the masks
+/// stays in cache while the data streams past once.
+fn gemm<R: MaskElement>(data: &[R], k: usize, masks: &[R], m: usize, out: &mut [R]) -> Result<(), CallError> {
+    let frames = out.len() / m.max(1);
+    if m == 0 || k == 0 || frames == 0 {
+        return Ok(());
+    }
+    let bad = |e: ndarray::ShapeError| CallError::internal(format!("mask product shapes: {e}"));
+    if m == 1 {
+        // One mask: a dot product per frame (a GEMM would waste most of its kernel).
+        for (row, acc) in data.chunks_exact(k).zip(out.iter_mut()) {
+            *acc = *acc + dot(row, masks);
+        }
+        return Ok(());
+    }
+    for (block, rows) in data[..frames * k].chunks(GEMM_FRAMES * k).zip(out.chunks_mut(GEMM_FRAMES * m)) {
+        let f = rows.len() / m;
+        for p0 in (0..k).step_by(GEMM_PIXELS) {
+            let kc = GEMM_PIXELS.min(k - p0);
+            let a = ArrayView2::from_shape((f, kc).strides((k, 1)), &block[p0..]).map_err(bad)?;
+            block_product(a, &masks[p0..], k, m, rows)?;
+        }
+    }
+    Ok(())
+}
+
+/// `rows (f × m) += a (f × kc) @ masksᵀ`, `masks` being the masks from the block's first
+/// pixel on, `k` apart.
+fn block_product<R: MaskElement>(
+    a: ArrayView2<'_, R>,
+    masks: &[R],
+    k: usize,
+    m: usize,
+    rows: &mut [R],
+) -> Result<(), CallError> {
+    let bad = |e: ndarray::ShapeError| CallError::internal(format!("mask product shapes: {e}"));
+    let (f, kc) = a.dim();
+    let b = ArrayView2::from_shape((kc, m).strides((1, k)), masks).map_err(bad)?;
+    let mut c = ArrayViewMut2::from_shape((f, m), rows).map_err(bad)?;
+    ndarray::linalg::general_mat_mul(R::one(), &a, &b, R::one(), &mut c);
+    Ok(())
+}
+
+/// `Σ a[i] · b[i]` in 8 lanes.
+fn dot<R: MaskElement>(a: &[R], b: &[R]) -> R {
+    let mut lanes = [R::zero(); 8];
+    let mut ca = a.chunks_exact(8);
+    let mut cb = b.chunks_exact(8);
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        for ((lane, &a), &b) in lanes.iter_mut().zip(x).zip(y) {
+            *lane = *lane + a * b;
+        }
+    }
+    let mut total = R::zero();
+    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
+        total = total + *x * *y;
+    }
+    lanes.iter().fold(total, |acc, &l| acc + l)
+}
+
+/// `apply(data, out)` on the whole tile, or — for tiles worth splitting across threads —
+/// on blocks of frames in parallel.
+fn by_frame_blocks<S: Sync, R: Send>(
+    data: &[S],
+    k: usize,
+    m: usize,
+    out: &mut [R],
+    apply: impl Fn(&[S], &mut [R]) -> Result<(), CallError> + Sync,
+) -> Result<(), CallError> {
+    let frames = out.len() / m.max(1);
+    if frames > 1 && parallel(std::mem::size_of_val(data)) {
+        let block = (PARALLEL_BLOCK_BYTES / (k * size_of::<S>()).max(1)).max(GEMM_FRAMES).clamp(1, frames);
+        return out.par_chunks_mut(block * m.max(1)).zip(data.par_chunks(block * k)).try_for_each(|(o, d)| apply(d, o));
+    }
+    apply(data, out)
+}
+
+/// The AVX2/FMA kernel on a tile of `S` (float32 or stored integers) with float32 masks.
+fn dense_f32<S: Pixel + Element>(
+    tile: &Tile<'_>,
+    k: usize,
+    masks: &[f32],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), CallError> {
+    by_frame_blocks(tile_data::<S>(tile)?, k, m, out, |d, o| {
+        if simd::masks_product(d, k, masks, m, o) {
+            Ok(())
+        } else {
+            Err(CallError::internal("the AVX2 kernel is not available"))
+        }
+    })
+}
+
+/// The portable product of a tile of another dtype `I`: blocked like [`gemm`], each
+/// `GEMM_FRAMES × GEMM_PIXELS` block converted to `R` into `scratch` (so the masks are
+/// read once per `GEMM_FRAMES` frames, however wide the frames).
+fn convert_then_gemm<I: Copy, R: MaskElement + CastFrom<I>>(
+    data: &[I],
+    k: usize,
+    masks: &[R],
+    m: usize,
+    out: &mut [R],
+    scratch: &mut Vec<R>,
+) -> Result<(), CallError> {
+    let frames = out.len() / m.max(1);
+    if m == 0 || k == 0 || frames == 0 {
+        return Ok(());
+    }
+    let bad = |e: ndarray::ShapeError| CallError::internal(format!("mask product shapes: {e}"));
+    let most = GEMM_FRAMES.min(frames) * GEMM_PIXELS.min(k);
+    if scratch.len() < most {
+        scratch.resize(most, R::zero());
+    }
+    for (block, rows) in data[..frames * k].chunks(GEMM_FRAMES * k).zip(out.chunks_mut(GEMM_FRAMES * m)) {
+        let f = rows.len() / m;
+        for p0 in (0..k).step_by(GEMM_PIXELS) {
+            let kc = GEMM_PIXELS.min(k - p0);
+            let converted = &mut scratch[..f * kc];
+            for (to, from) in converted.chunks_exact_mut(kc).zip(block.chunks_exact(k)) {
+                for (t, &x) in to.iter_mut().zip(&from[p0..p0 + kc]) {
+                    *t = R::cast_from(x);
+                }
+            }
+            let a = ArrayView2::from_shape((f, kc), &*converted).map_err(bad)?;
+            block_product(a, &masks[p0..], k, m, rows)?;
+        }
+    }
+    Ok(())
+}
+
+impl<R: MaskElement> MaskProduct for DenseProduct<R> {
+    fn apply(&mut self, tile: &Tile<'_>, out: &mut [u8]) -> Result<(), CallError> {
+        let masks = self.slices.get(tile.scheme_index).ok_or_else(|| CallError::internal("unknown signal slice"))?;
+        let k = tile.sig.len();
+        let m = self.count;
+        let out = rows_of::<R>(out)?;
+        if self.simd {
+            let (masks, out) = (bytemuck::cast_slice::<R, f32>(masks), bytemuck::cast_slice_mut::<R, f32>(out));
+            if tile.dtype == DType::F32 {
+                return dense_f32::<f32>(tile, k, masks, m, out);
+            }
+            if let Some(result) =
+                with_fused_stored!(tile.dtype, S => Some(dense_f32::<S>(tile, k, masks, m, out)), None)
+            {
+                return result;
+            }
+        }
+        if tile.dtype == R::DTYPE {
+            return by_frame_blocks(tile_data::<R>(tile)?, k, m, out, |d, o| gemm(d, k, masks, m, o));
+        }
+        let scratch = &mut self.scratch;
+        crate::with_inexact!(tile.dtype, I => {
+            convert_then_gemm(tile_data::<I>(tile)?, k, masks, m, out, scratch)
+        }, with_fused_stored!(tile.dtype, I => {
+            convert_then_gemm(tile_data::<I>(tile)?, k, masks, m, out, scratch)
+        }, Err(unsupported(tile.dtype))))
+    }
+}
+
+/// Sparse masks: per slice a CSR matrix `(M, slice_len)`.
+struct SparseProduct<R> {
+    count: usize,
+    /// Per slice: row pointers (M + 1), column indices (in the slice), values.
+    slices: Vec<(Vec<usize>, Vec<u32>, Vec<R>)>,
+}
+
+impl<R: MaskElement> SparseProduct<R> {
+    fn new(values: &[R], count: usize, frame_len: usize, runs: &[SliceRuns]) -> Self {
+        let slices = runs
+            .iter()
+            .map(|r| {
+                let mut indptr = vec![0];
+                let (mut indices, mut data) = (Vec::new(), Vec::new());
+                for m in 0..count {
+                    let mask = &values[m * frame_len..(m + 1) * frame_len];
+                    for (k, &start) in r.starts.iter().enumerate() {
+                        for i in 0..r.run_len {
+                            let v = mask[start + i];
+                            if v != R::zero() {
+                                indices.push((k * r.run_len + i) as u32);
+                                data.push(v);
+                            }
+                        }
+                    }
+                    indptr.push(indices.len());
+                }
+                (indptr, indices, data)
+            })
+            .collect();
+        SparseProduct { count, slices }
+    }
+}
+
+/// `out[f, mask] += Σ values · frame[indices]` over the CSR rows, each tile element
+/// converted to `R` as it is read.
+fn sparse_rows<I: Copy, R: MaskElement + CastFrom<I>>(
+    data: &[I],
+    k: usize,
+    (indptr, indices, values): &(Vec<usize>, Vec<u32>, Vec<R>),
+    m: usize,
+    out: &mut [R],
+) {
+    for (frame, row) in data.chunks_exact(k).zip(out.chunks_exact_mut(m)) {
+        for (mask, acc) in row.iter_mut().enumerate() {
+            let range = indptr[mask]..indptr[mask + 1];
+            let mut sum = R::zero();
+            for (&i, &v) in indices[range.clone()].iter().zip(&values[range]) {
+                sum = sum + v * R::cast_from(frame[i as usize]);
+            }
+            *acc = *acc + sum;
+        }
+    }
+}
+
+impl<R: MaskElement> MaskProduct for SparseProduct<R> {
+    fn apply(&mut self, tile: &Tile<'_>, out: &mut [u8]) -> Result<(), CallError> {
+        let csr = self.slices.get(tile.scheme_index).ok_or_else(|| CallError::internal("unknown signal slice"))?;
+        let k = tile.sig.len();
+        let m = self.count;
+        let out = rows_of::<R>(out)?;
+        if m == 0 || k == 0 {
+            return Ok(());
+        }
+        crate::with_inexact!(tile.dtype, I => {
+            sparse_rows(tile_data::<I>(tile)?, k, csr, m, out);
+            Ok(())
+        }, with_fused_stored!(tile.dtype, I => {
+            sparse_rows(tile_data::<I>(tile)?, k, csr, m, out);
+            Ok(())
+        }, Err(unsupported(tile.dtype))))
+    }
+}
+
+/// A partition of any mask-based built-in: the product into a nav buffer `(frames, M)`.
+pub struct MasksPartition {
+    product: Box<dyn MaskProduct>,
+    buffer: Option<NdArray>,
+    name: String,
+    count: usize,
+    origin: u64,
+    dtype_size: usize,
+}
+
+impl MasksPartition {
+    /// A runner applying `masks` (already in the buffer's dtype) into nav buffer `name`
+    /// of shape `(frames, ..extra)` with `M` elements per frame.
+    ///
+    /// # Errors
+    /// As [`MaskSet::product`].
+    pub fn new(ctx: &InitContext<'_>, masks: &MaskSet, name: &str, extra_shape: &[usize]) -> Result<Self, CallError> {
+        let (origin, frames) = ctx.partition.map_or((0, ctx.dataset.frames()), |p| (p.origin, p.frames));
+        let sig = &ctx.dataset.sig_shape;
+        let full = [SigSlice::full(sig)];
+        let slices = ctx.partition.map_or(&full[..], |p| &p.tiling.slices[..]);
+        let product = masks.product(sig, slices)?;
+        let mut shape = vec![frames];
+        shape.extend_from_slice(extra_shape);
+        let dtype = masks.values.dtype();
+        Ok(MasksPartition {
+            product,
+            buffer: Some(NdArray::zeros(dtype, &shape)),
+            name: name.to_owned(),
+            count: masks.count,
+            origin,
+            dtype_size: dtype.size(),
+        })
+    }
+}
+
+impl PartitionRunner for MasksPartition {
+    fn process(&mut self, tile: &Tile<'_>) -> Result<(), CallError> {
+        let buffer = self.buffer.as_mut().ok_or_else(|| CallError::internal("process after export"))?;
+        let first =
+            tile.origin.checked_sub(self.origin).ok_or_else(|| CallError::internal("tile before partition"))? as usize;
+        let row = self.count * self.dtype_size;
+        let out = buffer
+            .bytes_mut()
+            .get_mut(first * row..(first + tile.frames) * row)
+            .ok_or_else(|| CallError::internal("tile beyond partition"))?;
+        self.product.apply(tile, out)
+    }
+
+    fn export(&mut self) -> Result<Vec<NamedBuffer>, CallError> {
+        let array = self.buffer.take().ok_or_else(|| CallError::internal("exported twice"))?;
+        Ok(vec![NamedBuffer { name: self.name.clone(), array }])
+    }
+}
+
+/// The result dtype of applying masks of `mask_dtype` to `input`: float or complex.
+///
+/// # Errors
+/// Invalid data for inputs masks cannot be applied to (integers kept native by another
+/// UDF of the run, bool).
+pub fn result_dtype(input: DType, mask_dtype: DType) -> Result<DType, CallError> {
+    let d = result_type(input, mask_dtype);
+    match d.kind() {
+        Kind::Float | Kind::Complex => Ok(d),
+        _ => Err(CallError::invalid_data(format!(
+            "masks of {mask_dtype} cannot be applied to {input} input in float arithmetic; give preferred_dtype or mask_dtype float32"
+        ))),
+    }
+}
+
+/// Parse `use_sparse`: `auto` (the masks' own form: dense arrays stay dense), `true`
+/// or a sparse format name (CSR), `false`.
+///
+/// # Errors
+/// Any other value.
+pub fn parse_use_sparse(params: &Params) -> Result<Option<bool>, CallError> {
+    let text = spec::get_text(params, "use_sparse")?;
+    match text.trim().to_ascii_lowercase().as_str() {
+        "" | "auto" | "none" => Ok(None),
+        "true" | "1" | "yes" | "scipy.sparse" | "scipy.sparse.csc" | "sparse.pydata" | "csr" => Ok(Some(true)),
+        "false" | "0" | "no" => Ok(Some(false)),
+        _ => Err(CallError::bad_param(format!(
+            "parameter 'use_sparse' must be auto, true or false (or a sparse format name), got '{text}'"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocked_products_equal_plain_dot_products() {
+        // More frames and pixels than one block, ragged at both ends.
+        let (frames, k, m) = (GEMM_FRAMES * 2 + 3, GEMM_PIXELS + 77, 5);
+        let data: Vec<f64> = (0..frames * k).map(|i| ((i * 31) % 17) as f64 - 8.0).collect();
+        let masks: Vec<f64> = (0..m * k).map(|i| ((i * 13) % 11) as f64 / 4.0).collect();
+        let mut out = vec![1.0; frames * m];
+        gemm(&data, k, &masks, m, &mut out).unwrap();
+        for f in 0..frames {
+            for j in 0..m {
+                let expected: f64 = 1.0 + (0..k).map(|p| data[f * k + p] * masks[j * k + p]).sum::<f64>();
+                assert_eq!(out[f * m + j], expected, "frame {f}, mask {j}");
+            }
+        }
+        let ints: Vec<i16> = data.iter().map(|&v| v as i16).collect();
+        let mut converted = vec![1.0; frames * m];
+        convert_then_gemm(&ints, k, &masks, m, &mut converted, &mut Vec::new()).unwrap();
+        assert_eq!(converted, out, "converted blocks");
+        let mut one = vec![0.0; frames];
+        gemm(&data, k, &masks[..k], 1, &mut one).unwrap();
+        for f in 0..frames {
+            let expected: f64 = (0..k).map(|p| data[f * k + p] * masks[p]).sum();
+            assert_eq!(one[f], expected, "frame {f}, one mask");
+        }
+    }
+}
