@@ -3,7 +3,7 @@
 use super::Failure;
 use super::run::DatasetArgs;
 use crate::dataset::{
-    self, DatasetError, OpenOptions, TileRequest, default_partition_count, negotiate, plan_partitions,
+    self, Dataset, DatasetError, OpenOptions, TileRequest, default_partition_count, negotiate, plan_partitions,
 };
 use crate::dtype::{DType, result_type};
 use crate::udf::{Method, TileDepth, TileSize};
@@ -32,30 +32,39 @@ pub fn info(args: InfoArgs) -> Result<(), Failure> {
         println!("{}", serde_json::to_string_pretty(&summary)?);
         return Ok(());
     }
-    let s = &summary;
-    println!("{} ({})", s["path"].as_str().unwrap_or_default(), s["format"].as_str().unwrap_or_default());
-    println!("  nav shape     {} ({} frames)", s["nav_shape"], s["frames"]);
-    println!("  sig shape     {} ({} bytes per frame)", s["sig_shape"], s["frame_bytes"]);
-    println!("  dtype         {}", s["dtype_name"].as_str().unwrap_or_default());
-    println!("  size          {:.1} MB", s["bytes"].as_f64().unwrap_or(0.0) / 1e6);
+    print!("{}", text(&summary));
+    Ok(())
+}
+
+/// The text `info` prints for a [`describe`] summary.
+pub fn text(s: &serde_json::Value) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "{} ({})", s["path"].as_str().unwrap_or_default(), s["format"].as_str().unwrap_or_default());
+    let _ = writeln!(out, "  nav shape     {} ({} frames)", s["nav_shape"], s["frames"]);
+    let _ = writeln!(out, "  sig shape     {} ({} bytes per frame)", s["sig_shape"], s["frame_bytes"]);
+    let _ = writeln!(out, "  dtype         {}", s["dtype_name"].as_str().unwrap_or_default());
+    let _ = writeln!(out, "  size          {:.1} MB", s["bytes"].as_f64().unwrap_or(0.0) / 1e6);
     if let Some(details) = s["details"].as_object() {
         for (key, value) in details {
-            println!("  {key:<13} {}", value.as_str().unwrap_or_default());
+            let _ = writeln!(out, "  {key:<13} {}", value.as_str().unwrap_or_default());
         }
     }
     let p = &s["partitions"];
-    println!(
+    let _ = writeln!(
+        out,
         "  partitions    {} ({}..{} frames each, planned for {} threads)",
         p["count"], p["min_frames"], p["max_frames"], s["threads"]
     );
     let t = &s["tile_udf"];
-    println!(
+    let _ = writeln!(
+        out,
         "  tile shape    {} for a tile UDF with default preferences ({} input, {} signal slices)",
         t["tile_shape"],
         t["input_dtype"].as_str().unwrap_or_default(),
         t["signal_slices"]
     );
-    Ok(())
+    out
 }
 
 /// What `info` reports, as JSON: the dataset's format, shape, dtype and details, the
@@ -65,7 +74,11 @@ pub fn info(args: InfoArgs) -> Result<(), Failure> {
 /// # Errors
 /// The dataset cannot be opened.
 pub fn describe(path: &Path, options: &OpenOptions, threads: usize) -> Result<serde_json::Value, DatasetError> {
-    let data = dataset::open(path, options)?;
+    Ok(describe_dataset(dataset::open(path, options)?.as_ref(), threads))
+}
+
+/// [`describe`] for a dataset that is open already.
+pub fn describe_dataset(data: &dyn Dataset, threads: usize) -> serde_json::Value {
     let shape = data.shape();
     let stored = data.stored_dtype();
     let info = data.info();
@@ -77,7 +90,7 @@ pub fn describe(path: &Path, options: &OpenOptions, threads: usize) -> Result<se
     let tiling = negotiate(&[request], shape, &data.base_shape(), first_len, input.size(), stored.dtype.size(), true);
     let frame_bytes = shape.sig_len() * stored.dtype.size();
     let sizes: Vec<usize> = partitions.iter().map(|p| p.len()).collect();
-    Ok(json!({
+    json!({
         "path": info.path.display().to_string(),
         "format": info.format,
         "nav_shape": shape.nav,
@@ -99,5 +112,5 @@ pub fn describe(path: &Path, options: &OpenOptions, threads: usize) -> Result<se
             "tile_shape": tiling.tile_shape(),
             "signal_slices": tiling.slices.len(),
         },
-    }))
+    })
 }

@@ -24,9 +24,7 @@ pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
         if args.json {
             println!("{}", serde_json::to_string_pretty(&description_json(d))?);
         } else {
-            println!("{} {} — {}", d.name, d.version, d.summary);
-            println!("  kind          native built-in (reads tiles in place)");
-            print_details(d);
+            print!("{}", description_text(d, &[BUILTIN_KIND.to_owned()]));
         }
         return Ok(());
     }
@@ -37,47 +35,72 @@ pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
         println!("{}", serde_json::to_string_pretty(&description_json(d))?);
         return Ok(());
     }
-    let (major, minor, patch) = WIT_VERSION;
-    println!("{} {} — {}", d.name, d.version, d.summary);
-    println!("  contract      {WIT_PACKAGE}@{major}.{minor}.{patch} (compatible)");
-    println!("  loaded in     {:.1} ms ({:?})", stats.load_time.as_secs_f64() * 1e3, stats.cache);
-    print_details(d);
+    let loaded = format!("  loaded in     {:.1} ms ({:?})", stats.load_time.as_secs_f64() * 1e3, stats.cache);
+    print!("{}", description_text(d, &[contract_line(), loaded]));
     Ok(())
 }
 
+/// The line `inspect` prints for a built-in's kind.
+pub const BUILTIN_KIND: &str = "  kind          native built-in (reads tiles in place)";
+
+/// The line `inspect` prints for a plugin's contract.
+pub fn contract_line() -> String {
+    let (major, minor, patch) = WIT_VERSION;
+    format!("  contract      {WIT_PACKAGE}@{major}.{minor}.{patch} (compatible)")
+}
+
+/// What `inspect` prints: the title, the `header` lines, then methods, preferences and
+/// parameters.
+pub fn description_text(d: &Description, header: &[String]) -> String {
+    let mut out = format!("{} {} — {}\n", d.name, d.version, d.summary);
+    for line in header {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push_str(&details_text(d));
+    out
+}
+
 /// Methods, preferences and parameters of a description.
-fn print_details(d: &Description) {
-    println!("  methods       {}", d.methods.iter().map(|m| m.name()).collect::<Vec<_>>().join(", "));
-    println!("  input dtype   {}", dtype_pref(d.input_dtype));
-    println!("  tiling        depth {}, size {}", depth(d.tiling.depth), size(d.tiling.total_size));
-    println!("  custom merge  {}", yes_no(d.custom_merge));
-    println!("  get_results   {}", yes_no(d.custom_results));
-    println!("  main preprocess {}", yes_no(d.main_preprocess));
-    println!(
+fn details_text(d: &Description) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "  methods       {}", d.methods.iter().map(|m| m.name()).collect::<Vec<_>>().join(", "));
+    let _ = writeln!(out, "  input dtype   {}", dtype_pref(d.input_dtype));
+    let _ = writeln!(out, "  tiling        depth {}, size {}", depth(d.tiling.depth), size(d.tiling.total_size));
+    let _ = writeln!(out, "  custom merge  {}", yes_no(d.custom_merge));
+    let _ = writeln!(out, "  get_results   {}", yes_no(d.custom_results));
+    let _ = writeln!(out, "  main preprocess {}", yes_no(d.main_preprocess));
+    let _ = writeln!(
+        out,
         "  data access   {}",
         match d.data_access {
             DataAccess::Typed => "typed lists",
             DataAccess::Bytes => "bytes",
         }
     );
-    print_params(d);
+    out.push_str(&params_text(d));
+    out
 }
 
 /// The parameters of a description, one or two lines each.
-pub(super) fn print_params(d: &Description) {
+pub(super) fn params_text(d: &Description) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
     if d.params.is_empty() {
-        println!("  parameters    none");
+        let _ = writeln!(out, "  parameters    none");
     } else {
-        println!("  parameters:");
+        let _ = writeln!(out, "  parameters:");
         for p in &d.params {
             let default = p.default.as_ref().map_or_else(|| "required".to_owned(), |v| format!("default {v}"));
             let aux = if p.nav_aux { ", per-frame aux data" } else { "" };
-            println!("    {:<14} {:<6} {default}{aux}", p.name, p.ty.name());
+            let _ = writeln!(out, "    {:<14} {:<6} {default}{aux}", p.name, p.ty.name());
             if !p.doc.is_empty() {
-                println!("    {:<14} {}", "", p.doc);
+                let _ = writeln!(out, "    {:<14} {}", "", p.doc);
             }
         }
     }
+    out
 }
 
 fn yes_no(b: bool) -> &'static str {

@@ -1,7 +1,7 @@
 //! `udf-host list`: the native built-ins and their parameters.
 
 use super::Failure;
-use super::inspect::{description_json, print_params};
+use super::inspect::{description_json, params_text};
 use clap::Args;
 
 #[derive(Args)]
@@ -23,7 +23,7 @@ pub fn list(args: ListArgs) -> Result<(), Failure> {
         let d = udf.description();
         println!();
         println!("{} — {}", d.name, d.summary);
-        print_params(d);
+        print!("{}", params_text(d));
     }
     Ok(())
 }

@@ -5,7 +5,7 @@
 mod conformance;
 mod generate;
 pub mod info;
-mod inspect;
+pub mod inspect;
 mod list;
 mod partition;
 mod progress;
