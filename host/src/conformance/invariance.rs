@@ -3,7 +3,8 @@
 //!
 //! Every variant runs on every dataset of the suite and is compared with that dataset's
 //! baseline (1 partition, 1 thread, negotiated tiling): integer and bool results
-//! exactly, float results within the [`Tolerance`](super::Tolerance).
+//! exactly, float results within the [`Tolerance`](super::Tolerance) (widened to the
+//! rounding of the plugin's accumulation).
 
 use super::compare::{Layout, compare_results};
 use super::subject::Ctx;
@@ -25,17 +26,13 @@ fn evidence(ctx: &Ctx<'_>, variants: &[Variant]) -> Vec<Evidence> {
             out.push(Evidence::na(&d.info.name, "the baseline run on this dataset failed"));
             continue;
         };
+        let bounds = ctx.bounds(base, d.data.as_ref());
         for v in variants {
             let name = format!("{}: {}", d.info.name, v.name);
             match ctx.subject.run(&d.data, &ctx.subject.params, v.options.clone()) {
-                Ok(r) => out.push(compare_results(
-                    &name,
-                    &base.results.udfs[0],
-                    &r.udfs[0],
-                    &ctx.config.tolerance,
-                    Layout::Data,
-                    false,
-                )),
+                Ok(r) => {
+                    out.push(compare_results(&name, &base.results.udfs[0], &r.udfs[0], &bounds, Layout::Data, false))
+                }
                 Err(e) => out.push(Evidence::fail(&name, e.to_string())),
             }
         }
