@@ -287,12 +287,7 @@ pub(crate) fn compare_bound(expected: &NdArray, actual: &NdArray, bound: Option<
     compare_with(
         expected,
         actual,
-        bound.map(|b| Criterion {
-            rtol: b.rtol,
-            atol: b.atol,
-            scale: b.scale,
-            floor: b.floor,
-        }),
+        bound.map(|b| Criterion { rtol: b.rtol, atol: b.atol, scale: b.scale, floor: b.floor }),
     )
 }
 
@@ -494,8 +489,11 @@ pub(crate) fn compare_results(
     layout: Layout,
     bits: bool,
 ) -> Evidence {
-    let pairs: Vec<(&str, &NdArray, Option<&NdArray>)> =
-        expected.buffers.iter().map(|e| (e.name.as_str(), pick(e, layout), actual.buffer(&e.name).map(|a| pick(a, layout)))).collect();
+    let pairs: Vec<(&str, &NdArray, Option<&NdArray>)> = expected
+        .buffers
+        .iter()
+        .map(|e| (e.name.as_str(), pick(e, layout), actual.buffer(&e.name).map(|a| pick(a, layout))))
+        .collect();
     let extra = actual.buffers.iter().find(|a| expected.buffer(&a.name).is_none()).map(|a| a.name.as_str());
     summarise(variant, &pairs, extra, bounds, bits, "differs")
 }
@@ -541,10 +539,15 @@ pub(crate) fn summarise(
     if let Some(extra) = extra {
         return Evidence::fail(variant, format!("result '{extra}' appears only in this variant")).buffer(extra);
     }
-    let agree = if bits { "bit-identical" } else { "agree" };
+    let agree = match (bits, pairs.len()) {
+        (true, 1) => "result is bit-identical",
+        (true, _) => "results are bit-identical",
+        (false, 1) => "result agrees",
+        (false, _) => "results agree",
+    };
     match worst {
         Some((mut e, _)) => {
-            e.message = format!("{} results {agree}", pairs.len());
+            e.message = format!("{} {agree}", pairs.len());
             if !bits {
                 e.tolerance_used = Some(used);
             }

@@ -203,7 +203,7 @@ impl Merger<'_> {
             .collect();
         let mut e = summarise(variant, &pairs, None, bounds, false, "differs from the run's result");
         if e.status == super::Status::Pass && !pairs.is_empty() {
-            e.message = e.message.replace(" results agree", " results: the same as the run's");
+            e.message = format!("same results as the run's ({})", e.message);
         }
         e
     }

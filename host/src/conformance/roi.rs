@@ -94,7 +94,7 @@ pub(crate) fn compare_roi(
         let pairs: Vec<(&str, &NdArray, Option<&NdArray>)> =
             selected.iter().map(|(n, e)| (*n, e, actual.buffer(n).map(|a| &a.raw))).collect();
         evidence.push(summarise(
-            &format!("{variant}: nav results vs a run without ROI at the {} selected positions", rows.len()),
+            &format!("{variant}: nav results vs a run without ROI at the selected positions"),
             &pairs,
             None,
             &bounds,
