@@ -565,6 +565,82 @@ pub(crate) fn summarise(
 mod tests {
     use super::*;
 
+    fn decl(name: &str, kind: BufferKind, dtype: DType, usage: BufferUse) -> BufferDecl {
+        BufferDecl { name: name.into(), kind, dtype, extra_shape: Vec::new(), usage }
+    }
+
+    const U32: f64 = 5.960_464_477_539_063e-8; // 2^-24
+    const U64: f64 = 1.110_223_024_625_156_5e-16; // 2^-53
+
+    #[test]
+    fn rtol_follows_the_coarsest_float_and_the_terms_on_the_way() {
+        let tol = Tolerance::default();
+        // AverageUDF: float32 `sum` (sig, 24 frames), uint64 count, float64 `average`.
+        let decls = [
+            decl("sum", BufferKind::Sig, DType::F32, BufferUse::Normal),
+            decl("num_frames", BufferKind::Single, DType::U64, BufferUse::Normal),
+            decl("average", BufferKind::Sig, DType::F64, BufferUse::ResultOnly),
+        ];
+        let bounds = Bounds::new(&tol, &decls, DType::F32, 24, 256);
+        let average = bounds.bound("average", DType::F64).unwrap();
+        assert_eq!(average.floor, 1e-9);
+        assert!((average.rtol - 2.0 * 32.0 * U32).abs() < 1e-18, "{average:?}");
+        let basis = average.basis.unwrap();
+        assert!(basis.contains("float32") && basis.contains("24 terms"), "{basis}");
+        // Below the float32 floor, the floor applies (and no basis is given).
+        let sum = bounds.bound("sum", DType::F32).unwrap();
+        assert_eq!((sum.rtol, sum.basis), (1e-5, None));
+        assert!(bounds.bound("num_frames", DType::U64).is_none());
+
+        // A nav buffer: a frame's pixels; a single one: frames × pixels.
+        let nav = Bounds::new(&tol, &[decl("x", BufferKind::Nav, DType::F32, BufferUse::Normal)], DType::F32, 24, 256);
+        assert!((nav.bound("x", DType::F32).unwrap().rtol - 2.0 * 264.0 * U32).abs() < 1e-18);
+        let single =
+            Bounds::new(&tol, &[decl("x", BufferKind::Single, DType::F32, BufferUse::Normal)], DType::F32, 24, 256);
+        assert!((single.bound("x", DType::F32).unwrap().rtol - 2.0 * (6144.0 + 8.0) * U32).abs() < 1e-18);
+
+        // Float64 all the way (float64 input): float64 rounding, under the floor.
+        let f64s = [decl("s", BufferKind::Sig, DType::F64, BufferUse::Normal)];
+        let b = Bounds::new(&tol, &f64s, DType::F64, 1000, 256).bound("s", DType::F64).unwrap();
+        assert!(2.0 * 1008.0 * U64 < 1e-9 && b.rtol == 1e-9);
+        // Float32 input into float64 buffers: the input's rounding counts.
+        let b = Bounds::new(&tol, &f64s, DType::F32, 1000, 256).bound("s", DType::F64).unwrap();
+        assert!((b.rtol - 2.0 * 1008.0 * U32).abs() < 1e-15 && b.basis.unwrap().contains("input float32"));
+        // Integer input and buffers: only the result's own rounding.
+        let ints = [decl("n", BufferKind::Sig, DType::U32, BufferUse::Normal)];
+        let b = Bounds::new(&tol, &ints, DType::U16, 100_000_000, 256).bound("n", DType::F64).unwrap();
+        assert!((b.rtol - 2.0 * 100_000_008.0 * U64).abs() < 1e-15, "{b:?}");
+
+        // Fixed tolerances ignore the model.
+        let fixed = Tolerance { accumulation: false, ..tol };
+        let b = Bounds::new(&fixed, &decls, DType::F32, 24, 256).bound("average", DType::F64).unwrap();
+        assert_eq!((b.rtol, b.scale, b.basis), (1e-9, 0.0, None));
+    }
+
+    #[test]
+    fn small_elements_are_judged_at_the_runs_scale_and_beyond_floor_is_counted() {
+        // A centred quantity near 0 next to values of ~8: absolute rounding of ~8.
+        let e = NdArray::from_vec(&[3], vec![8.0f64, 0.01, -0.02]).unwrap();
+        let a = NdArray::from_vec(&[3], vec![8.0f64, 0.01 + 1e-6, -0.02]).unwrap();
+        let bound = Bound { floor: 1e-9, rtol: 3e-5, atol: 0.0, scale: 8.0, basis: Some("float32".into()) };
+        let d = compare_bound(&e, &a, Some(&bound));
+        assert!(d.equal && d.beyond_floor == 1, "{d:?}");
+        assert!((d.used - 1e-6 / (3e-5 * 8.0)).abs() < 1e-9);
+        // Without the scale, the same difference is 1e-4 relative: out of tolerance.
+        let d = compare_bound(&e, &a, Some(&Bound { scale: 0.0, ..bound }));
+        assert_eq!((d.equal, d.mismatches), (false, 1));
+        // The scale is the largest median magnitude over the float results.
+        assert_eq!(median_magnitude(&[-3.0, 1.0, f64::NAN, 2.0, 100.0]), 3.0);
+        assert_eq!(median_magnitude(&[f64::NAN]), 0.0);
+    }
+
+    #[test]
+    fn unit_roundoffs() {
+        assert_eq!(unit_roundoff(DType::F32), U32);
+        assert_eq!(unit_roundoff(DType::C128), U64);
+        assert_eq!(unit_roundoff(DType::I64), 0.0);
+    }
+
     #[test]
     fn floats_within_tolerance_and_nan_equal_nan() {
         let e = NdArray::from_vec(&[2, 2], vec![1.0f32, f32::NAN, 100.0, 0.0]).unwrap();

@@ -12,6 +12,10 @@
 //! | [`resources`] | peak memory and time per tile (reported), memory growth per tile (leaks) |
 //! | [`vectors`] | language-neutral test vectors (`tests/vectors/`) |
 //!
+//! Shared by the checks: `compare` (the tolerance model, [`Tolerance`]), `geometry`
+//! (whether results depend on the scan's geometry), `subject` (running the plugin),
+//! `synthetic` (the data).
+//!
 //! [`check_plugin`] runs the suite on one UDF and returns a [`Report`]; the types here
 //! are the report (also its JSON form, see `docs/conformance.md`). The CLI command
 //! `udf-host conformance` is a thin wrapper.
