@@ -1,7 +1,11 @@
 //! The conformance kit (`udf_host::conformance`): every reference plugin in `plugins/`
-//! passes; each deliberately broken probe (`tests/probes/broken_*`) fails the check
-//! made for it; the committed vectors (`tests/vectors/`) pass with the Rust plugins
-//! and catch a wrong expected value; the CLI's exit codes and JSON report.
+//! and every port of a LiberTEM documentation example (`tests/probes/doc_*`) passes, and
+//! the report says why float differences are accepted and why a check was skipped; the
+//! deliberately non-invariant probe fails the check that names the reason; each
+//! deliberately broken probe (`tests/probes/broken_*`) fails the check made for it, and
+//! the hostile and trapping probes fail; the committed vectors (`tests/vectors/`) pass
+//! with the Rust plugins and catch a wrong expected value; the CLI's exit codes and JSON
+//! report.
 
 use std::path::{Path, PathBuf};
 use udf_host::cli::{execute, exit};
@@ -9,11 +13,9 @@ use udf_host::conformance::{self, Config, Status, Tolerance};
 use udf_host::udf::{ParamValue, Params};
 use udf_host_tests::{load, plugin};
 
-/// How each reference plugin is checked: the parameters it needs to run (arrays shaped
-/// like the default synthetic frames, 16 × 16) and, for plugins that accumulate in float32
-/// as their LiberTEM counterparts do, a tolerance that allows float32 rounding to depend
-/// on the tile shape (`com` sums float32 moments tile by tile; its float64 field and
-/// derived quantities inherit that rounding).
+/// How each reference plugin or port is checked: the parameters it needs to run (arrays
+/// shaped like the default synthetic frames, 16 × 16, or scan, 4 × 6). The tolerance is
+/// the default for all: it follows each plugin's accumulation.
 pub(crate) fn config_for(name: &str) -> Config {
     let array = |shape: &[usize], values: Vec<f64>| {
         ParamValue::Array(std::sync::Arc::new(udf_host::array::NdArray::from_vec(shape, values).expect("shape")))
@@ -35,14 +37,15 @@ pub(crate) fn config_for(name: &str) -> Config {
         "crystallinity" => {
             udf_host_tests::params(&[("rad_in", ParamValue::Float(1.0)), ("rad_out", ParamValue::Float(5.0))])
         }
+        // Two float32 values per scan position.
+        "probe_aux" => {
+            let values: Vec<f32> = (0..48u8).map(|i| f32::from(i) * 0.5).collect();
+            let aux = udf_host::array::NdArray::from_vec(&[4, 6, 2], values).expect("shape");
+            udf_host_tests::params(&[("aux", ParamValue::Array(std::sync::Arc::new(aux)))])
+        }
         _ => Params::default(),
     };
-    let tolerance = match name {
-        // curl and divergence are differences of nearly equal gradients: absolute error.
-        "com" => Tolerance { rtol32: 1e-4, rtol64: 1e-4, atol: 1e-5 },
-        _ => Tolerance::default(),
-    };
-    Config { params, tolerance, ..Config::default() }
+    Config { params, ..Config::default() }
 }
 
 fn reference_plugins() -> Vec<&'static str> {
@@ -68,11 +71,157 @@ fn every_reference_plugin_conforms() {
         // the ROI's frames alone, a flat scan, cannot be compared with.)
         for id in ["run.baseline", "invariance.partitions", "roi.subset", "determinism.repeat", "robustness.nonfinite"]
         {
-            let expected = if (name, id) == ("com", "roi.subset") { Status::NotApplicable } else { Status::Pass };
-            assert_eq!(report.check(id).map(|c| c.status), Some(expected), "{name}: {id}");
+            assert_eq!(report.check(id).map(|c| c.status), Some(Status::Pass), "{name}: {id}");
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The ports of LiberTEM's documentation examples (`tests/probes/doc_*`) and the other
+/// correct probes: frame, tile and partition methods, `meta.slice`, coordinates, task
+/// data, aux data, private and result-only buffers (float64 results over float32 sums),
+/// custom valid masks, `main_preprocess`.
+const CORRECT_PROBES: [&str; 8] = [
+    "doc_average",
+    "doc_pixelsum",
+    "doc_coords",
+    "doc_valid_mask",
+    "doc_sumsig",
+    "doc_task_data",
+    "probe_aux",
+    "probe_minmax",
+];
+
+/// Run the suite with `config_for(name)` and require it to conform.
+fn conforming(name: &str) -> conformance::Report {
+    let report = conformance::check_plugin(load(name), &config_for(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert!(report.passed, "{name} does not conform:\n{}", report.to_text(true));
+    report
+}
+
+fn evidence<'a>(report: &'a conformance::Report, id: &str) -> &'a [conformance::Evidence] {
+    &report.check(id).unwrap_or_else(|| panic!("no check {id}")).evidence
+}
+
+#[test]
+fn every_port_of_a_documentation_example_conforms() {
+    for name in CORRECT_PROBES {
+        let report = conforming(name);
+        for id in ["run.baseline", "invariance.partitions", "roi.subset", "robustness.empty_partitions"] {
+            assert_eq!(report.check(id).map(|c| c.status), Some(Status::Pass), "{name}: {id}");
+        }
+    }
+}
+
+#[test]
+fn float64_results_of_float32_sums_agree_within_float32_rounding_and_the_report_says_so() {
+    // The AverageUDF: `average` (float64) = `sum` (float32) / `num_frames`.
+    let report = conforming("doc_average");
+    let check = report.check("invariance.partitions").unwrap();
+    assert!(check.summary.contains("within the rounding of the accumulation"), "{}", check.summary);
+    let e = check.evidence.iter().find(|e| e.rounding.is_some()).expect("evidence that needed the rounding");
+    let rounding = e.rounding.as_deref().unwrap();
+    assert!(rounding.contains("float32 accumulation") && rounding.contains("'average'"), "{rounding}");
+    // The differences are float32 rounding: far above float64's, far below a real error.
+    let rel = e.max_rel_diff.unwrap();
+    assert!(rel > 1e-9 && rel < 1e-5, "{e:?}");
+    // The rtol follows the model: 2 (n + 8) u, n = 24 frames summed into `sum` (sig).
+    let n = 24.0;
+    let expected = 2.0 * (n + 8.0) * f64::from(f32::EPSILON) / 2.0;
+    let applied: Vec<f64> = evidence(&report, "invariance.partitions").iter().filter_map(|e| e.rtol).collect();
+    assert!(applied.iter().any(|r| (r - expected).abs() < 1e-15), "{applied:?} vs {expected}");
+    assert!(report.resources.len() > 1);
+
+    // With the dtype's fixed tolerance alone, the same plugin fails: the old false alarm.
+    let fixed =
+        Config { tolerance: Tolerance { accumulation: false, ..Tolerance::default() }, ..config_for("doc_average") };
+    let fixed = Config { groups: Some(vec![conformance::Group::Invariance]), ..fixed };
+    let report = conformance::check_plugin(load("doc_average"), &fixed).unwrap();
+    let check = report.check("invariance.partitions").unwrap();
+    assert_eq!(check.status, Status::Fail, "{}", report.to_text(false));
+    assert!(check.evidence.iter().filter(|e| e.status == Status::Fail).all(|e| e.buffer.as_deref() == Some("average")));
+}
+
+#[test]
+fn roi_checks_keep_the_scan_geometry_and_say_why_a_reference_is_skipped() {
+    // CoordUDF: two coordinates per frame on the 2-D scan, one on a 1-D scan.
+    let report = conforming("doc_coords");
+    let roi = evidence(&report, "roi.subset");
+    let nav = roi.iter().find(|e| e.variant.contains("nav results vs a run without ROI")).expect("nav evidence");
+    assert_eq!(nav.status, Status::Pass, "{nav:?}");
+    let flat = roi.iter().find(|e| e.variant.contains("1-D scan")).expect("1-D scan evidence");
+    assert_eq!(flat.status, Status::NotApplicable);
+    assert!(flat.message.contains("depend on the scan geometry") && flat.message.contains("'coords'"), "{flat:?}");
+    let scan = &evidence(&report, "robustness.flat_scan")[0];
+    assert_eq!(scan.status, Status::Pass, "{scan:?}");
+
+    // com refuses a 1-D scan with a typed error: n/a with its message, not a failure.
+    let report = conforming("com");
+    let flat = evidence(&report, "roi.subset").iter().find(|e| e.variant.contains("1-D scan")).unwrap();
+    assert_eq!(flat.status, Status::NotApplicable);
+    assert!(flat.message.contains("refused a 1-D scan") && flat.message.contains("com needs a 2-D scan"), "{flat:?}");
+    let scan = report.check("robustness.flat_scan").unwrap();
+    assert_eq!(scan.status, Status::NotApplicable);
+    assert!(scan.summary.contains("com needs a 2-D scan"), "{}", scan.summary);
+
+    // A plugin whose results do not depend on the geometry is compared with the selected
+    // frames alone too.
+    let report = conforming("doc_average");
+    let flat = evidence(&report, "roi.subset").iter().find(|e| e.variant.contains("1-D scan")).unwrap();
+    assert_eq!(flat.status, Status::Pass, "{flat:?}");
+}
+
+#[test]
+fn non_invariant_plugins_fail_the_check_that_names_the_reason() {
+    for (flaw, buffer, reason) in [
+        ("partition-mean", "centered", "invariance.partitions"),
+        ("method", "method", "invariance.methods"),
+        ("partition-index", "partition", "invariance.partitions"),
+    ] {
+        let params = udf_host_tests::params(&[("flaw", ParamValue::Text(flaw.into()))]);
+        let report = conformance::check_plugin(load("noninvariant"), &Config { params, ..Config::default() }).unwrap();
+        let check = report.check(reason).unwrap();
+        assert_eq!(check.status, Status::Fail, "{flaw}:\n{}", report.to_text(false));
+        let failed: Vec<_> = check.evidence.iter().filter(|e| e.status == Status::Fail).collect();
+        assert!(failed.iter().all(|e| e.buffer.as_deref() == Some(buffer)), "{flaw}: {failed:?}");
+        // Each invariance check varies one thing: the others pass.
+        for other in ["invariance.tiles", "invariance.threads", "invariance.merge_order"] {
+            assert_eq!(report.check(other).unwrap().status, Status::Pass, "{flaw}: {other}");
+        }
+        if reason == "invariance.methods" {
+            assert_eq!(report.failed(), vec![reason], "{flaw}");
+        } else {
+            assert_eq!(report.check("invariance.methods").unwrap().status, Status::Pass, "{flaw}");
+        }
+        println!("{flaw}: fails {:?}", report.failed());
+    }
+}
+
+#[test]
+fn hostile_and_trapping_probes_do_not_conform() {
+    let text = |v: &str| ParamValue::Text(v.into());
+    let mut cases: Vec<(&str, Params)> =
+        ["wrong-shape", "wrong-dtype", "undeclared", "missing", "huge-export", "huge-error", "huge-decl", "recurse"]
+            .into_iter()
+            .map(|attack| ("probe_hostile", udf_host_tests::params(&[("attack", text(attack))])))
+            .collect();
+    for mode in ["panic", "error"] {
+        cases.push(("probe_trap", udf_host_tests::params(&[("mode", text(mode)), ("frame", ParamValue::Int(5))])));
+    }
+    for (probe, params) in cases {
+        let what = format!("{probe} {:?}", params.iter().map(|p| p.value.to_json()).collect::<Vec<_>>());
+        let report = conformance::check_plugin(load(probe), &Config { params, ..Config::default() }).unwrap();
+        assert!(!report.passed, "{what} conforms:\n{}", report.to_text(false));
+        assert_eq!(report.check("run.baseline").unwrap().status, Status::Fail, "{what}");
+    }
+    // The same probes behaving are no false alarms.
+    conforming_with("probe_hostile", udf_host_tests::params(&[("attack", text("none"))]));
+    conforming_with("probe_trap", udf_host_tests::params(&[("mode", text("none"))]));
+}
+
+fn conforming_with(name: &str, params: Params) {
+    let report = conformance::check_plugin(load(name), &Config { params, ..Config::default() }).unwrap();
+    assert!(report.passed, "{name} does not conform:\n{}", report.to_text(true));
 }
 
 /// Run the suite on a broken probe, check that each of `expected` is among the
@@ -123,6 +272,23 @@ fn catches_a_private_buffer_returned() {
 }
 
 #[test]
+fn catches_roi_mistakes_with_the_references_that_keep_the_geometry() {
+    for (bug, reference) in
+        [("nav-len", "alone (a 1-D scan)"), ("compressed-coords", "nav results vs a run without ROI")]
+    {
+        let params = udf_host_tests::params(&[("bug", ParamValue::Text(bug.into()))]);
+        let report = conformance::check_plugin(load("broken_roi"), &Config { params, ..Config::default() }).unwrap();
+        let check = report.check("roi.subset").unwrap();
+        assert_eq!(check.status, Status::Fail, "{bug}:\n{}", report.to_text(true));
+        let failed: Vec<_> = check.evidence.iter().filter(|e| e.status == Status::Fail).collect();
+        assert!(failed.iter().all(|e| e.variant.contains(reference)), "{bug}: {failed:?}");
+        // Right without a ROI: invariance passes.
+        assert_eq!(report.check("invariance.partitions").unwrap().status, Status::Pass, "{bug}");
+        println!("{bug}: fails {:?}", report.failed());
+    }
+}
+
+#[test]
 fn catches_nondeterministic_output_and_nothing_else() {
     let report = conformance::check_plugin(load("broken_nondeterministic"), &Config::default()).unwrap();
     // One unit in the last place: within the invariance tolerance, not bit-identical.
@@ -150,7 +316,7 @@ fn catches_a_trap_on_nan() {
 fn a_tolerance_of_zero_is_stated_and_applied() {
     // Float sums over other partitionings differ in the last bits; with rtol 0 and
     // atol 0 the kit must report them (the tolerance is what the report says).
-    let tolerance = conformance::Tolerance { rtol32: 0.0, rtol64: 0.0, atol: 0.0 };
+    let tolerance = Tolerance::fixed(0.0, 0.0);
     let config = Config {
         params: config_for("sum").params,
         tolerance,
@@ -222,11 +388,12 @@ fn cli_exit_codes_and_json_report() {
     cli(&[&sumsig, "--check", "determinism,declarations", "--report", &r, "--nav-shape", "3,4", "--sig-shape", "5,6"])
         .unwrap();
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
-    assert_eq!(json["format"], "udf-host-conformance/1");
+    assert_eq!(json["format"], "udf-host-conformance/2");
     assert_eq!(json["passed"], true);
     assert_eq!(json["plugins"][0]["name"], "sumsig");
     assert_eq!(json["datasets"][0]["nav_shape"], serde_json::json!([3, 4]));
     assert_eq!(json["tolerance"]["rtol32"], 1e-5);
+    assert_eq!(json["tolerance"]["accumulation"], true);
     let ids: Vec<&str> = json["checks"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect();
     assert_eq!(ids, vec!["run.baseline", "declarations.buffers", "declarations.pure_results", "determinism.repeat"]);
     assert_eq!(json["checks"][3]["status"], "pass");

@@ -41,15 +41,21 @@ pub struct ConformanceArgs {
     /// Seed of the synthetic data, random ROIs and shuffled merge orders.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Relative tolerance for float32 and complex64 results [default: 1e-5].
+    /// Relative tolerance for float32 and complex64 results [default: 1e-5]; a floor,
+    /// widened to the rounding of the plugin's accumulation unless --fixed-tolerance.
     #[arg(long)]
     rtol: Option<f64>,
-    /// Relative tolerance for float64 and complex128 results [default: 1e-9].
+    /// Relative tolerance for float64 and complex128 results [default: 1e-9]; a floor,
+    /// like --rtol.
     #[arg(long)]
     rtol64: Option<f64>,
     /// Absolute tolerance for float results [default: 1e-8].
     #[arg(long)]
     atol: Option<f64>,
+    /// Use --rtol, --rtol64 and --atol as they are, without widening them to the
+    /// rounding of the accumulation (docs/conformance.md, "Tolerance").
+    #[arg(long)]
+    fixed_tolerance: bool,
     /// The largest worker thread count tried.
     #[arg(long, default_value_t = 4)]
     threads: usize,
@@ -80,7 +86,7 @@ impl ConformanceArgs {
                 anyhow::ensure!(v.is_finite() && v >= 0.0, "{name} must be a non-negative number, got {v}");
             }
         }
-        if self.rtol.is_none() && self.rtol64.is_none() && self.atol.is_none() {
+        if self.rtol.is_none() && self.rtol64.is_none() && self.atol.is_none() && !self.fixed_tolerance {
             return Ok(None);
         }
         let d = Tolerance::default();
@@ -88,6 +94,7 @@ impl ConformanceArgs {
             rtol32: self.rtol.unwrap_or(d.rtol32),
             rtol64: self.rtol64.unwrap_or(d.rtol64),
             atol: self.atol.unwrap_or(d.atol),
+            accumulation: !self.fixed_tolerance,
         }))
     }
 

@@ -5,7 +5,7 @@
 //! The host enforces the `get_results` and export rules as contract errors; here they
 //! become a failed check carrying the host's message.
 
-use super::compare::{Layout, compare_results};
+use super::compare::{Bounds, Layout, compare_results};
 use super::subject::Ctx;
 use super::{Check, Evidence, Group};
 use crate::exec::RunError;
@@ -113,7 +113,7 @@ pub(crate) fn check(ctx: &Ctx<'_>) -> Vec<Check> {
                 "results asked for twice",
                 results,
                 &again.udfs[0],
-                &ctx.config.tolerance,
+                &Bounds::fixed(&ctx.config.tolerance),
                 Layout::Data,
                 true,
             ),

@@ -3,7 +3,7 @@
 //! instance, which lives as long as the loaded plugin — fails here even when the
 //! difference is within the invariance tolerance.
 
-use super::compare::{Layout, compare_results};
+use super::compare::{Bounds, Layout, compare_results};
 use super::subject::Ctx;
 use super::{Check, Evidence, Group};
 use crate::exec::RunOptions;
@@ -25,7 +25,10 @@ pub(crate) fn check(ctx: &Ctx<'_>) -> Vec<Check> {
     let first = ctx.subject.run(data, &ctx.subject.params, options.clone());
     let second = ctx.subject.run(data, &ctx.subject.params, options);
     let e = match (first, second) {
-        (Ok(a), Ok(b)) => compare_results(&variant, &a.udfs[0], &b.udfs[0], &ctx.config.tolerance, Layout::Data, true),
+        (Ok(a), Ok(b)) => {
+            let bounds = Bounds::fixed(&ctx.config.tolerance);
+            compare_results(&variant, &a.udfs[0], &b.udfs[0], &bounds, Layout::Data, true)
+        }
         (Err(e), _) => Evidence::fail(&variant, format!("first run: {e}")),
         (_, Err(e)) => Evidence::fail(&variant, format!("second run (the first worked): {e}")),
     };

@@ -1,9 +1,13 @@
 //! Invariance: the results must not depend on how the executor splits the work —
 //! partition counts, tile shapes, thread counts, merge order, or the method used.
 //!
-//! Every variant runs on every dataset of the suite and is compared with that dataset's
-//! baseline (1 partition, 1 thread, negotiated tiling): integer and bool results
-//! exactly, float results within the [`Tolerance`](super::Tolerance).
+//! Every variant runs on every dataset of the suite and is compared with a reference
+//! that differs from it in the one thing the check is about, so a failure names its
+//! cause: the dataset's baseline (1 partition, 1 thread, negotiated tiling) for
+//! partition counts, tile shapes and methods, the same partitions on one thread (merged
+//! in index order) for thread counts and merge orders. Integer and bool results must be
+//! equal, float results within the [`Tolerance`](super::Tolerance) (widened to the
+//! rounding of the plugin's accumulation).
 
 use super::compare::{Layout, compare_results};
 use super::subject::Ctx;
@@ -11,13 +15,27 @@ use super::{Check, Evidence, Group};
 use crate::exec::RunOptions;
 use crate::udf::Method;
 
-/// One execution to compare with the baseline.
+/// One execution to compare with a reference.
 struct Variant {
     name: String,
     options: RunOptions,
+    /// The reference: `None` for the baseline, else a run with these options (named).
+    reference: Option<(String, RunOptions)>,
 }
 
-/// Run `variants` on every dataset and compare each with the dataset's baseline.
+impl Variant {
+    fn against_baseline(name: String, options: RunOptions) -> Self {
+        Variant { name, options, reference: None }
+    }
+
+    /// Compared with `partitions` partitions on one thread (merged in index order).
+    fn against_one_thread(name: String, options: RunOptions, partitions: usize) -> Self {
+        let reference = RunOptions { partitions: Some(partitions), threads: Some(1), ..Default::default() };
+        Variant { name, options, reference: Some((format!("{partitions} partitions, 1 thread"), reference)) }
+    }
+}
+
+/// Run `variants` on every dataset and compare each with its reference on that dataset.
 fn evidence(ctx: &Ctx<'_>, variants: &[Variant]) -> Vec<Evidence> {
     let mut out = Vec::new();
     for (d, base) in ctx.datasets.iter().zip(&ctx.baselines) {
@@ -25,17 +43,31 @@ fn evidence(ctx: &Ctx<'_>, variants: &[Variant]) -> Vec<Evidence> {
             out.push(Evidence::na(&d.info.name, "the baseline run on this dataset failed"));
             continue;
         };
+        let bounds = ctx.bounds(base, d.data.as_ref());
+        // Reference runs by name, run once per dataset.
+        let mut references: Vec<(&str, Result<crate::exec::RunResults, String>)> = Vec::new();
         for v in variants {
             let name = format!("{}: {}", d.info.name, v.name);
+            let reference = match &v.reference {
+                None => &base.results,
+                Some((label, options)) => {
+                    if !references.iter().any(|(l, _)| l == label) {
+                        let run =
+                            ctx.subject.run(&d.data, &ctx.subject.params, options.clone()).map_err(|e| e.to_string());
+                        references.push((label, run));
+                    }
+                    match references.iter().find(|(l, _)| l == label).map(|(_, r)| r) {
+                        Some(Ok(r)) => r,
+                        Some(Err(e)) => {
+                            out.push(Evidence::fail(&name, format!("the reference ({label}): {e}")));
+                            continue;
+                        }
+                        None => continue,
+                    }
+                }
+            };
             match ctx.subject.run(&d.data, &ctx.subject.params, v.options.clone()) {
-                Ok(r) => out.push(compare_results(
-                    &name,
-                    &base.results.udfs[0],
-                    &r.udfs[0],
-                    &ctx.config.tolerance,
-                    Layout::Data,
-                    false,
-                )),
+                Ok(r) => out.push(compare_results(&name, &reference.udfs[0], &r.udfs[0], &bounds, Layout::Data, false)),
                 Err(e) => out.push(Evidence::fail(&name, e.to_string())),
             }
         }
@@ -100,21 +132,35 @@ pub(crate) fn check(ctx: &Ctx<'_>) -> Vec<Check> {
     let threads = ctx.threads();
     let mut checks = Vec::new();
 
-    let variants: Vec<Variant> = partition_counts(frames)
+    let method = ctx.method();
+    let others: Vec<Method> = ctx.subject.udf.description().methods.iter().copied().filter(|&m| m != method).collect();
+    let mut variants: Vec<Variant> = partition_counts(frames)
         .into_iter()
-        .map(|p| Variant {
-            name: if p == frames { format!("{p} partitions (one per frame)") } else { format!("{p} partitions") },
-            options: RunOptions { partitions: Some(p), threads: Some(threads), ..Default::default() },
+        .map(|p| {
+            Variant::against_baseline(
+                if p == frames { format!("{p} partitions (one per frame)") } else { format!("{p} partitions") },
+                RunOptions { partitions: Some(p), threads: Some(threads), ..Default::default() },
+            )
         })
         .collect();
+    // The other implemented methods split too, compared with themselves in one partition.
+    if frames >= 3 {
+        for &m in &others {
+            let one = RunOptions { partitions: Some(1), threads: Some(1), force_method: Some(m), ..Default::default() };
+            variants.push(Variant {
+                name: format!("3 partitions, {} method", m.name()),
+                options: RunOptions { partitions: Some(3), threads: Some(threads), ..one.clone() },
+                reference: Some((format!("1 partition, {} method", m.name()), one)),
+            });
+        }
+    }
     checks.push(Check::from_evidence(
         Group::Invariance,
         "partitions",
-        "same results for partition counts 2, 3, 7 and one per frame as for one partition",
+        "same results for partition counts 2, 3, 7 and one per frame as for one partition (every method)",
         evidence(ctx, &variants),
     ));
 
-    let method = ctx.method();
     let sig = ctx.primary().data.shape().sig.clone();
     let shapes = tile_shapes(method, &sig, frames);
     if shapes.is_empty() {
@@ -127,70 +173,70 @@ pub(crate) fn check(ctx: &Ctx<'_>) -> Vec<Check> {
     } else {
         let variants: Vec<Variant> = shapes
             .into_iter()
-            .map(|(name, shape)| Variant {
-                name: format!("{name}, 3 partitions"),
-                options: RunOptions {
-                    partitions: Some(3),
-                    threads: Some(threads),
-                    tile_shape: Some(shape),
-                    ..Default::default()
-                },
+            .map(|(name, shape)| {
+                Variant::against_baseline(
+                    format!("{name}, 1 partition"),
+                    RunOptions { partitions: Some(1), threads: Some(1), tile_shape: Some(shape), ..Default::default() },
+                )
             })
             .collect();
         checks.push(Check::from_evidence(
             Group::Invariance,
             "tiles",
-            "same results for full-frame tiles at depth 1 and maximal depth, odd tile shapes, single rows",
+            "same results for full-frame tiles at depth 1 and maximal depth, odd tile shapes, single rows as for the \
+             negotiated tiles",
             evidence(ctx, &variants),
         ));
     }
 
     let p = 7.min(frames);
-    // One thread is the baseline's.
+    // One thread is the reference's.
     let mut counts = vec![2.min(ctx.config.threads), ctx.config.threads];
     counts.sort_unstable();
     counts.dedup();
     let variants: Vec<Variant> = counts
         .into_iter()
-        .map(|t| Variant {
-            name: format!("{t} threads, {p} partitions"),
-            options: RunOptions { partitions: Some(p), threads: Some(t), ..Default::default() },
+        .map(|t| {
+            Variant::against_one_thread(
+                format!("{t} threads, {p} partitions"),
+                RunOptions { partitions: Some(p), threads: Some(t), ..Default::default() },
+                p,
+            )
         })
         .collect();
     checks.push(Check::from_evidence(
         Group::Invariance,
         "threads",
-        "same results whatever the number of worker threads",
+        "same results on more worker threads as on one (same partitions)",
         evidence(ctx, &variants),
     ));
 
     // One thread: partitions complete in index order, so the seed alone fixes the merge
     // order (the executor shuffles the completion order).
     let seed = ctx.config.seed;
-    let mut variants = vec![Variant {
-        name: format!("{p} partitions merged in shuffled order (seed {seed})"),
-        options: RunOptions { partitions: Some(p), threads: Some(1), shuffle_merges: Some(seed), ..Default::default() },
-    }];
-    if frames > p {
-        variants.push(Variant {
-            name: format!("{frames} partitions merged in shuffled order (seed {seed})"),
-            options: RunOptions {
-                partitions: Some(frames),
+    let shuffled = |partitions: usize| {
+        Variant::against_one_thread(
+            format!("{partitions} partitions merged in shuffled order (seed {seed})"),
+            RunOptions {
+                partitions: Some(partitions),
                 threads: Some(1),
                 shuffle_merges: Some(seed),
                 ..Default::default()
             },
-        });
+            partitions,
+        )
+    };
+    let mut variants = vec![shuffled(p)];
+    if frames > p {
+        variants.push(shuffled(frames));
     }
     checks.push(Check::from_evidence(
         Group::Invariance,
         "merge_order",
-        "same results when partitions are merged in shuffled orders",
+        "same results when partitions are merged in shuffled orders as in index order",
         evidence(ctx, &variants),
     ));
 
-    let methods = ctx.subject.udf.description().methods.clone();
-    let others: Vec<Method> = methods.iter().copied().filter(|&m| m != method).collect();
     if others.is_empty() {
         checks.push(Check::not_applicable(
             Group::Invariance,
@@ -201,14 +247,11 @@ pub(crate) fn check(ctx: &Ctx<'_>) -> Vec<Check> {
     } else {
         let variants: Vec<Variant> = others
             .into_iter()
-            .map(|m| Variant {
-                name: format!("{} method, 3 partitions", m.name()),
-                options: RunOptions {
-                    partitions: Some(3),
-                    threads: Some(threads),
-                    force_method: Some(m),
-                    ..Default::default()
-                },
+            .map(|m| {
+                Variant::against_baseline(
+                    format!("{} method, 1 partition", m.name()),
+                    RunOptions { partitions: Some(1), threads: Some(1), force_method: Some(m), ..Default::default() },
+                )
             })
             .collect();
         checks.push(Check::from_evidence(

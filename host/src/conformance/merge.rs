@@ -6,7 +6,7 @@
 //! pseudo-partitions covering adjacent partitions (`merge.associativity`) — and
 //! compares the final results with the run's.
 
-use super::compare::compare;
+use super::compare::{Bounds, summarise};
 use super::subject::{Ctx, Executed};
 use super::{Check, Evidence, Group};
 use crate::array::NdArray;
@@ -191,36 +191,21 @@ impl Merger<'_> {
     }
 
     /// Compare the results of a merged state with the run's.
-    fn evidence(&self, variant: &str, state: Result<MergeState, CallError>, tol: &super::Tolerance) -> Evidence {
+    fn evidence(&self, variant: &str, state: Result<MergeState, CallError>, bounds: &Bounds) -> Evidence {
         let results = match state.and_then(|s| self.results(&s)) {
             Ok(r) => r,
             Err(e) => return Evidence::fail(variant, format!("merging failed: {e}")),
         };
-        let reference = &self.run.results.udfs[0];
-        let mut worst: Option<Evidence> = None;
-        for b in &reference.buffers {
-            let Some((_, mine)) = results.iter().find(|(n, _)| *n == b.name) else {
-                return Evidence::fail(variant, format!("result '{}' is missing", b.name));
-            };
-            let diff = compare(&b.raw, mine, tol.for_dtype(b.raw.dtype()));
-            if !diff.equal {
-                let message = match &diff.note {
-                    Some(note) => format!("'{}' is not comparable: {note}", b.name),
-                    None => format!(
-                        "'{}' differs from the run's result in {} of {} elements",
-                        b.name,
-                        diff.mismatches,
-                        b.raw.len()
-                    ),
-                };
-                return Evidence::fail(variant, message).buffer(&b.name).diff(&diff);
-            }
-            let e = Evidence::pass(variant, "same results as the run").buffer(&b.name).diff(&diff);
-            if worst.as_ref().is_none_or(|w| w.max_rel_diff < e.max_rel_diff) {
-                worst = Some(e);
-            }
+        let pairs: Vec<(&str, &NdArray, Option<&NdArray>)> = self.run.results.udfs[0]
+            .buffers
+            .iter()
+            .map(|b| (b.name.as_str(), &b.raw, results.iter().find(|(n, _)| *n == b.name).map(|(_, a)| a)))
+            .collect();
+        let mut e = summarise(variant, &pairs, None, bounds, false, "differs from the run's result");
+        if e.status == super::Status::Pass && !pairs.is_empty() {
+            e.message = format!("same results as the run's ({})", e.message);
         }
-        worst.unwrap_or_else(|| Evidence::pass(variant, "no results to compare"))
+        e
     }
 }
 
@@ -270,7 +255,8 @@ pub(crate) fn check(ctx: &Ctx<'_>) -> Vec<Check> {
         run: &run,
     };
     let n = merger.run.partitions.len();
-    let tol = &ctx.config.tolerance;
+    let bounds = ctx.bounds(&run, primary.data.as_ref());
+    let tol = &bounds;
     let show = |order: &[usize]| {
         order.iter().map(|&p| format!("p{}", merger.run.partitions[p].index)).collect::<Vec<_>>().join(", ")
     };

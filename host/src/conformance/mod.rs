@@ -4,13 +4,17 @@
 //! | file | checks |
 //! |------|--------|
 //! | [`invariance`] | same results for any partitioning, tiling, thread count, merge order, method |
-//! | [`roi`] | a ROI equals running on the selected frames; empty ROI; fill values outside |
+//! | [`roi`] | a ROI gives the selected frames' results at their places in the scan; empty ROI; fill values outside |
 //! | [`merge`] | merge is order-independent and associative on the plugin's own partition results |
 //! | [`declarations`] | results match the declarations; `get_results` is pure |
 //! | [`determinism`] | identical runs give bit-identical results |
-//! | [`robustness`] | empty partitions, one frame, tiny and non-square frames, NaN/inf, extreme values, bad params |
+//! | [`robustness`] | empty partitions, one frame, a 1-D scan, tiny and non-square frames, NaN/inf, extreme values, bad params |
 //! | [`resources`] | peak memory and time per tile (reported), memory growth per tile (leaks) |
 //! | [`vectors`] | language-neutral test vectors (`tests/vectors/`) |
+//!
+//! Shared by the checks: `compare` (the tolerance model, [`Tolerance`]), `geometry`
+//! (whether results depend on the scan's geometry), `subject` (running the plugin),
+//! `synthetic` (the data).
 //!
 //! [`check_plugin`] runs the suite on one UDF and returns a [`Report`]; the types here
 //! are the report (also its JSON form, see `docs/conformance.md`). The CLI command
@@ -19,6 +23,7 @@
 mod compare;
 pub mod declarations;
 pub mod determinism;
+mod geometry;
 pub mod invariance;
 pub mod merge;
 mod render;
@@ -145,6 +150,20 @@ pub struct Evidence {
     /// The value found there.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub actual: Option<String>,
+    /// The relative tolerance applied to `buffer` (float comparisons).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtol: Option<f64>,
+    /// The absolute tolerance applied to `buffer` (float comparisons).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub atol: Option<f64>,
+    /// The largest difference as a fraction of what the tolerance allows there (over all
+    /// compared float results; below 1 when they agree).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tolerance_used: Option<f64>,
+    /// Float results that agree only within the rounding of the accumulation (beyond the
+    /// floor tolerance of their dtype), and why that rounding applies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rounding: Option<String>,
 }
 
 impl Evidence {
@@ -160,6 +179,10 @@ impl Evidence {
             first_index: None,
             expected: None,
             actual: None,
+            rtol: None,
+            atol: None,
+            tolerance_used: None,
+            rounding: None,
         }
     }
 
@@ -233,15 +256,18 @@ impl Check {
                     None => Some((r, a)),
                     Some((r0, a0)) => Some((r0.max(r), a0.max(a))),
                 });
-            let na = evidence.len() - passed;
+            let na: Vec<&Evidence> = evidence.iter().filter(|e| e.status == Status::NotApplicable).collect();
             let mut summary = format!("{passed} {} passed", variants(passed));
             if let Some((r, a)) = worst
                 && (r > 0.0 || a > 0.0)
             {
                 summary.push_str(&format!(" (largest difference: abs {a:.3e}, rel {r:.3e})"));
             }
-            if na > 0 {
-                summary.push_str(&format!(", {na} not applicable"));
+            if evidence.iter().any(|e| e.status == Status::Pass && e.rounding.is_some()) {
+                summary.push_str("; float differences within the rounding of the accumulation");
+            }
+            if let Some(first) = na.first() {
+                summary.push_str(&format!(", {} not applicable ({}: {})", na.len(), first.variant, first.message));
             }
             (Status::Pass, summary)
         } else {
@@ -364,7 +390,7 @@ pub struct Report {
 }
 
 /// The JSON report's format tag.
-pub const REPORT_FORMAT: &str = "udf-host-conformance/1";
+pub const REPORT_FORMAT: &str = "udf-host-conformance/2";
 
 impl Report {
     fn new(plugins: Vec<PluginInfo>, params: &Params, tolerance: Option<Tolerance>) -> Self {

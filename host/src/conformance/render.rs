@@ -22,9 +22,15 @@ fn evidence_lines(out: &mut String, e: &Evidence) {
         && (abs > 0.0 || rel > 0.0)
     {
         details.push(format!("max abs diff {abs:.3e}, max rel diff {rel:.3e}"));
+        if let Some(used) = e.tolerance_used.filter(|u| u.is_finite()) {
+            details.push(format!("{:.1} % of the tolerance", 100.0 * used));
+        }
     }
     if !details.is_empty() {
         let _ = writeln!(out, "               {}", details.join("; "));
+    }
+    if let Some(rounding) = &e.rounding {
+        let _ = writeln!(out, "               {rounding}");
     }
 }
 
@@ -57,11 +63,19 @@ pub(crate) fn text(report: &Report, verbose: bool) -> String {
         );
     }
     match &report.tolerance {
+        Some(t) if t.accumulation => {
+            let _ = writeln!(
+                out,
+                "  tolerance: float32/complex64 rtol {:e}, float64/complex128 rtol {:e}, widened to the rounding of the \
+                 accumulation, 2·(n + 8)·u; atol {:e}; integers and bools exact; determinism and purity bit for bit",
+                t.rtol32, t.rtol64, t.atol
+            );
+        }
         Some(t) => {
             let _ = writeln!(
                 out,
-                "  tolerance: float32/complex64 rtol {:e}, float64/complex128 rtol {:e}, atol {:e}; integers and bools \
-                 exact; determinism and purity bit for bit",
+                "  tolerance (fixed): float32/complex64 rtol {:e}, float64/complex128 rtol {:e}, atol {:e}; integers \
+                 and bools exact; determinism and purity bit for bit",
                 t.rtol32, t.rtol64, t.atol
             );
         }

@@ -1,8 +1,10 @@
 //! Robustness: the plugin survives unusual but legal input — partitions emptied by a
-//! ROI, a single frame, 1×1 and non-square frames, NaN and infinities, extreme values —
-//! and reports bad parameters as typed errors. Survive means: success or a typed error
-//! (`bad-param`, `invalid-data`, `internal`), never a trap or a contract violation.
+//! ROI, a single frame, the frames as a 1-D scan, 1×1 and non-square frames, NaN and
+//! infinities, extreme values — and reports bad parameters as typed errors. Survive
+//! means: success or a typed error (`bad-param`, `invalid-data`, `internal`), never a
+//! trap or a contract violation.
 
+use super::geometry::Geometry;
 use super::subject::{Ctx, filled, survives};
 use super::{Check, Evidence, Group, synthetic};
 use crate::array::NdArray;
@@ -26,6 +28,25 @@ pub(crate) fn emptying_mask(frames: usize, count: usize) -> Vec<bool> {
         }
     }
     mask
+}
+
+/// `robustness.flat_scan`: the frames as a 1-D scan run, or are refused with a typed
+/// error (n/a with the plugin's message).
+fn flat_scan(ctx: &Ctx<'_>) -> Check {
+    let frames = ctx.frames();
+    let title = "the frames as a 1-D scan";
+    let variant = format!("{frames} frames as a 1-D scan, 1 partition");
+    let e = match ctx.geometry() {
+        Geometry::OneDimensional => Evidence::na(&variant, "the data is a 1-D scan already"),
+        Geometry::Independent => Evidence::pass(&variant, "ran; the results equal those on the 2-D scan"),
+        Geometry::Dependent(m) => {
+            Evidence::pass(&variant, format!("ran; the results depend on the scan geometry: {m}"))
+        }
+        Geometry::Refused(m) => Evidence::na(&variant, format!("skipped: the plugin refused a 1-D scan: {m}")),
+        Geometry::Broken(m) => Evidence::fail(&variant, m.clone()),
+        Geometry::Unknown => Evidence::na(&variant, "the baseline run failed"),
+    };
+    Check::from_evidence(Group::Robustness, "flat_scan", title, vec![e])
 }
 
 /// Bad values for a parameter, derived from its spec and its current value.
@@ -80,13 +101,15 @@ pub(crate) fn check(ctx: &Ctx<'_>) -> Vec<Check> {
         let mask = emptying_mask(frames, count);
         let kept = mask.iter().filter(|s| **s).count();
         let variant = format!("{count} partitions, ROI keeping {kept} frames of partitions 1 and 4");
-        let (e, _) = super::roi::compare_with_subset(ctx, &variant, &mask, count, true);
-        checks.push(Check::from_evidence(Group::Robustness, "empty_partitions", title, vec![e]));
+        let (evidence, _) = super::roi::compare_roi(ctx, &variant, &mask, count);
+        checks.push(Check::from_evidence(Group::Robustness, "empty_partitions", title, evidence));
     }
 
-    // A single frame.
-    let variant = "a dataset of one frame";
-    let e = match synthetic::gather("one frame", primary.data.as_ref(), &[0], &[1]) {
+    // A single frame, on a scan of the data's dimensionality.
+    let one = vec![1; shape.nav.len()];
+    let variant = format!("a dataset of one frame (nav {one:?})");
+    let variant = variant.as_str();
+    let e = match synthetic::gather("one frame", primary.data.as_ref(), &[0], &one) {
         Ok(one) => survives(
             variant,
             ctx.subject.run(&one.data, &ctx.subject.params_for_rows(&[0]), options(3, threads)),
@@ -95,6 +118,7 @@ pub(crate) fn check(ctx: &Ctx<'_>) -> Vec<Check> {
         Err(e) => Evidence::fail(variant, format!("cannot build the dataset: {e}")),
     };
     checks.push(Check::from_evidence(Group::Robustness, "single_frame", "a dataset of a single frame", vec![e]));
+    checks.push(flat_scan(ctx));
 
     // Other frame shapes.
     let title = "1×1 and non-square frames";

@@ -1,14 +1,28 @@
-//! Regions of interest: a run with a ROI must equal a run on the selected frames
-//! alone; an all-false ROI must work; nav results outside the ROI hold the fill value
-//! (NaN for float and complex, 0 for integers, false for bool) and are not valid.
+//! Regions of interest: a run with a ROI must give the results of processing the
+//! selected frames at their places in the scan; an all-false ROI must work; nav results
+//! outside the ROI hold the fill value (NaN for float and complex, 0 for integers, false
+//! for bool) and are not valid.
+//!
+//! A ROI run keeps the scan's geometry (the selected frames keep their coordinates), so
+//! it is compared with references that keep it too:
+//!
+//! - nav results written while processing, at the selected positions, with a run
+//!   without ROI (a frame's row depends on that frame alone);
+//! - every result with the same ROI run in one partition on one thread;
+//! - every result with the selected frames alone, gathered as a 1-D scan — only if the
+//!   plugin's results do not depend on the scan geometry ([`Geometry`]); otherwise that
+//!   reference is n/a and says why.
+//!
+//! A typed error of the plugin for a ROI is a refusal: n/a with its message.
 
-use super::compare::{Layout, compare_results};
+use super::compare::{Bounds, Layout, compare_results, summarise};
 use super::subject::{Ctx, Failure, classify};
 use super::{Check, Evidence, Group, synthetic};
+use crate::array::NdArray;
 use crate::dtype::{DType, Kind};
 use crate::exec::{RunOptions, RunResults, UdfResults};
 use crate::roi::Roi;
-use crate::udf::BufferKind;
+use crate::udf::{BufferKind, BufferUse};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -26,59 +40,103 @@ pub(crate) fn random_mask(frames: usize, seed: u64) -> Vec<bool> {
     mask
 }
 
-/// Run the primary dataset with ROI `mask` in `partitions` partitions and compare with a
-/// run on the selected frames alone (a flat scan of them). With `typed_ok`, a typed
-/// error from the plugin in the ROI run passes (robustness); otherwise it fails.
-pub(crate) fn compare_with_subset(
+/// Run the primary dataset with ROI `mask` in `partitions` partitions and compare it with
+/// the references of the module docs. Returns the evidence (one per reference) and the
+/// ROI run.
+pub(crate) fn compare_roi(
     ctx: &Ctx<'_>,
     variant: &str,
     mask: &[bool],
     partitions: usize,
-    typed_ok: bool,
-) -> (Evidence, Option<RunResults>) {
+) -> (Vec<Evidence>, Option<RunResults>) {
     let primary = ctx.primary();
-    let options = RunOptions {
+    let roi_options = |partitions: usize, threads: usize| RunOptions {
         roi: Some(Roi::from_mask(mask.to_vec())),
         partitions: Some(partitions),
-        threads: Some(ctx.threads()),
+        threads: Some(threads),
         ..Default::default()
     };
-    let with_roi = match ctx.subject.run(&primary.data, &ctx.subject.params, options) {
+    let with_roi = match ctx.subject.run(&primary.data, &ctx.subject.params, roi_options(partitions, ctx.threads())) {
         Ok(r) => r,
         Err(e) => {
             let evidence = match classify(&e) {
-                Failure::Typed(m) | Failure::Refused(m) if typed_ok => {
-                    Evidence::pass(variant, format!("rejected with a typed error: {m}"))
-                }
-                Failure::Typed(m) | Failure::Refused(m) | Failure::Broken(m) => Evidence::fail(variant, m),
+                Failure::Typed(m) => Evidence::na(variant, format!("skipped: the plugin refused the ROI: {m}")),
+                Failure::Refused(m) | Failure::Broken(m) => Evidence::fail(variant, m),
             };
-            return (evidence, None);
+            return (vec![evidence], None);
         }
     };
     let rows: Vec<usize> = mask.iter().enumerate().filter(|(_, s)| **s).map(|(i, _)| i).collect();
     if rows.is_empty() {
-        return (Evidence::pass(variant, "ran (no frame selected)"), Some(with_roi));
+        return (vec![Evidence::pass(variant, "ran (no frame selected)")], Some(with_roi));
     }
-    let subset = match synthetic::gather("subset", primary.data.as_ref(), &rows, &[rows.len()]) {
-        Ok(s) => s,
-        Err(e) => return (Evidence::fail(variant, format!("cannot gather the selected frames: {e}")), Some(with_roi)),
+    let Ok(base) = ctx.baseline() else {
+        return (vec![Evidence::na(variant, "the baseline run failed")], Some(with_roi));
     };
-    let params = ctx.subject.params_for_rows(&rows);
-    let options = RunOptions { partitions: Some(2), threads: Some(ctx.threads()), ..Default::default() };
-    let evidence = match ctx.subject.run(&subset.data, &params, options) {
-        Ok(alone) => {
-            let name = format!("{variant} vs the {} selected frames alone", rows.len());
-            compare_results(&name, &alone.udfs[0], &with_roi.udfs[0], &ctx.config.tolerance, Layout::Raw, false)
-        }
-        Err(e) => match classify(&e) {
-            Failure::Typed(m) | Failure::Refused(m) => Evidence::na(
-                variant,
-                format!("the selected frames alone (as a flat scan of {}) cannot be run: {m}", rows.len()),
-            ),
-            Failure::Broken(m) => Evidence::fail(variant, format!("on the selected frames alone: {m}")),
-        },
-    };
+    let bounds = ctx.bounds(base, primary.data.as_ref());
+    let actual = &with_roi.udfs[0];
+    let mut evidence = Vec::new();
+
+    // Nav results written while processing, at the selected positions of a full run.
+    let from_processing: Vec<&str> = base
+        .decls
+        .iter()
+        .filter(|d| d.kind == BufferKind::Nav && d.usage == BufferUse::Normal)
+        .map(|d| d.name.as_str())
+        .collect();
+    let selected: Vec<(&str, NdArray)> = base.results.udfs[0]
+        .buffers
+        .iter()
+        .filter(|b| from_processing.contains(&b.name.as_str()))
+        .map(|b| (b.name.as_str(), b.raw.select_rows(rows.iter().copied())))
+        .collect();
+    if !selected.is_empty() {
+        let pairs: Vec<(&str, &NdArray, Option<&NdArray>)> =
+            selected.iter().map(|(n, e)| (*n, e, actual.buffer(n).map(|a| &a.raw))).collect();
+        evidence.push(summarise(
+            &format!("{variant}: nav results vs a run without ROI at the selected positions"),
+            &pairs,
+            None,
+            &bounds,
+            false,
+            "differs from a run without ROI",
+        ));
+    }
+
+    // The same ROI in one partition on one thread: the same coordinates, no splitting.
+    let name = format!("{variant}: vs the same ROI in 1 partition, 1 thread");
+    evidence.push(match ctx.subject.run(&primary.data, &ctx.subject.params, roi_options(1, 1)) {
+        Ok(one) => compare_results(&name, &one.udfs[0], actual, &bounds, Layout::Raw, false),
+        Err(e) => Evidence::fail(&name, format!("the reference run failed: {e}")),
+    });
+
+    evidence.push(compare_with_subset(ctx, variant, &rows, actual, &bounds));
     (evidence, Some(with_roi))
+}
+
+/// Compare a ROI run's results with the selected frames `rows` alone, gathered as a 1-D
+/// scan, where that is a fair reference.
+fn compare_with_subset(ctx: &Ctx<'_>, variant: &str, rows: &[usize], actual: &UdfResults, bounds: &Bounds) -> Evidence {
+    let frames = if rows.len() == 1 { "frame".to_owned() } else { format!("{} frames", rows.len()) };
+    let name = format!("{variant}: vs the selected {frames} alone (a 1-D scan)");
+    let geometry = ctx.geometry();
+    if let Some(why) = geometry.why_not_flat() {
+        return Evidence::na(&name, format!("skipped: {why}; the other references keep the scan's geometry"));
+    }
+    let subset = match synthetic::gather("subset", ctx.primary().data.as_ref(), rows, &[rows.len()]) {
+        Ok(s) => s,
+        Err(e) => return Evidence::fail(&name, format!("cannot gather the selected frames: {e}")),
+    };
+    let options = RunOptions { partitions: Some(2), threads: Some(ctx.threads()), ..Default::default() };
+    match ctx.subject.run(&subset.data, &ctx.subject.params_for_rows(rows), options) {
+        Ok(alone) => compare_results(&name, &alone.udfs[0], actual, bounds, Layout::Raw, false),
+        Err(e) => match classify(&e) {
+            Failure::Typed(m) | Failure::Refused(m) => {
+                Evidence::na(&name, format!("skipped: the plugin refused the selected frames alone: {m}"))
+            }
+            Failure::Broken(m) => Evidence::fail(&name, format!("on the selected frames alone: {m}")),
+        },
+    }
 }
 
 /// Whether `bytes` (one element of `dtype`) is the fill value outside a ROI.
@@ -146,15 +204,16 @@ pub(crate) fn check(ctx: &Ctx<'_>) -> Vec<Check> {
     let single: Vec<bool> = (0..frames).map(|i| i == frames / 2).collect();
     let count = random.iter().filter(|s| **s).count();
 
-    let (random_evidence, random_run) =
-        compare_with_subset(ctx, &format!("random ROI ({count} of {frames} frames), 3 partitions"), &random, 3, false);
+    let (mut evidence, random_run) =
+        compare_roi(ctx, &format!("random ROI ({count} of {frames} frames), 3 partitions"), &random, 3);
     let (single_evidence, _) =
-        compare_with_subset(ctx, &format!("one-frame ROI (frame {}), 3 partitions", frames / 2), &single, 3, false);
+        compare_roi(ctx, &format!("one-frame ROI (frame {}), 3 partitions", frames / 2), &single, 3);
+    evidence.extend(single_evidence);
     let mut checks = vec![Check::from_evidence(
         Group::Roi,
         "subset",
-        "a run with a ROI gives the same results as a run on the selected frames alone",
-        vec![random_evidence, single_evidence],
+        "a run with a ROI gives the results of the selected frames at their places in the scan",
+        evidence,
     )];
 
     let all_false = vec![false; frames];
@@ -173,7 +232,10 @@ pub(crate) fn check(ctx: &Ctx<'_>) -> Vec<Check> {
             }
             e
         }
-        Err(e) => Evidence::fail(variant, e.to_string()),
+        Err(e) => match classify(&e) {
+            Failure::Typed(m) => Evidence::na(variant, format!("skipped: the plugin refused an empty ROI: {m}")),
+            Failure::Refused(m) | Failure::Broken(m) => Evidence::fail(variant, m),
+        },
     };
     checks.push(Check::from_evidence(Group::Roi, "all_false", "a ROI selecting no frame works", vec![empty]));
 
@@ -184,7 +246,7 @@ pub(crate) fn check(ctx: &Ctx<'_>) -> Vec<Check> {
     } else {
         let evidence = match &random_run {
             Some(r) => fill_evidence(&format!("random ROI ({count} of {frames} frames)"), &r.udfs[0], &random),
-            None => Evidence::na("random ROI", "the ROI run failed (see roi.subset)"),
+            None => Evidence::na("random ROI", "the ROI run failed or was refused (see roi.subset)"),
         };
         checks.push(Check::from_evidence(Group::Roi, "fill", title, vec![evidence]));
     }

@@ -1,6 +1,8 @@
 //! The plugin under test and how the checks run it: executions with chosen options,
 //! parameters adapted to derived datasets, and what a failed run means.
 
+use super::compare::Bounds;
+use super::geometry::Geometry;
 use super::synthetic::Named;
 use super::{Config, Evidence};
 use crate::array::NdArray;
@@ -8,6 +10,7 @@ use crate::dataset::{Dataset, Partition, TilingScheme};
 use crate::dtype::DType;
 use crate::exec::{Run, RunError, RunOptions, RunResults, UdfSpec};
 use crate::udf::{BufferDecl, CallError, Method, NamedBuffer, ParamType, ParamValue, Params, Udf};
+use std::cell::OnceCell;
 use std::sync::Arc;
 
 /// The plugin and the parameters it is checked with.
@@ -150,6 +153,8 @@ pub(crate) struct Ctx<'a> {
     pub datasets: Vec<Named>,
     /// The baseline run of each dataset (1 partition, 1 thread).
     pub baselines: Vec<Result<Executed, RunError>>,
+    /// Whether the results depend on the scan geometry (run on first use).
+    geometry: OnceCell<Geometry>,
 }
 
 impl<'a> Ctx<'a> {
@@ -159,7 +164,21 @@ impl<'a> Ctx<'a> {
         datasets: Vec<Named>,
         baselines: Vec<Result<Executed, RunError>>,
     ) -> Self {
-        Ctx { subject, config, datasets, baselines }
+        Ctx { subject, config, datasets, baselines, geometry: OnceCell::new() }
+    }
+
+    /// How the plugin behaves on the primary dataset's frames as a 1-D scan (one run,
+    /// on first use).
+    pub fn geometry(&self) -> &Geometry {
+        self.geometry.get_or_init(|| super::geometry::probe(self))
+    }
+
+    /// The tolerance model for runs like `base` on `data` (every frame processed), scaled
+    /// by `base`'s results.
+    pub fn bounds(&self, base: &Executed, data: &dyn Dataset) -> Bounds {
+        let shape = data.shape();
+        Bounds::new(&self.config.tolerance, &base.decls, base.input_dtype, shape.nav_len(), shape.sig_len())
+            .with_scale(&base.results.udfs[0])
     }
 
     /// The primary dataset.

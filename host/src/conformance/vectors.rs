@@ -275,7 +275,7 @@ fn run_case(
                 };
                 let tol = match tolerance {
                     Some(t) => t.for_dtype(want.dtype()),
-                    None => Tolerance { rtol32: case.rtol, rtol64: case.rtol, atol: case.atol }.for_dtype(want.dtype()),
+                    None => Tolerance::fixed(case.rtol, case.atol).for_dtype(want.dtype()),
                 };
                 let diff = compare(want, &got.data, tol);
                 if !diff.equal {
