@@ -44,6 +44,7 @@
 mod draw;
 mod scaling;
 
+pub(crate) use draw::short_number;
 pub use scaling::{ColorMap, Scale};
 
 use crate::array::{NdArray, real_values, unravel};
