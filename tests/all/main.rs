@@ -27,5 +27,9 @@ mod plugins_masks;
 mod plugins_pick;
 mod plugins_stddev;
 mod polyglot;
+mod previews;
+#[cfg(unix)]
+mod report_page;
 mod sandbox;
+mod snapshots;
 mod sum;

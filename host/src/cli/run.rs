@@ -124,7 +124,7 @@ pub struct RunArgs {
     preview: bool,
     /// While the run goes on, write the results merged so far (npy, valid masks, PNG
     /// previews, a self-reloading index.html) to OUT/partial/ at most every SECONDS.
-    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds, allow_hyphen_values = true)]
     snapshot_every: Option<f64>,
     /// Refuse runs whose merged results would need more host memory than this.
     #[arg(long, value_name = "SIZE", default_value = "16G", value_parser = super::parse_memory)]

@@ -20,8 +20,8 @@
 //! - the colour-map ends are the [`PreviewOptions::percentiles`] (0.5 and 99.5 by
 //!   default, NumPy's linear interpolation), so a few hot pixels do not wash out the rest;
 //! - a signed image (low percentile below zero, high above) gets the diverging map,
-//!   symmetric about zero: blue for negative, white for 0, red for positive (ColorBrewer
-//!   RdBu, reversed); everything else viridis;
+//!   symmetric about zero: blue for negative, near-white for 0, red for positive
+//!   (ColorBrewer's RdBu as d3 interpolates it, reversed); everything else viridis;
 //! - sig images without negative values are log-scaled (diffraction patterns span
 //!   decades): the percentiles are taken of the positive values and `log10` maps between
 //!   them; zeros get the bottom colour;

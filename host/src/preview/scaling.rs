@@ -28,8 +28,9 @@ impl Scale {
 pub enum ColorMap {
     /// Matplotlib's viridis: dark blue-violet (low) to yellow (high).
     Viridis,
-    /// ColorBrewer's RdBu, reversed: blue (negative) through white (zero) to red
-    /// (positive), for signed fields (CoM shifts, divergence, curl).
+    /// ColorBrewer's RdBu (a B-spline through its 11 colours, as d3's `interpolateRdBu`),
+    /// reversed: blue (negative) through near-white (zero) to red (positive), for signed
+    /// fields (CoM shifts, divergence, curl).
     Diverging,
 }
 
