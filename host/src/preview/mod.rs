@@ -232,17 +232,23 @@ fn kind_name(kind: BufferKind) -> &'static str {
     }
 }
 
-/// The images of `buffer`: `(slice index, rendered)` for the first
-/// `options.max_slices` slices, and the number of slices there are. Empty when the
+/// One image of a buffer.
+#[derive(Debug, Clone)]
+pub struct BufferImage {
+    /// The slice (empty when the buffer is one image).
+    pub index: Vec<usize>,
+    /// How many images the buffer has.
+    pub slices: usize,
+    pub rendered: Rendered,
+}
+
+/// The images of `buffer`, the first `options.max_slices` of its slices; empty when the
 /// buffer is not an image.
 ///
 /// # Errors
 /// PNG encoding fails.
-pub fn buffer_previews(
-    buffer: &ResultBuffer,
-    options: &PreviewOptions,
-) -> Result<(Vec<(Vec<usize>, Rendered)>, usize), PreviewError> {
-    let Some(layout) = Layout::of(buffer) else { return Ok((Vec::new(), 0)) };
+pub fn buffer_previews(buffer: &ResultBuffer, options: &PreviewOptions) -> Result<Vec<BufferImage>, PreviewError> {
+    let Some(layout) = Layout::of(buffer) else { return Ok(Vec::new()) };
     let values = magnitudes(&buffer.data);
     let valid = buffer.valid.bytes();
     let count = layout.slices();
@@ -250,9 +256,10 @@ pub fn buffer_previews(
     for s in 0..count.min(options.max_slices) {
         let (v, ok) = layout.extract(&values, valid, s);
         let index = if layout.slice_shape.is_empty() { Vec::new() } else { unravel(s, &layout.slice_shape) };
-        out.push((index, render(&v, &ok, layout.height, layout.width, layout.kind, options)?));
+        let rendered = render(&v, &ok, layout.height, layout.width, layout.kind, options)?;
+        out.push(BufferImage { index, slices: count, rendered });
     }
-    Ok((out, count))
+    Ok(out)
 }
 
 /// Image `slice` of `buffer` (0 for a buffer that is one image; slices count in C order
@@ -291,15 +298,14 @@ pub fn run_previews(results: &RunResults, options: &PreviewOptions) -> Result<Ve
     let mut out = Vec::new();
     for u in &results.udfs {
         for b in &u.buffers {
-            let (images, slices) = buffer_previews(b, options)?;
-            for (index, rendered) in images {
+            for image in buffer_previews(b, options)? {
                 out.push(Preview {
                     udf: u.name.clone(),
                     buffer: b.name.clone(),
-                    file: file_name(&u.name, &b.name, &index),
-                    index,
-                    slices,
-                    rendered,
+                    file: file_name(&u.name, &b.name, &image.index),
+                    index: image.index,
+                    slices: image.slices,
+                    rendered: image.rendered,
                 });
             }
         }
