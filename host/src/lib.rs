@@ -13,7 +13,8 @@
 //! | [`wasm`] | wasmtime engine, compile cache, limits, plugins as `Udf`s |
 //! | [`builtins`] | native built-in UDFs (LiberTEM's), the same `Udf`s |
 //! | [`conformance`] | the plugin conformance kit (`udf-host conformance`) |
-//! | [`output`] | writing results (`.npy`, `results.json`) atomically |
+//! | [`output`] | writing results (`.npy`, `results.json`, `index.html`) atomically; live snapshots |
+//! | [`preview`] | PNG previews of image results (colour maps, robust scaling, colour bar) |
 //! | [`dtype`], [`array`], [`npy`] | element types, arrays, the `.npy` format |
 //! | [`params`], [`roi`], [`log`] | parameters, regions of interest, plugin logs |
 //!
@@ -33,6 +34,7 @@ pub mod log;
 pub mod npy;
 pub mod output;
 pub mod params;
+pub mod preview;
 pub mod roi;
 pub mod sample;
 pub mod udf;

@@ -1,12 +1,19 @@
 //! Writing results: `<dir>/<udf>/<buffer>.npy` (+ `<buffer>.valid.npy` when not every
-//! element is valid) and `<dir>/results.json`, all-or-nothing.
+//! element is valid), the PNG previews (`<buffer>.png`, see [`crate::preview`]),
+//! `<dir>/results.json` and the report page `<dir>/index.html` ([`report`]), all-or-nothing.
 //!
 //! Everything is written into a temporary directory next to the destination and
 //! renamed into place at the end, so a failed or interrupted run never leaves a
 //! half-written output directory, and an existing one is only replaced with `force`.
+//! While a run goes on, [`snapshot::Snapshots`] keeps `<dir>/partial/` up to date; the
+//! final rename replaces the directory with it, so finished results have no `partial/`.
+
+pub mod report;
+pub mod snapshot;
 
 use crate::exec::RunResults;
 use crate::npy;
+use crate::preview::Preview;
 use serde_json::{Value, json};
 use std::fs::File;
 use std::io::BufWriter;
@@ -41,8 +48,8 @@ pub fn file_names(results: &RunResults) -> Vec<(String, String, String, Option<S
 }
 
 /// The per-UDF part of `results.json`: params, method, and every buffer with kind,
-/// dtype, shape and file names.
-pub fn udfs_json(results: &RunResults) -> Value {
+/// dtype, shape, file names, the fraction of valid elements, and its `previews`.
+pub fn udfs_json(results: &RunResults, previews: &[Preview]) -> Value {
     let files = file_names(results);
     let udfs: Vec<Value> = results
         .udfs
@@ -65,6 +72,12 @@ pub fn udfs_json(results: &RunResults) -> Value {
                         "file": data,
                         "valid_file": valid,
                         "all_valid": b.all_valid,
+                        "valid_fraction": valid_fraction(&b.valid),
+                        "previews": previews
+                            .iter()
+                            .filter(|p| p.udf == u.name && p.buffer == b.name)
+                            .map(preview_json)
+                            .collect::<Vec<_>>(),
                     })
                 })
                 .collect();
@@ -93,11 +106,53 @@ pub fn udfs_json(results: &RunResults) -> Value {
     Value::Array(udfs)
 }
 
-/// Write `results` and `summary` (the content of `results.json`) to `dir`.
+/// The fraction of `true` elements of a valid mask (1 for an empty one).
+fn valid_fraction(valid: &crate::array::NdArray) -> f64 {
+    let bytes = valid.bytes();
+    if bytes.is_empty() { 1.0 } else { bytes.iter().filter(|&&b| b != 0).count() as f64 / bytes.len() as f64 }
+}
+
+/// A preview's entry in `results.json`.
+fn preview_json(p: &Preview) -> Value {
+    let r = &p.rendered;
+    json!({
+        "file": p.file,
+        "slice": (!p.index.is_empty()).then_some(&p.index),
+        "slices": p.slices,
+        "width": r.width,
+        "height": r.height,
+        "image_shape": r.image_shape,
+        "upscale": r.upscale,
+        "scale": r.scale,
+        "colormap": r.colormap,
+        "range": r.range,
+        "extent": r.extent,
+        "invalid_pixels": r.invalid,
+    })
+}
+
+/// Add the fields of the JSON object `more` to the object `summary` (replacing those
+/// with the same name).
+pub fn extend_summary(summary: &mut Value, more: Value) {
+    if let (Some(into), Value::Object(from)) = (summary.as_object_mut(), more) {
+        into.extend(from);
+    }
+}
+
+/// Write `results`, their `previews`, `summary` (the content of `results.json`) and the
+/// report page to `dir`. `previews_on`: whether previews were asked for (the page says
+/// how to get them otherwise).
 ///
 /// # Errors
 /// [`OutputError::Exists`] if `dir` exists and `force` is false; I/O errors.
-pub fn write_results(dir: &Path, results: &RunResults, summary: &Value, force: bool) -> Result<(), OutputError> {
+pub fn write_results(
+    dir: &Path,
+    results: &RunResults,
+    summary: &Value,
+    previews: &[Preview],
+    previews_on: bool,
+    force: bool,
+) -> Result<(), OutputError> {
     if dir.exists() && !force {
         return Err(OutputError::Exists(dir.to_owned()));
     }
@@ -107,20 +162,8 @@ pub fn write_results(dir: &Path, results: &RunResults, summary: &Value, force: b
     };
     std::fs::create_dir_all(&parent).map_err(io(&parent))?;
     let tmp = tempfile::Builder::new().prefix(".udf-host-out-").tempdir_in(&parent).map_err(io(&parent))?;
-    for u in &results.udfs {
-        let udf_dir = tmp.path().join(&u.name);
-        std::fs::create_dir(&udf_dir).map_err(io(&udf_dir))?;
-        for b in &u.buffers {
-            write_npy(&udf_dir.join(format!("{}.npy", b.name)), &b.data)?;
-            if !b.all_valid {
-                write_npy(&udf_dir.join(format!("{}.valid.npy", b.name)), &b.valid)?;
-            }
-        }
-    }
-    let json_path = tmp.path().join("results.json");
-    let text = serde_json::to_string_pretty(summary)
-        .map_err(|e| OutputError::Io { path: json_path.clone(), source: std::io::Error::other(e) })?;
-    std::fs::write(&json_path, text + "\n").map_err(io(&json_path))?;
+    let page = report::page(summary, previews, previews_on, None);
+    write_tree(tmp.path(), results, summary, previews, &page, false)?;
 
     // Move into place; an existing directory (with --force) is moved aside first and
     // only deleted once the new one is in place.
@@ -141,6 +184,39 @@ pub fn write_results(dir: &Path, results: &RunResults, summary: &Value, force: b
     if let Some(aside) = old {
         let _ = std::fs::remove_dir_all(aside);
     }
+    Ok(())
+}
+
+/// Write the buffers (`.npy`, and the valid masks where not all valid or with
+/// `all_masks`), the previews, `results.json` and `index.html` into the existing `dir`.
+fn write_tree(
+    dir: &Path,
+    results: &RunResults,
+    summary: &Value,
+    previews: &[Preview],
+    page: &str,
+    all_masks: bool,
+) -> Result<(), OutputError> {
+    for u in &results.udfs {
+        let udf_dir = dir.join(&u.name);
+        std::fs::create_dir(&udf_dir).map_err(io(&udf_dir))?;
+        for b in &u.buffers {
+            write_npy(&udf_dir.join(format!("{}.npy", b.name)), &b.data)?;
+            if all_masks || !b.all_valid {
+                write_npy(&udf_dir.join(format!("{}.valid.npy", b.name)), &b.valid)?;
+            }
+        }
+    }
+    for p in previews {
+        let path = dir.join(&p.file);
+        std::fs::write(&path, &p.rendered.png).map_err(io(&path))?;
+    }
+    let json_path = dir.join("results.json");
+    let text = serde_json::to_string_pretty(summary)
+        .map_err(|e| OutputError::Io { path: json_path.clone(), source: std::io::Error::other(e) })?;
+    std::fs::write(&json_path, text + "\n").map_err(io(&json_path))?;
+    let page_path = dir.join("index.html");
+    std::fs::write(&page_path, page).map_err(io(&page_path))?;
     Ok(())
 }
 

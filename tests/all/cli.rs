@@ -6,7 +6,7 @@ use udf_host_tests::fixtures::{self, Ty};
 use udf_host_tests::plugin;
 use udf_host_tests::reference::{sum_frames, to_f64};
 
-fn cli(args: &[&str]) -> Result<(), (u8, String)> {
+pub(crate) fn cli(args: &[&str]) -> Result<(), (u8, String)> {
     let cache = udf_host_tests::test_cache_dir();
     let mut all = vec!["udf-host".to_owned()];
     all.extend(args.iter().map(|s| (*s).to_owned()));
@@ -19,7 +19,7 @@ fn cli(args: &[&str]) -> Result<(), (u8, String)> {
     execute(all).map_err(|f| (f.code, format!("{:#}", f.error)))
 }
 
-fn s(p: &Path) -> String {
+pub(crate) fn s(p: &Path) -> String {
     p.display().to_string()
 }
 

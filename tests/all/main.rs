@@ -27,6 +27,10 @@ mod plugins_masks;
 mod plugins_pick;
 mod plugins_stddev;
 mod polyglot;
+mod previews;
+#[cfg(unix)]
+mod report_page;
 mod run_plan;
 mod sandbox;
+mod snapshots;
 mod sum;

@@ -6,6 +6,8 @@ use crate::dataset::{DatasetSpec, ExcludedPixels, Format, OpenOptions};
 use crate::dtype::StoredDType;
 use crate::exec::{Run, RunError, RunOptions, UdfSpec};
 use crate::log::LogLevel;
+use crate::output::snapshot::Snapshots;
+use crate::preview::{self, PreviewOptions};
 use crate::roi::Roi;
 use crate::udf::{Param, Params, Udf};
 use crate::wasm::{CacheOutcome, LoadErrorKind, WasmRuntime};
@@ -15,7 +17,7 @@ use clap::Args;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// How to open the dataset: format, shapes, sync offset, corrections (shared by `run`
 /// and `info`).
@@ -116,6 +118,14 @@ pub struct RunArgs {
     /// When a partition fails, go on with the others (its frames stay invalid; exit code 3).
     #[arg(long)]
     keep_going: bool,
+    /// Write a PNG preview next to every image result (<buffer>.png) and show them in
+    /// OUT/index.html.
+    #[arg(long)]
+    preview: bool,
+    /// While the run goes on, write the results merged so far (npy, valid masks, PNG
+    /// previews, a self-reloading index.html) to OUT/partial/ at most every SECONDS.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds, allow_hyphen_values = true)]
+    snapshot_every: Option<f64>,
     /// Refuse runs whose merged results would need more host memory than this.
     #[arg(long, value_name = "SIZE", default_value = "16G", value_parser = super::parse_memory)]
     max_result_memory: u64,
@@ -247,6 +257,33 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     }
     let tiling = run.tiling().clone();
     let partitions = run.partitions().len();
+    // What results.json says that does not change while the run goes on.
+    let info = data.info();
+    let shape = data.shape();
+    let mut summary = json!({
+        "udf_host_version": env!("CARGO_PKG_VERSION"),
+        "contract": format!("{}@{}.{}.{}", crate::wasm::WIT_PACKAGE, crate::wasm::WIT_VERSION.0, crate::wasm::WIT_VERSION.1, crate::wasm::WIT_VERSION.2),
+        "dataset": {
+            "path": info.path.display().to_string(),
+            "format": info.format,
+            "nav_shape": shape.nav,
+            "sig_shape": shape.sig,
+            "dtype": data.stored_dtype().descr(),
+            "details": info.details.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        },
+        "roi": roi_json,
+        "threads": threads,
+        "partitions": {"count": partitions},
+        "tiling": {
+            "tile_shape": tile_shape,
+            "depth": tiling.depth,
+            "signal_slices": tiling.slices.len(),
+            "intent": tiling.intent.name(),
+        },
+        "plugins": loads,
+    });
+    let mut snapshots =
+        args.snapshot_every.map(|s| Snapshots::new(&args.out, Duration::from_secs_f64(s), summary.clone()));
 
     // Execute; Ctrl-C stops the run and keeps what is merged.
     let mut iter = run.iter();
@@ -266,6 +303,9 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
                 }
                 eprintln!("warning: {e:#}; going on with the other partitions (--keep-going)");
             }
+            if let Some(snapshots) = snapshots.as_mut() {
+                snapshots.tick(&iter);
+            }
         }
     }
     let results = iter.results().map_err(run_failure)?;
@@ -282,49 +322,38 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     };
 
     // Write.
-    let info = data.info();
-    let shape = data.shape();
     let stats = &results.stats;
-    let summary = json!({
-        "udf_host_version": env!("CARGO_PKG_VERSION"),
-        "contract": format!("{}@{}.{}.{}", crate::wasm::WIT_PACKAGE, crate::wasm::WIT_VERSION.0, crate::wasm::WIT_VERSION.1, crate::wasm::WIT_VERSION.2),
-        "dataset": {
-            "path": info.path.display().to_string(),
-            "format": info.format,
-            "nav_shape": shape.nav,
-            "sig_shape": shape.sig,
-            "dtype": data.stored_dtype().descr(),
-            "details": info.details.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
-        },
-        "input_dtype": results.input_dtype.name(),
-        "status": status,
-        "failures": failures,
-        "roi": roi_json,
-        "threads": stats.threads,
-        "partitions": {"count": partitions, "merged": stats.partitions_merged, "failed": failures.len()},
-        "tiling": {
-            "tile_shape": tile_shape,
-            "depth": tiling.depth,
-            "signal_slices": tiling.slices.len(),
-            "intent": tiling.intent.name(),
-        },
-        "plugins": loads,
-        "udfs": output::udfs_json(&results),
-        "frames": stats.frames,
-        "bytes_read": stats.bytes_read,
-        "throughput_gb_per_s": stats.throughput_gbps(),
-        "timings": {
-            "load_seconds": load_seconds,
-            "plan_seconds": plan_seconds,
-            "process_seconds": stats.process_seconds,
-            "merge_seconds": stats.merge_seconds,
-            "results_seconds": stats.results_seconds,
-            "total_seconds": started.elapsed().as_secs_f64(),
-        },
-    });
-    output::write_results(&args.out, &results, &summary, args.force)?;
+    let previews = if args.preview { preview::run_previews(&results, &PreviewOptions::default())? } else { Vec::new() };
+    output::extend_summary(
+        &mut summary,
+        json!({
+            "input_dtype": results.input_dtype.name(),
+            "status": status,
+            "failures": failures,
+            "threads": stats.threads,
+            "partitions": {"count": partitions, "merged": stats.partitions_merged, "failed": failures.len()},
+            "udfs": output::udfs_json(&results, &previews),
+            "frames": stats.frames,
+            "bytes_read": stats.bytes_read,
+            "throughput_gb_per_s": stats.throughput_gbps(),
+            "timings": {
+                "load_seconds": load_seconds,
+                "plan_seconds": plan_seconds,
+                "process_seconds": stats.process_seconds,
+                "merge_seconds": stats.merge_seconds,
+                "results_seconds": stats.results_seconds,
+                "total_seconds": started.elapsed().as_secs_f64(),
+            },
+        }),
+    );
+    // The snapshots made `--out` (holding only `partial/`): the results replace it.
+    let replace = args.force || snapshots.as_ref().is_some_and(Snapshots::made_output_dir);
+    output::write_results(&args.out, &results, &summary, &previews, args.preview, replace)?;
+    if let Some(snapshots) = snapshots {
+        snapshots.finish();
+    }
     if !args.quiet {
-        print_summary(&args.out, &results, started);
+        print_summary(&args.out, &results, previews.len(), started);
     }
     match (stopped_by, interrupted, failures.is_empty()) {
         (_, true, _) => Err(Failure {
@@ -454,6 +483,14 @@ pub(super) fn assign_params(udfs: &[Arc<dyn Udf>], flags: &[String]) -> anyhow::
     Ok(udfs.iter().cloned().zip(given).map(|(udf, params)| UdfSpec { udf, params }).collect())
 }
 
+/// `--snapshot-every`: a positive number of seconds.
+fn parse_seconds(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if s > 0.0 && s.is_finite() && s < 1e9 => Ok(s),
+        _ => Err(format!("'{text}' is not a positive number of seconds (e.g. 5 or 0.5)")),
+    }
+}
+
 pub(super) fn run_failure(e: RunError) -> Failure {
     let code = match &e {
         RunError::Internal(_) => exit::INTERNAL,
@@ -463,7 +500,7 @@ pub(super) fn run_failure(e: RunError) -> Failure {
     Failure { code, error: e.into() }
 }
 
-fn print_summary(out: &Path, results: &crate::exec::RunResults, started: Instant) {
+fn print_summary(out: &Path, results: &crate::exec::RunResults, previews: usize, started: Instant) {
     let s = &results.stats;
     eprintln!(
         "processed {} frames ({:.1} MB) in {:.2} s ({:.2} GB/s), {} partitions on {} threads",
@@ -484,5 +521,12 @@ fn print_summary(out: &Path, results: &crate::exec::RunResults, started: Instant
             .unwrap_or_default();
         eprintln!("  {}  {shape}", out.join(file).display());
     }
-    eprintln!("results in {}/ (summary: results.json), total {:.2} s", out.display(), started.elapsed().as_secs_f64());
+    if previews > 0 {
+        eprintln!("  {previews} PNG previews beside them");
+    }
+    eprintln!(
+        "results in {}/ (summary: results.json, report: index.html), total {:.2} s",
+        out.display(),
+        started.elapsed().as_secs_f64()
+    );
 }
