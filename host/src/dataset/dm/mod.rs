@@ -11,9 +11,9 @@
 
 pub mod tags;
 
+use super::mapped::{Access, map_file};
 use super::{Dataset, DatasetError, DatasetInfo, DatasetShape, MappedFrames, OpenOptions, SigSlice};
 use crate::dtype::{ByteOrder, DType, StoredDType};
-use memmap2::Mmap;
 use std::path::Path;
 use tags::{Node, TagFile, Value};
 
@@ -126,10 +126,7 @@ fn image_of(file: &TagFile, bytes: &[u8], entry: &Node, index: usize) -> Result<
 }
 
 pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<DmDataset, DatasetError> {
-    let file = std::fs::File::open(path).map_err(|source| DatasetError::Open { path: path.to_owned(), source })?;
-    // SAFETY: read-only mapping; a file changed by another process while mapped may fault
-    // or show new bytes (the documented risk, docs/security.md).
-    let map = unsafe { Mmap::map(&file) }.map_err(|source| DatasetError::Open { path: path.to_owned(), source })?;
+    let map = map_file(path, Access::Sequential)?;
     let tags = tags::parse(&map).map_err(|e| DatasetError::invalid(path, format!("DM tag tree {e}")))?;
     let image = find_image(&tags, &map).map_err(|m| DatasetError::invalid(path, m))?;
     if image.format.as_deref().is_some_and(|f| f.eq_ignore_ascii_case("spectrum image")) {

@@ -6,6 +6,7 @@
 //! scheme that cuts a chunk into several signal slices decodes it only once.
 
 use super::filters::{self, Filter};
+use crate::dataset::mapped::{Access, map_file};
 use crate::dataset::{DatasetError, SigSlice};
 use crate::dtype::{DType, StoredDType, converter};
 use memmap2::Mmap;
@@ -114,10 +115,7 @@ impl ChunkedData {
             cells[cell] = kept.len() as u32;
             kept.push(e);
         }
-        let file = std::fs::File::open(path).map_err(|source| DatasetError::Open { path: path.to_owned(), source })?;
-        // SAFETY: read-only mapping; a file changed by another process while mapped may
-        // fault or show new bytes (the documented risk, docs/security.md).
-        let map = unsafe { Mmap::map(&file) }.map_err(|source| DatasetError::Open { path: path.to_owned(), source })?;
+        let map = map_file(path, Access::Random)?;
         let fill = fill.unwrap_or_else(|| vec![0; elem]);
         let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
         let capacity = MIN_CACHE_BYTES.max(4 * cores * chunk_bytes);

@@ -38,6 +38,7 @@ pub struct Hdf5Dataset {
     stored: StoredDType,
     storage: Storage,
     details: Vec<(String, String)>,
+    nav_source: String,
 }
 
 enum Storage {
@@ -159,7 +160,12 @@ pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<Hdf5Dataset, Da
             Storage::Chunked(ChunkedData::new(path, file_len, dims, chunks, sig_dims, stored, filters, entries, fill)?)
         }
     };
-    Ok(Hdf5Dataset { path: path.to_owned(), dataset_path, shape, array_shape, stored, storage, details })
+    let nav_source = if options.nav_shape.is_some() {
+        "--nav-shape".to_owned()
+    } else {
+        format!("the shape of dataset '{dataset_path}'")
+    };
+    Ok(Hdf5Dataset { path: path.to_owned(), dataset_path, shape, array_shape, stored, storage, details, nav_source })
 }
 
 fn strip_path(path: &Path, message: &str) -> String {
@@ -351,6 +357,20 @@ fn pick_dataset(path: &Path, file: &Hdf5File) -> Result<(String, hdf5_reader::Da
             format!("{} candidate datasets; choose one with --dataset-path{}", many.len(), list(many)),
         )),
     }
+}
+
+impl Hdf5Dataset {
+    /// Where the nav shape comes from, for `info`.
+    pub fn nav_source(&self) -> &str {
+        &self.nav_source
+    }
+}
+
+/// Whether `bytes` (the start of a file) hold the HDF5 signature, at offset 0 or after a
+/// user block (512, 1024, 2048, ... bytes).
+pub fn sniff(bytes: &[u8]) -> bool {
+    const SIGNATURE: &[u8] = b"\x89HDF\r\n\x1a\n";
+    std::iter::once(0).chain((9..16).map(|k| 1usize << k)).any(|at| bytes.get(at..at + 8) == Some(SIGNATURE))
 }
 
 impl Dataset for Hdf5Dataset {
