@@ -204,3 +204,33 @@ fn info_reports_format_shape_and_tiling() {
     let err = cli(&["info", &hdr, "--format", "nope"]).unwrap_err();
     assert!(format!("{:#}", err.error).contains("mib, empad"), "{:#}", err.error);
 }
+
+#[test]
+fn numpy_type_codes_give_64_bit_raw_data() {
+    // Regression (issue 22, item 1): `i8`, `<i8`, `u8`, `>u8` were read as 8-bit; a file
+    // whose size fits both silently gave wrong frames.
+    use udf_host::dtype::StoredDType;
+    let dir = tempfile::tempdir().unwrap();
+    let values: Vec<i64> = (0..32).map(|i| (i - 7) * 1_000_000_007).collect();
+    for (text, big) in [("i8", false), ("<i8", false), (">i8", true), ("u8", false), (">u8", true)] {
+        let path = dir.path().join(format!("d{}.raw", text.replace(['<', '>'], "_")));
+        let bytes: Vec<u8> = values.iter().flat_map(|v| if big { v.to_be_bytes() } else { v.to_le_bytes() }).collect();
+        std::fs::write(&path, bytes).unwrap();
+        let dtype = StoredDType::parse(text).unwrap_or_else(|| panic!("{text}"));
+        assert_eq!(dtype.dtype.size(), 8, "{text}");
+        let options = OpenOptions {
+            format: Some(udf_host::dataset::Format::Raw),
+            dtype: Some(dtype),
+            sig_shape: Some(vec![2, 2]),
+            ..Default::default()
+        };
+        let ds = open(&path, &options);
+        assert_eq!(ds.shape().nav, vec![8], "{text}: 256 bytes are 8 frames of 2 x 2 64-bit values");
+        let want: Vec<f64> = if text.contains('u') {
+            values.iter().map(|&v| v as u64 as f64).collect()
+        } else {
+            values.iter().map(|&v| v as f64).collect()
+        };
+        assert_eq!(read_all(ds.as_ref()), want, "{text}");
+    }
+}

@@ -380,6 +380,10 @@ data_dtype = ">f4"
         assert_eq!(d.nav_shape, vec![4, 5]);
         assert_eq!(d.indptr.0, Path::new("/x/rowind.dat"));
         assert_eq!(d.data.1, StoredDType { dtype: DType::F32, order: ByteOrder::Big });
+        // NumPy codes without a byte-order character are NumPy codes too: 64-bit.
+        let d =
+            parse_descriptor(&TOML.replace("\"<i8\"", "\"i8\"").replace("\">f4\"", "\"u8\""), Path::new(".")).unwrap();
+        assert_eq!((d.indptr.1.dtype, d.data.1.dtype), (DType::I64, DType::U64));
     }
 
     #[test]
