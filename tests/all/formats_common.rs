@@ -234,3 +234,27 @@ fn numpy_type_codes_give_64_bit_raw_data() {
         assert_eq!(read_all(ds.as_ref()), want, "{text}");
     }
 }
+
+#[test]
+fn two_dimensional_data_is_one_frame_in_every_format() {
+    // Regression (issue 22, item 9): DM and MRC opened a single image as nav [1], .npy
+    // and HDF5 refused it. One rule now: the last two axes are the frame. (DM: in
+    // formats_dm; HDF5: in formats_hdf5.)
+    use udf_host_tests::fixture_formats::mrc;
+    let dir = tempfile::tempdir().unwrap();
+    let image = Data { nav: vec![], ..counts(&[1], &[5, 7], 1000, 9) };
+    let npy = dir.path().join("image.npy");
+    write_npy(&npy, &image, Ty::U16);
+    let mrc_path = dir.path().join("image.mrc");
+    mrc::write_mrc(&mrc_path, &Data { nav: vec![1], ..image.clone() }, Ty::U16, 0, false);
+    for path in [npy, mrc_path] {
+        let ds = open(&path, &OpenOptions::default());
+        assert_eq!((ds.shape().nav.clone(), ds.shape().sig.clone()), (vec![1], vec![5, 7]), "{}", path.display());
+        assert_eq!(read_all(ds.as_ref()), image.values, "{}", path.display());
+    }
+    // 1-D data has no frame: an error that says so.
+    let line = dir.path().join("line.npy");
+    write_npy(&line, &Data { nav: vec![], sig: vec![35], values: image.values.clone() }, Ty::U16);
+    let msg = open_error(&line, &OpenOptions::default());
+    assert!(msg.contains("line.npy") && msg.contains("fewer than 2 axes"), "{msg}");
+}

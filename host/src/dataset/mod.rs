@@ -220,11 +220,13 @@ pub(crate) fn reshape(
     let total = count(total_shape).ok_or_else(|| too_large(total_shape))?;
     let sig = match sig {
         Some(sig) => sig.to_vec(),
-        None if total_shape.len() >= 3 => total_shape[total_shape.len() - 2..].to_vec(),
+        // One rule for every format: the last two axes are the frame, so 2-D data is a
+        // single frame (nav `[1]`).
+        None if total_shape.len() >= 2 => total_shape[total_shape.len() - 2..].to_vec(),
         None => {
             return Err(DatasetError::invalid(
                 path,
-                format!("shape {total_shape:?} has fewer than 3 axes; give --sig-shape"),
+                format!("shape {total_shape:?} has fewer than 2 axes, no frame; give --sig-shape"),
             ));
         }
     };
