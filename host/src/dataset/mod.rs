@@ -187,9 +187,12 @@ pub struct OpenOptions {
     pub gain: Option<PathBuf>,
     /// Pixels to replace by the mean of their valid neighbours.
     pub excluded_pixels: Option<ExcludedPixels>,
-    /// The dataset inside an HDF5 file, e.g. `/entry/data/data` (default: the only
-    /// 3-D or 4-D numeric dataset).
+    /// The dataset inside an HDF5 file, e.g. `/entry/data/data`, or the group of a
+    /// DECTRIS master file's data links, `/entry/data` (default: the only frame stack).
     pub dataset_path: Option<String>,
+    /// HDF5: the array axes that form a frame, in frame order (default: what the file's
+    /// layout says — Velox and EMD stacks — else the last two).
+    pub sig_axes: Option<Vec<usize>>,
 }
 
 /// Open a dataset file: the format's reader (from `options.format`, else detected),

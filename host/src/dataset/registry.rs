@@ -172,11 +172,7 @@ pub static FORMATS: &[FormatSpec] = &[
         aliases: &["h5"],
         extensions: &["h5", "hdf5", "nxs", "emd", "hspy"],
         sniff: |h| hdf5::sniff(&h.bytes),
-        open: |p, o| {
-            let data = hdf5::open(p, o)?;
-            let source = data.nav_source().to_owned();
-            reshaped(data, &source)
-        },
+        open: hdf5::open,
         description: "HDF5 (.h5 .hdf5 .nxs .emd .hspy; DECTRIS master files, Velox and EMD stacks)",
     },
     FormatSpec {
