@@ -422,7 +422,7 @@ mod tests {
         let jitter: Vec<i128> = (0..9).map(|i| i * 2_095_245 + (i % 2) * 10).collect();
         assert_eq!(flyback_width(&jitter), None);
         // Regular lines of 3 over 4 lines; an irregular long gap breaks the pattern.
-        let lines: Vec<i128> = (0..12).map(|i: i128| i * 1000_000 + (i / 3) * 50_000).collect();
+        let lines: Vec<i128> = (0..12).map(|i: i128| i * 1_000_000 + (i / 3) * 50_000).collect();
         assert_eq!(flyback_width(&lines), Some(3));
         let mut odd = lines.clone();
         for t in &mut odd[5..] {

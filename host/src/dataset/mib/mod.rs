@@ -349,22 +349,20 @@ pub(crate) fn open(path: &Path, options: &OpenOptions) -> Result<(Arc<dyn Datase
     // Another file starting at the same frame number is another acquisition (numbers are
     // unique within one); anything else wrong with the set is an error below.
     let clash = asked.is_some_and(|a| scanned.iter().filter(|s| s.header.sequence == a).count() > 1);
-    if clash {
-        if let Err(e) = check_set(&scanned) {
-            // Files that share the name but do not continue each other: other
-            // acquisitions. Read the file that was asked for, and say why.
-            let others: Vec<String> = scanned
-                .iter()
-                .filter(|s| s.path.file_name() != path.file_name())
-                .map(|s| s.path.display().to_string())
-                .collect();
-            hints.warnings.push(format!(
-                "read only {}: the files named like it ({}) do not form one set with it ({e})",
-                path.display(),
-                others.join(", ")
-            ));
-            scanned.retain(|s| s.path.file_name() == path.file_name());
-        }
+    if clash && let Err(e) = check_set(&scanned) {
+        // Files that share the name but do not continue each other: other
+        // acquisitions. Read the file that was asked for, and say why.
+        let others: Vec<String> = scanned
+            .iter()
+            .filter(|s| s.path.file_name() != path.file_name())
+            .map(|s| s.path.display().to_string())
+            .collect();
+        hints.warnings.push(format!(
+            "read only {}: the files named like it ({}) do not form one set with it ({e})",
+            path.display(),
+            others.join(", ")
+        ));
+        scanned.retain(|s| s.path.file_name() == path.file_name());
     }
     check_set(&scanned)?;
 
