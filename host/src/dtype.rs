@@ -103,11 +103,14 @@ impl DType {
         }
     }
 
-    /// Parse a NumPy name (`float32`, `uint16`, `bool`, ...) or a short form
-    /// (`f32`, `u16`, `c64`).
+    /// Parse a NumPy name (`float32`, `uint16`, `bool`, ...), a NumPy type code (`u2`,
+    /// `f4`, `c8`, `i8`) or a short form (`f32`, `u16`, `c64`).
+    ///
+    /// NumPy's type codes win where a text is both: `u8` and `i8` are 64-bit (as
+    /// `np.dtype('u8')`), not the 8-bit short forms; write `uint8` or `u1` for those.
     pub fn parse(name: &str) -> Option<DType> {
         let lower = name.trim().to_ascii_lowercase();
-        DType::ALL.into_iter().find(|d| d.name() == lower || d.short_name() == lower)
+        from_type_code(&lower).or_else(|| DType::ALL.into_iter().find(|d| d.name() == lower || d.short_name() == lower))
     }
 
     fn short_name(self) -> &'static str {
@@ -192,9 +195,15 @@ impl StoredDType {
     /// Parse `float32`, `>u2`, `<f4`, `uint16be`, `>uint16`, `u16le`...
     ///
     /// A leading `>`/`<`/`=`/`|` or a trailing `be`/`le` gives the byte order (default
-    /// little-endian); the rest is a NumPy name, a short name or a NumPy type code
-    /// (`u2`, `f4`, `c8`, `b1`, ...).
+    /// little-endian); the rest is a NumPy type code (`u2`, `f4`, `c8`, `u8` = uint64),
+    /// a NumPy name or a short name, as [`DType::parse`].
     pub fn parse(text: &str) -> Option<Self> {
+        // NumPy's codes are case-sensitive: `<U8`, `S10`, `V4`, `M8`, `O` are strings,
+        // voids, datetimes and objects, not numbers.
+        let code = text.trim().trim_start_matches(['<', '>', '=', '|']);
+        if code.starts_with(['U', 'S', 'V', 'M', 'O']) && code[1..].chars().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
         let mut s = text.trim().to_ascii_lowercase();
         let mut order = ByteOrder::Little;
         if let Some(rest) = s.strip_prefix('>') {
@@ -208,7 +217,7 @@ impl StoredDType {
         } else if let Some(rest) = s.strip_suffix("le") {
             s = rest.trim_end_matches(['-', '_']).to_owned();
         }
-        let dtype = DType::parse(&s).or_else(|| from_type_code(&s))?;
+        let dtype = DType::parse(&s)?;
         Some(StoredDType { dtype, order })
     }
 
@@ -679,6 +688,24 @@ mod tests {
         assert_eq!(StoredDType::parse("|b1"), Some(StoredDType::le(DType::Bool)));
         assert_eq!(StoredDType::parse("c16"), Some(StoredDType::le(DType::C128)));
         assert_eq!(StoredDType::parse("float33"), None);
+        // NumPy's codes win over the short forms: `u8`/`i8` are 64-bit, with or without
+        // a byte-order character (issue 22, item 1).
+        for (text, dtype, order) in [
+            ("<i8", DType::I64, ByteOrder::Little),
+            ("i8", DType::I64, ByteOrder::Little),
+            (">u8", DType::U64, ByteOrder::Big),
+            ("u8", DType::U64, ByteOrder::Little),
+            ("u1", DType::U8, ByteOrder::Little),
+            ("uint8", DType::U8, ByteOrder::Little),
+            ("u16", DType::U16, ByteOrder::Little),
+            ("c16", DType::C128, ByteOrder::Little),
+        ] {
+            assert_eq!(StoredDType::parse(text), Some(StoredDType { dtype, order }), "{text}");
+        }
+        assert_eq!(DType::parse("i8"), Some(DType::I64));
+        assert_eq!(StoredDType::parse("<U8"), None);
+        assert_eq!(StoredDType::parse("S8"), None);
+        assert_eq!(DType::parse("int8"), Some(DType::I8));
         assert_eq!(StoredDType { dtype: DType::U16, order: ByteOrder::Big }.descr(), ">u2");
         assert_eq!(StoredDType::le(DType::U8).descr(), "|u1");
         assert_eq!(StoredDType::from_descr("<U8"), None);

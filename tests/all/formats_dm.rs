@@ -141,3 +141,34 @@ fn bad_files_fail_with_file_and_offset() {
     std::fs::write(&path, &bytes).unwrap();
     assert!(open_err(&path).contains("DM data type 23 is not supported"));
 }
+
+#[test]
+fn complex_images_stored_as_arrays_of_structs_read_back() {
+    // Regression (issue 22, item 2): complex64/complex128 images (DataType 3 and 13,
+    // `Data` an array of {real, imaginary} structs, as GMS writes them and as
+    // rosettasciio's test-3/test-13 files hold them) were refused.
+    let dir = tempfile::tempdir().unwrap();
+    for (dims, frames) in [(vec![3usize, 4], 1usize), (vec![2, 3, 4], 2)] {
+        let n: usize = dims.iter().product();
+        let re: Vec<f64> = (0..n).map(|k| k as f64 * 0.5 - 3.0).collect();
+        let im: Vec<f64> = (0..n).map(|k| 100.0 - k as f64 * 0.25).collect();
+        for version in [3, 4] {
+            for (double, big) in [(false, false), (true, true), (false, true)] {
+                let options = DmOptions { version, big_endian: big, order_swapped: None, thumbnail: version == 4 };
+                let path = dir.path().join(format!("c{}-{double}-{big}.dm{version}", dims.len()));
+                std::fs::write(&path, dm::complex_file(&dims, &re, &im, double, &options)).unwrap();
+                let ds = dataset::open(&path, &OpenOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+                let what = format!("{dims:?} DM{version} double={double} big={big}");
+                assert_eq!(ds.stored_dtype().dtype, if double { DType::C128 } else { DType::C64 }, "{what}");
+                assert_eq!(ds.shape().nav, vec![frames], "{what}: 2-D is one frame");
+                assert_eq!(ds.shape().sig, dims[dims.len() - 2..].to_vec(), "{what}");
+                let all: Vec<u64> = (0..frames as u64).collect();
+                let mut buf = vec![0u8; n * 16];
+                ds.read_tile(&all, &SigSlice::full(&ds.shape().sig), DType::C128, &mut buf).unwrap();
+                let pairs: &[f64] = bytemuck::cast_slice(&buf);
+                let want: Vec<f64> = re.iter().zip(&im).flat_map(|(&r, &i)| [r, i]).collect();
+                assert_eq!(pairs, want.as_slice(), "{what}");
+            }
+        }
+    }
+}

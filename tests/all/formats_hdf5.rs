@@ -344,8 +344,10 @@ fn unsupported_filters_and_types_are_named() {
     let path = fx::file("chunked.h5");
     let msg = open_err(&path, Some("/entry/data/lzf"));
     assert!(msg.contains("lzf") && msg.contains("32000") && msg.contains("not supported"), "{msg}");
-    let msg = open_err(&path, Some("/entry/scan_positions"));
-    assert!(msg.contains("scan_positions") && msg.contains("fewer than 3 axes"), "{msg}");
+    // A 2-D dataset is one frame, as in every format (issue 22, item 9).
+    let options = OpenOptions { dataset_path: Some("/entry/scan_positions".into()), ..OpenOptions::default() };
+    let ds = dataset::open(&path, &options).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((ds.shape().nav.clone(), ds.shape().sig.clone()), (vec![1], vec![15, 2]));
     let msg = open_err(&fx::file("dtypes.h5"), Some("/d_le_u2x"));
     assert!(msg.contains("no dataset"), "{msg}");
 }
@@ -388,4 +390,117 @@ fn cli_run_with_dataset_path() {
     let err = udf_host::cli::execute(args).expect_err("ambiguous file ran");
     let msg = format!("{:#}", err.error);
     assert!(msg.contains("--dataset-path") && msg.contains("/entry/data/bslz4"), "{msg}");
+}
+
+// --- Layouts of real acquisition software (tests/data/hdf5/generate_layouts.py) ---------
+
+fn detail(ds: &dyn Dataset, key: &str) -> String {
+    ds.info().details.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()).unwrap_or_default()
+}
+
+/// Every frame in full, as f64.
+fn all_frames(ds: &dyn Dataset) -> Vec<f64> {
+    let frames: Vec<u64> = (0..ds.shape().nav_len() as u64).collect();
+    let sig = ds.shape().sig.clone();
+    read_frames(ds, &frames, &sig, DType::F64)
+}
+
+#[test]
+fn dectris_master_files_follow_external_links() {
+    // Regression (issue 22, item 3): the master file users open links its data files
+    // (`/entry/data/data_00000N` -> `..._data_00000N.h5:/entry/data/data`); the links
+    // were not followed. Several data files form one dataset; the scan shape comes from
+    // the ARINA sidecar (`scan.h5`, STEM Metadata) or ntrigger x nimages.
+    let path = fx::file("layouts/dectris/scan_master.h5");
+    let ds = dataset::open(&path, &OpenOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((ds.shape().nav.clone(), ds.shape().sig.clone()), (vec![3, 4], vec![6, 5]));
+    assert_eq!(ds.stored_dtype().dtype, DType::U32);
+    assert_eq!(all_frames(ds.as_ref()), fx::values(12 * 30, 30, Kind::U(4)));
+    // Tiles across the border of the two data files, odd slices.
+    let frames = [5u64, 6, 7, 11];
+    assert_eq!(read_frames(ds.as_ref(), &frames, &[4, 3], DType::F32), expected(&frames, 30, 30, Kind::U(4)));
+    assert!(detail(ds.as_ref(), "nav_shape_from").contains("STEM Metadata"), "{:?}", ds.info().details);
+    assert!(detail(ds.as_ref(), "dataset_choice").contains("automatically"));
+    // The group by name, one data file by its link, and --nav-shape over the series.
+    let by_group =
+        OpenOptions { dataset_path: Some("/entry/data".into()), nav_shape: Some(vec![2, 6]), ..OpenOptions::default() };
+    let ds = dataset::open(&path, &by_group).unwrap();
+    assert_eq!(ds.shape().nav, vec![2, 6]);
+    let one = open_path(&path, "/entry/data/data_000002");
+    assert_eq!(one.shape().nav, vec![5]);
+    assert_eq!(all_frames(one.as_ref()), fx::values(12 * 30, 30, Kind::U(4))[7 * 30..].to_vec());
+    // Ten data files (dense link storage in the master), ntrigger x nimages.
+    let many = dataset::open(&fx::file("layouts/dectris/many_master.h5"), &OpenOptions::default()).unwrap();
+    assert_eq!(many.shape().nav, vec![4, 5]);
+    assert_eq!(all_frames(many.as_ref()), fx::values(20 * 64, 31, Kind::U(2)));
+    // A link to a missing file: the error names the link and the file.
+    let msg = open_err(&fx::file("layouts/dectris/broken_master.h5"), None);
+    assert!(
+        msg.contains("broken_master.h5") && msg.contains("data_000001") && msg.contains("gone_data_000001.h5"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn velox_and_emd_stacks_take_their_frame_axes_from_the_layout() {
+    // Regression (issue 22, item 7): Velox stores (height, width, frames), EMD 0.2
+    // (HyperSpy, Prismatic) the transpose of the array; the trailing axes gave wrong frames.
+    for (name, seed, kind) in [("layouts/velox.emd", 32, Kind::I(2)), ("layouts/emd_hyperspy.emd", 33, Kind::F(4))] {
+        let ds = dataset::open(&fx::file(name), &OpenOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!((ds.shape().nav.clone(), ds.shape().sig.clone()), (vec![3], vec![4, 6]), "{name}");
+        assert_eq!(all_frames(ds.as_ref()), fx::values(72, seed, kind), "{name}");
+        assert_eq!(read_frames(ds.as_ref(), &[0, 2], &[3, 4], DType::F32), expected(&[0, 2], 24, seed, kind), "{name}");
+        assert!(detail(ds.as_ref(), "frame_axes").contains(if name.contains("velox") { "Velox" } else { "EMD" }));
+    }
+    // No metadata: --sig-axes, on contiguous, frame-chunked and tile-chunked storage.
+    let path = fx::file("layouts/frames_last.h5");
+    for name in ["/contiguous", "/chunked", "/chunked_tiles"] {
+        let options =
+            OpenOptions { dataset_path: Some(name.into()), sig_axes: Some(vec![0, 1]), ..OpenOptions::default() };
+        let ds = dataset::open(&path, &options).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!((ds.shape().nav.clone(), ds.shape().sig.clone()), (vec![4], vec![5, 6]), "{name}");
+        assert_eq!(all_frames(ds.as_ref()), fx::values(120, 36, Kind::U(2)), "{name}");
+        assert_eq!(
+            read_frames(ds.as_ref(), &[1, 3], &[2, 4], DType::U16),
+            expected(&[1, 3], 30, 36, Kind::U(2)),
+            "{name}"
+        );
+    }
+    let bad =
+        OpenOptions { dataset_path: Some("/contiguous".into()), sig_axes: Some(vec![0, 3]), ..OpenOptions::default() };
+    let msg = open_err_with(&path, &bad);
+    assert!(msg.contains("--sig-axes") && msg.contains("/contiguous"), "{msg}");
+}
+
+fn open_err_with(path: &Path, options: &OpenOptions) -> String {
+    match dataset::open(path, options) {
+        Ok(_) => panic!("{} opened", path.display()),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn previews_are_never_chosen_and_the_error_lists_every_numeric_dataset() {
+    // Regression (issue 22, item 8): an RGB /Preview/Image (uint8, last axis 3) was
+    // picked over the data.
+    let ds = dataset::open(&fx::file("layouts/preview.h5"), &OpenOptions::default()).unwrap();
+    assert_eq!(detail(ds.as_ref(), "dataset"), "/entry/data/data");
+    assert!(detail(ds.as_ref(), "dataset_choice").contains("automatically"));
+    assert_eq!(all_frames(ds.as_ref()), fx::values(4 * 64, 34, Kind::U(2)));
+    // Asked for by name, the preview opens like any array.
+    let rgb = open_path(&fx::file("layouts/preview.h5"), "/Preview/Image");
+    assert_eq!(rgb.shape().sig, vec![16, 3]);
+    // Ambiguous: every numeric dataset of any rank is listed with shape and dtype.
+    let msg = open_err(&fx::file("layouts/frames_last.h5"), None);
+    assert!(msg.contains("/chunked [5, 6, 4] uint16") && msg.contains("/contiguous [5, 6, 4] uint16"), "{msg}");
+    let msg = open_err(&fx::file("layouts/preview.h5"), Some("/nope"));
+    assert!(msg.contains("/Preview/Image [16, 16, 3] uint8") && msg.contains("/entry/mask [8, 8] uint8"), "{msg}");
+}
+
+#[test]
+fn a_two_dimensional_dataset_is_one_frame() {
+    // Issue 22, item 9, for HDF5.
+    let ds = dataset::open(&fx::file("layouts/image2d.h5"), &OpenOptions::default()).unwrap();
+    assert_eq!((ds.shape().nav.clone(), ds.shape().sig.clone()), (vec![1], vec![7, 9]));
+    assert_eq!(all_frames(ds.as_ref()), fx::values(63, 35, Kind::F(4)));
 }

@@ -203,8 +203,78 @@ fn bad_files_name_the_file_and_offset() {
     let sub = tempfile::tempdir().unwrap();
     let paths = mib::write_mib(sub.path(), "nohdr", &data, MibSet::new(MibKind::U8));
     std::fs::write(sub.path().join("nohdr.hdr"), "HDR,\r\nChip ID:\tW530\r\nEnd\t").unwrap();
-    let msg = error(&paths[0], &OpenOptions::default());
-    assert!(msg.contains("nohdr.hdr") && msg.contains("scan shape"), "{msg}");
+    // A .hdr without a scan shape: the frames open (square guess), with a warning.
+    let ds = open(&paths[0], &OpenOptions::default());
+    let details = ds.info().details;
+    let warning = details.iter().find(|(k, _)| k == "warning").map(|(_, v)| v.as_str()).unwrap_or_default();
+    assert!(warning.contains("nohdr.hdr") && warning.contains("no scan shape"), "{details:?}");
+}
+
+/// The details entry `key` of `ds`'s info.
+fn detail(ds: &dyn Dataset, key: &str) -> String {
+    ds.info().details.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()).unwrap_or_default()
+}
+
+#[test]
+fn a_file_next_to_its_raw_twin_opens_alone() {
+    // Regression (issue 22, item 6), the layout of rosettasciio's Merlin test files:
+    // `Quad_1_..._Rows_256.mib` next to `Quad_1_..._Rows_256RAW.mib` (another
+    // acquisition): both matched the set glob `<prefix>*.mib`.
+    let dir = tempfile::tempdir().unwrap();
+    let data = mib::counts(&[3], &[16, 64], 255, 41);
+    let plain = mib::write_mib(dir.path(), "Rows_256", &data, MibSet::new(MibKind::U8)).remove(0);
+    let raw_data = mib::counts(&[2], &[16, 64], 1, 42);
+    mib::write_mib(dir.path(), "Rows_256RAW", &raw_data, MibSet::new(MibKind::R1));
+    mib::write_hdr(&dir.path().join("Rows_256.hdr"), &[1, 3], true);
+    for path in [plain.clone(), dir.path().join("Rows_256.hdr")] {
+        let ds = open(&path, &OpenOptions::default());
+        assert_eq!(read_all(ds.as_ref()), data.values, "{}", path.display());
+        assert_eq!(ds.shape().nav, vec![1, 3]);
+        assert!(detail(ds.as_ref(), "nav_shape_from").contains("ScanY, ScanX"), "{:?}", ds.info().details);
+    }
+    let ds = open(&dir.path().join("Rows_256RAW.mib"), &OpenOptions::default());
+    assert_eq!(read_all(ds.as_ref()), raw_data.values);
+    // Numbered files of two acquisitions with one prefix (`scan_1.mib`, `scan_2.mib`
+    // both starting at sequence 1): the file asked for is read alone, with a warning.
+    let a = mib::counts(&[2], &[16, 64], 255, 43);
+    let b = mib::counts(&[4], &[16, 64], 255, 44);
+    let pa = mib::write_mib(dir.path(), "scan_1", &a, MibSet::new(MibKind::U8)).remove(0);
+    mib::write_mib(dir.path(), "scan_2", &b, MibSet::new(MibKind::U8));
+    let ds = open(&pa, &OpenOptions::default());
+    assert_eq!(read_all(ds.as_ref()), a.values);
+    assert!(detail(ds.as_ref(), "warning").contains("scan_2.mib"), "{:?}", ds.info().details);
+}
+
+#[test]
+fn the_scan_width_comes_from_the_frame_timestamps() {
+    // Item 10: no ScanX/ScanY and one frame per trigger in the .hdr; the frames' MQ1A
+    // timestamps show a longer gap (the flyback) after every 4th frame, like
+    // rosettasciio's 001_4x2_6bit.mib.
+    let dir = tempfile::tempdir().unwrap();
+    let data = mib::counts(&[8], &[16, 64], 255, 45);
+    let path = mib::write_mib(dir.path(), "lines", &data, MibSet::new(MibKind::U8)).remove(0);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let stride = bytes.len() / 8;
+    for f in 0..8usize {
+        // 102 ms per frame, 21 us more at each line end: seconds.nanoseconds since 48 s.
+        let ns = 48_000_000_000u64 + f as u64 * 102_000_000 + (f as u64 / 4) * 21_000;
+        let stamp = format!("2021-10-04T16:57:{:02}.{:09}Z", ns / 1_000_000_000, ns % 1_000_000_000);
+        let at = f * stride + String::from_utf8_lossy(&bytes[f * stride..f * stride + 384]).find("MQ1A,").unwrap() + 5;
+        bytes[at..at + stamp.len()].copy_from_slice(stamp.as_bytes());
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let hdr = dir.path().join("lines.hdr");
+    std::fs::write(&hdr, "HDR,\r\nFrames in Acquisition (Number):\t8\r\nFrames per Trigger (Number):\t1\r\nEnd\t")
+        .unwrap();
+    let ds = open(&path, &OpenOptions::default());
+    assert_eq!(ds.shape().nav, vec![2, 4]);
+    assert!(detail(ds.as_ref(), "nav_shape_from").contains("timestamps"), "{:?}", ds.info().details);
+    assert_eq!(read_all(ds.as_ref()), data.values);
+    // Without the flyback (all gaps equal) the frame count is the only clue: 8 in a line.
+    let flat = mib::write_mib(dir.path(), "flat", &data, MibSet::new(MibKind::U8)).remove(0);
+    let ds = open(&flat, &OpenOptions::default());
+    assert_eq!(ds.shape().nav, vec![8]);
+    assert!(detail(ds.as_ref(), "nav_shape_from").starts_with("guessed"), "{:?}", ds.info().details);
 }
 
 #[test]

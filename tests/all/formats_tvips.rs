@@ -74,3 +74,35 @@ fn broken_series_are_reported() {
     let msg = open_error(&paths[0], &OpenOptions::default());
     assert!(msg.contains("mix_000.tvips") && msg.contains("offset 16") && msg.contains("IBPP"), "{msg}");
 }
+
+#[test]
+fn a_series_is_exactly_name_nnn_and_constant_counters_only_warn() {
+    // Regression (issue 22, item 5), the layout of rosettasciio's TVIPS test files:
+    // `x_000.tvips` next to a split series `x_split_000..002.tvips` whose image counters
+    // (60-byte version-2 headers) are all 0.
+    let dir = tempfile::tempdir().unwrap();
+    let single = counts(&[6], &[4, 5], 65535, 31);
+    let s = TvipsSeries { bits: 16, version: 2, image_header_bytes: 60, frames_per_file: 6, lead_in: 0, scan_width: 3 };
+    let x = tvips::write_tvips(dir.path(), "x", &single, s).remove(0);
+    let split = counts(&[5], &[4, 5], 65535, 32);
+    let parts = tvips::write_tvips(dir.path(), "x_split", &split, TvipsSeries { frames_per_file: 2, ..s });
+    assert_eq!(parts.len(), 3);
+    let stride = 60 + 4 * 5 * 2;
+    for (k, p) in parts.iter().enumerate() {
+        let mut bytes = std::fs::read(p).unwrap();
+        let start = if k == 0 { 256 } else { 0 };
+        for at in (start..bytes.len()).step_by(stride) {
+            bytes[at..at + 4].copy_from_slice(&0u32.to_le_bytes());
+        }
+        std::fs::write(p, bytes).unwrap();
+    }
+    let ds = open(&x, &OpenOptions::default());
+    assert_eq!(ds.shape().nav_len(), 6, "only x_000.tvips, not the x_split series");
+    assert_eq!(read_all(ds.as_ref()), single.values);
+    let ds = open(&parts[1], &OpenOptions::default());
+    assert_eq!(ds.shape().nav_len(), 5);
+    assert_eq!(read_all(ds.as_ref()), split.values);
+    let info = ds.info();
+    let warning = info.details.iter().find(|(k, _)| k == "warning").map(|(_, v)| v.clone()).unwrap_or_default();
+    assert!(warning.contains("counters are all 0"), "{:?}", info.details);
+}

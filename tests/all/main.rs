@@ -3,7 +3,6 @@
 mod bad_input;
 mod builtins;
 mod cli;
-// Formats, part B.
 mod conformance;
 mod contract;
 mod formats_blo;

@@ -54,6 +54,10 @@ pub struct DatasetArgs {
     /// HDF5: the dataset to read, e.g. /entry/data/data [default: the only 3-D/4-D one].
     #[arg(long, value_name = "PATH")]
     dataset_path: Option<String>,
+    /// HDF5: the array axes that form a frame, e.g. 0,1 for (height, width, frames)
+    /// [default: what the file's layout says, else the last two].
+    #[arg(long, value_name = "A,B")]
+    sig_axes: Option<Shape>,
 }
 
 impl DatasetArgs {
@@ -85,6 +89,7 @@ impl DatasetArgs {
                 .map(|e| ExcludedPixels::parse(e).map_err(|m| anyhow!("--excluded-pixels: {m}")))
                 .transpose()?,
             dataset_path: self.dataset_path.clone(),
+            sig_axes: self.sig_axes.clone().map(|s| s.0),
         })
     }
 }

@@ -4,9 +4,12 @@
 //!
 //! The XML names the raw file (`<raw_file filename="...">`, looked up next to the XML)
 //! and the scan: `<scan_parameters mode="acquire">` with `<scan_resolution_x>` and
-//! `<scan_resolution_y>` for scans, or `<count>` for `<type>series</type>`. If the raw
-//! file does not match the acquire parameters, the `mode="search"` ones are tried
-//! (LiberTEM's fix-up for some files). Opening the `.raw` directly needs `--format
+//! `<scan_resolution_y>` for scans, or `<count>` for `<type>series</type>`; older
+//! software writes `<pix_x>`/`<pix_y>` (the scan recorded) and
+//! `<scan_parameters><series_count>`, which come first. If the raw file does not match
+//! the acquire parameters, the `mode="search"` ones are tried (LiberTEM's fix-up), then
+//! the raw file's name (`scan_x32_y64.raw`). An explicit `--nav-shape` that fits the raw
+//! file wins over a mismatching XML. Opening the `.raw` directly needs `--format
 //! empad` and takes the nav shape from `--nav-shape`.
 
 use super::framed::{FramedFile, count_frames};
@@ -48,6 +51,15 @@ impl EmpadXml {
         };
         let kind = find("type").map(|e| e.text.trim().to_owned());
         let mut navs = Vec::new();
+        // Older acquisition software: `<scan_parameters><series_count>` for a series,
+        // `<pix_x>`/`<pix_y>` for the scan actually recorded (the scan_parameters there
+        // are the settings, not the raw file's size).
+        if let Some(count) = find("series_count") {
+            navs.push(("series_count".into(), vec![number(count, "series_count")?]));
+        }
+        if let (Some(x), Some(y)) = (find("pix_x"), find("pix_y")) {
+            navs.push(("pix_x/pix_y".into(), vec![number(y, "pix_y")?, number(x, "pix_x")?]));
+        }
         match kind.as_deref() {
             None | Some("scan") => {
                 for (i, e) in elements.iter().enumerate().filter(|(_, e)| e.name == "scan_parameters") {
@@ -57,18 +69,35 @@ impl EmpadXml {
                         navs.push((mode, vec![number(y, "scan_resolution_y")?, number(x, "scan_resolution_x")?]));
                     }
                 }
+                // The raw file's name (`scan_x32_y64.raw`), as rosettasciio falls back to.
+                if let Some(nav) = scan_from_name(&raw_file) {
+                    navs.push(("raw file name".into(), nav));
+                }
                 if navs.is_empty() {
-                    return Err("no <scan_parameters> with <scan_resolution_x> and <scan_resolution_y>".into());
+                    return Err("no <scan_parameters> with <scan_resolution_x> and <scan_resolution_y>, \
+                         no <pix_x>/<pix_y>"
+                        .into());
                 }
             }
-            Some("series") => {
-                let count = find("count").ok_or("a series without <count>")?;
-                navs.push(("series".into(), vec![number(count, "count")?]));
-            }
+            Some("series") => match find("count") {
+                Some(count) => navs.push(("series".into(), vec![number(count, "count")?])),
+                None if navs.is_empty() => return Err("a series without <count> or <series_count>".into()),
+                None => {}
+            },
             Some(other) => return Err(format!("unknown <type> '{other}' (scan or series)")),
         }
         Ok(EmpadXml { raw_file, navs })
     }
+}
+
+/// `[y, x]` from a raw file named `..._x<X>_y<Y>.raw`.
+fn scan_from_name(raw_file: &str) -> Option<Vec<usize>> {
+    let name = raw_file.rsplit(['/', '\\']).next()?;
+    let stem = name.rsplit_once('.').map_or(name, |(s, _)| s);
+    let mut parts = stem.rsplit('_');
+    let y = parts.next()?.strip_prefix('y')?.parse().ok()?;
+    let x = parts.next()?.strip_prefix('x')?.parse().ok()?;
+    Some(vec![y, x])
 }
 
 /// Open EMPAD data from its `.xml` or its `.raw` file.
@@ -77,7 +106,6 @@ impl EmpadXml {
 /// [`DatasetError`]: a bad XML, a missing raw file, a raw file whose size matches no
 /// scan the XML describes.
 pub(crate) fn open(path: &Path, options: &OpenOptions) -> Result<(Arc<dyn Dataset>, ShapeHints), DatasetError> {
-    let _ = options;
     let is_xml = path.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("xml"));
     let mut hints = ShapeHints::default();
     let raw: PathBuf = if is_xml {
@@ -92,14 +120,23 @@ pub(crate) fn open(path: &Path, options: &OpenOptions) -> Result<(Arc<dyn Datase
             })?
             .len();
         let frames = len / STRIDE;
-        let order = ["acquire", "search", "series"];
+        let order = ["series_count", "pix_x/pix_y", "acquire", "search", "series", "raw file name"];
         let mut navs = xml.navs.clone();
         navs.sort_by_key(|(mode, _)| order.iter().position(|o| o == mode).unwrap_or(order.len()));
         let fits = navs.iter().find(|(_, nav)| nav.iter().product::<usize>() as u64 * STRIDE == len);
         match fits {
             Some((mode, nav)) => {
                 hints.nav = Some(nav.clone());
-                hints.nav_source = Some(format!("{} (scan_parameters mode {mode})", path.display()));
+                hints.nav_source = Some(format!("{} ({mode})", path.display()));
+            }
+            // An explicit --nav-shape that fits the raw file wins over the XML.
+            None if options.nav_shape.is_some() => {
+                let described: Vec<String> = navs.iter().map(|(m, n)| format!("{n:?} ({m})")).collect();
+                hints.warnings.push(format!(
+                    "{} describes scans of {}, which do not fit the raw file ({len} bytes); --nav-shape is used",
+                    path.display(),
+                    described.join(" or ")
+                ));
             }
             None => {
                 let described: Vec<String> = navs.iter().map(|(m, n)| format!("{n:?} ({m})")).collect();
@@ -145,7 +182,7 @@ pub(crate) fn open(path: &Path, options: &OpenOptions) -> Result<(Arc<dyn Datase
 /// Whether an `.xml` file's start looks like an EMPAD description.
 pub fn sniff_xml(bytes: &[u8]) -> bool {
     let text = String::from_utf8_lossy(bytes);
-    text.contains("<raw_file") || (text.contains("<root") && text.contains("EMPAD"))
+    text.contains("<raw_file") || (text.contains("<root") && text.to_ascii_lowercase().contains("empad"))
 }
 
 /// A small XML reader: elements with attributes and text, enough for EMPAD's files.
@@ -252,7 +289,10 @@ mod tests {
             </root>"#;
         let x = EmpadXml::parse(scan).unwrap();
         assert_eq!(x.raw_file, r"C:\data\scan_x4_y3.raw");
-        assert_eq!(x.navs, vec![("search".into(), vec![8, 8]), ("acquire".into(), vec![3, 4])]);
+        assert_eq!(
+            x.navs,
+            vec![("search".into(), vec![8, 8]), ("acquire".into(), vec![3, 4]), ("raw file name".into(), vec![3, 4])]
+        );
         let series = "<root><type>series</type><count>17</count><raw_file filename='s.raw'></raw_file></root>";
         assert_eq!(EmpadXml::parse(series).unwrap().navs, vec![("series".into(), vec![17])]);
         assert!(EmpadXml::parse("<root><raw_file filename='a.raw'/></root>").is_err());

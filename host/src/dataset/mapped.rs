@@ -5,8 +5,38 @@ use super::{Dataset, DatasetError, DatasetInfo, DatasetShape, SigSlice};
 use crate::dtype::{DType, StoredDType, converter};
 use crate::udf::SliceRuns;
 use memmap2::Mmap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
+
+/// How a mapped file will be read, for the kernel's read-ahead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Front to back (frames at a stride): `madvise(MADV_SEQUENTIAL)`.
+    Sequential,
+    /// Jumping around (chunk indexes, sector files read in parallel): the default advice.
+    Random,
+}
+
+/// Map `path` read-only: the one place the dataset readers map files.
+///
+/// # Errors
+/// [`DatasetError::Open`] naming the file when it cannot be opened or mapped.
+pub(crate) fn map_file(path: &Path, access: Access) -> Result<Mmap, DatasetError> {
+    let open_err = |source| DatasetError::Open { path: path.to_owned(), source };
+    let file = std::fs::File::open(path).map_err(open_err)?;
+    // SAFETY: the mapping is read-only and lives as long as the reader that owns it. If
+    // another process truncates or rewrites the file while it is mapped, reads may fault
+    // or see new bytes; that is the documented risk of reading a dataset that is being
+    // modified (docs/security.md).
+    let map = unsafe { Mmap::map(&file) }.map_err(open_err)?;
+    #[cfg(unix)]
+    if access == Access::Sequential {
+        // Advice only: a kernel that ignores it reads the same bytes.
+        let _ = map.advise(memmap2::Advice::Sequential);
+    }
+    #[cfg(not(unix))]
+    let _ = access;
+    Ok(map)
+}
 
 /// A memory-mapped file holding frames of one stored dtype at a fixed stride.
 pub struct MappedFrames {
@@ -36,13 +66,7 @@ impl MappedFrames {
         stored: StoredDType,
         shape: DatasetShape,
     ) -> Result<Self, DatasetError> {
-        let file = File::open(path).map_err(|source| DatasetError::Open { path: path.to_owned(), source })?;
-        // SAFETY: the mapping is read-only. If another process truncates or rewrites the
-        // file while it is mapped, reads may fault or see new bytes; that is the
-        // documented risk of reading a dataset that is being modified (docs/security.md).
-        let map = unsafe { Mmap::map(&file) }.map_err(|source| DatasetError::Open { path: path.to_owned(), source })?;
-        #[cfg(unix)]
-        let _ = map.advise(memmap2::Advice::Sequential);
+        let map = map_file(path, Access::Sequential)?;
         let frame_bytes = shape.sig_len() * stored.dtype.size();
         let frames = shape.nav_len();
         let needed = if frames == 0 {

@@ -12,7 +12,8 @@
 //! | 212 | `MACHST`: `0x44 0x44` little-endian, `0x11 0x11` big-endian |
 //!
 //! Each image is a frame (`sig = [NY, NX]`, LiberTEM reads it through ncempy's memmap
-//! of shape `(NZ, NY, NX)`); the scan shape is not stored.
+//! of shape `(NZ, NY, NX)`). The header has no scan shape; Direct Electron's
+//! `<prefix>_info.txt` next to a movie records it ([`de_scan_shape`]).
 
 use super::framed::FramedFile;
 use super::reshaped::ShapeHints;
@@ -152,7 +153,71 @@ pub(crate) fn open(path: &Path, options: &OpenOptions) -> Result<(Arc<dyn Datase
         ("extended_header_bytes".into(), header.extended_bytes.to_string()),
         ("data_offset".into(), header.data_offset().to_string()),
     ];
-    Ok((Arc::new(FramedFile::new(mapped, "mrc", details)), ShapeHints::default()))
+    let mut hints = ShapeHints::default();
+    if let Some(info) = de_info_file(path) {
+        let text = std::fs::read(&info).map_err(|source| DatasetError::Open { path: info.clone(), source })?;
+        match de_scan_shape(&String::from_utf8_lossy(&text)) {
+            Ok(Some((nav, keys))) if nav.iter().product::<usize>() == header.nz as usize => {
+                hints.nav = Some(nav);
+                hints.nav_source = Some(format!("{} ({keys})", info.display()));
+            }
+            Ok(Some((nav, keys))) => hints.warnings.push(format!(
+                "{} describes a scan of {nav:?} ({keys}), but the file holds {} frames; not used",
+                info.display(),
+                header.nz
+            )),
+            Ok(None) => {}
+            Err(reason) => hints.warnings.push(format!("{}: {reason}; its scan shape is not used", info.display())),
+        }
+    }
+    Ok((Arc::new(FramedFile::new(mapped, "mrc", details)), hints))
+}
+
+/// Direct Electron's acquisition record next to a movie: `<prefix>_info.txt`, where the
+/// prefix is the movie's name without one or more `_suffix` parts
+/// (`20241021_00405_movie.mrc` → `20241021_00405_info.txt`).
+fn de_info_file(path: &Path) -> Option<std::path::PathBuf> {
+    let mut stem = path.file_stem()?.to_str()?;
+    loop {
+        let candidate = path.with_file_name(format!("{stem}_info.txt"));
+        if candidate.is_file() {
+            return Some(candidate);
+        }
+        stem = stem.rsplit_once('_')?.0;
+    }
+}
+
+/// The raster scan a DE `_info.txt` records (`Key = value` lines): `[Scan - Size Y,
+/// Scan - Size X]`, or the ROI size when `Scan - ROI Enable`, with `Scan - Repeats` in
+/// front when above 1. `None` when the record has no enabled scan.
+///
+/// # Errors
+/// A non-raster scan (positions in a CSV file) or a size that is not a number.
+pub fn de_scan_shape(text: &str) -> Result<Option<(Vec<usize>, &'static str)>, String> {
+    let get = |key: &str| {
+        text.lines().find_map(|l| l.split_once('=').filter(|(k, _)| k.trim() == key).map(|(_, v)| v.trim()))
+    };
+    if get("Scan - Enable") != Some("Enable") {
+        return Ok(None);
+    }
+    if let Some(kind) = get("Scan - Type").filter(|t| *t != "Raster") {
+        return Err(format!("the scan is of type '{kind}', not a raster"));
+    }
+    let num = |key: &str| -> Result<Option<usize>, String> {
+        get(key).map(|v| v.parse::<usize>().map_err(|_| format!("'{key}' is '{v}', not a number"))).transpose()
+    };
+    let roi = get("Scan - ROI Enable") == Some("Enable");
+    let (ky, kx, keys) = if roi {
+        ("Scan - ROI Size Y", "Scan - ROI Size X", "Scan - ROI Size Y/X")
+    } else {
+        ("Scan - Size Y", "Scan - Size X", "Scan - Size Y/X")
+    };
+    let (Some(y), Some(x)) = (num(ky)?, num(kx)?) else { return Ok(None) };
+    let mut nav = vec![y, x];
+    if let Some(repeats) = num("Scan - Repeats")?.filter(|&r| r > 1) {
+        nav.insert(0, repeats);
+    }
+    Ok(Some((nav, keys)))
 }
 
 /// Whether `bytes` (the start of a file) look like an MRC2014 header.

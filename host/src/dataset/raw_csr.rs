@@ -21,6 +21,7 @@
 //! selected frames at its position (duplicate indices add up, as in `scipy.sparse`).
 //! Sparse tiles for UDFs that could use them are not implemented yet.
 
+use super::mapped::{Access, map_file};
 use super::{Dataset, DatasetError, DatasetInfo, DatasetShape, OpenOptions, SigSlice};
 use crate::dtype::{ByteOrder, DType, Kind, StoredDType, converter};
 use memmap2::Mmap;
@@ -122,13 +123,7 @@ impl Array {
                 format!("{what} file of {bytes} bytes is not a whole number of {stored} elements"),
             ));
         }
-        let map = if bytes == 0 {
-            None
-        } else {
-            // SAFETY: read-only mapping; a file changed by another process while mapped
-            // may fault or show new bytes (the documented risk, docs/security.md).
-            Some(unsafe { Mmap::map(&file) }.map_err(|source| DatasetError::Open { path: path.to_owned(), source })?)
-        };
+        let map = if bytes == 0 { None } else { Some(map_file(path, Access::Sequential)?) };
         Ok(Array { path: path.to_owned(), map, stored, len: (bytes / size) as usize })
     }
 
@@ -366,6 +361,10 @@ data_dtype = ">f4"
         assert_eq!(d.nav_shape, vec![4, 5]);
         assert_eq!(d.indptr.0, Path::new("/x/rowind.dat"));
         assert_eq!(d.data.1, StoredDType { dtype: DType::F32, order: ByteOrder::Big });
+        // NumPy codes without a byte-order character are NumPy codes too: 64-bit.
+        let d =
+            parse_descriptor(&TOML.replace("\"<i8\"", "\"i8\"").replace("\">f4\"", "\"u8\""), Path::new(".")).unwrap();
+        assert_eq!((d.indptr.1.dtype, d.data.1.dtype), (DType::I64, DType::U64));
     }
 
     #[test]

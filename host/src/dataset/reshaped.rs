@@ -3,8 +3,10 @@
 //! `--sync-offset` (skip `k > 0` leading frames, or insert `|k|` blank frames).
 //!
 //! Frame `i` of the wrapper is frame `i + sync_offset` of the files; frames outside
-//! the files read as zeros (LiberTEM's `sync_offset` semantics). The wrapper is only
-//! put in place when it changes something, so plain datasets keep their zero-copy path.
+//! the files read as zeros (LiberTEM's `sync_offset` semantics). The wrapper also
+//! records where the nav shape came from (`nav_shape_from` in `info`) and the reader's
+//! warnings; when it changes no frame it passes reads straight through, so plain
+//! datasets keep their zero-copy path.
 
 use super::{Dataset, DatasetError, DatasetInfo, DatasetShape, OpenOptions, SigSlice};
 use crate::dtype::{DType, StoredDType};
@@ -26,6 +28,9 @@ pub struct ShapeHints {
     /// A note about a truncated file: the last frame is incomplete. Opening fails unless
     /// an explicit nav shape uses only complete frames.
     pub incomplete: Option<String>,
+    /// Things the user should know that do not stop the reading (shown by `info` and in
+    /// `results.json` as `warning` details).
+    pub warnings: Vec<String>,
 }
 
 impl ShapeHints {
@@ -62,7 +67,13 @@ pub fn apply(
             format!("--sync-offset {sync} must be within ({}, {frames}) for {frames} frames", -(frames as i64)),
         ));
     }
+    let nav_from;
     let (nav, sig) = if hints.reshaped {
+        nav_from = match (&options.nav_shape, &hints.nav_source) {
+            (Some(_), _) => "--nav-shape".to_owned(),
+            (None, Some(source)) => source.clone(),
+            (None, None) => "the file".to_owned(),
+        };
         (data.shape().nav.clone(), inner_sig.clone())
     } else {
         let explicit_nav = options.nav_shape.is_some() || hints.nav.is_some();
@@ -75,8 +86,19 @@ pub fn apply(
         let (nav, source) = match (&options.nav_shape, &hints.nav) {
             (Some(nav), _) => (nav.clone(), "--nav-shape".to_owned()),
             (None, Some(nav)) => (nav.clone(), hints.nav_source.clone().unwrap_or_else(|| "the metadata".into())),
-            (None, None) => (square_nav(frames), String::new()),
+            (None, None) => {
+                let nav = square_nav(frames);
+                let guess = if frames == 1 {
+                    "a single frame".to_owned()
+                } else if nav.len() == 2 {
+                    format!("guessed: a square scan of the {frames} frames (no scan shape recorded)")
+                } else {
+                    format!("guessed: the {frames} frames in a line (no scan shape recorded; give --nav-shape)")
+                };
+                (nav, guess)
+            }
         };
+        nav_from = source.clone();
         let nav_len: usize = nav.iter().product();
         if nav.is_empty() || nav_len == 0 {
             return Err(DatasetError::invalid(path, format!("nav shape {nav:?} ({source}) has no frames")));
@@ -105,10 +127,15 @@ pub fn apply(
         };
         (nav, sig)
     };
-    if sync == 0 && nav == data.shape().nav && sig == inner_sig {
-        return Ok(data);
-    }
-    Ok(Arc::new(Reshaped { inner: data, shape: DatasetShape { nav, sig }, sync_offset: sync, inner_frames: frames }))
+    let mut details = vec![("nav_shape_from".to_owned(), nav_from)];
+    details.extend(hints.warnings.iter().map(|w| ("warning".to_owned(), w.clone())));
+    Ok(Arc::new(Reshaped {
+        inner: data,
+        shape: DatasetShape { nav, sig },
+        sync_offset: sync,
+        inner_frames: frames,
+        details,
+    }))
 }
 
 /// The wrapper built by [`apply`].
@@ -117,9 +144,16 @@ pub struct Reshaped {
     shape: DatasetShape,
     sync_offset: i64,
     inner_frames: usize,
+    /// `nav_shape_from` and warnings, added to the inner dataset's details.
+    details: Vec<(String, String)>,
 }
 
 impl Reshaped {
+    /// Whether reads pass straight through to the inner dataset.
+    fn pass_through(&self) -> bool {
+        self.sync_offset == 0 && !self.sig_reshaped()
+    }
+
     /// The file frame behind frame `f`, if there is one.
     fn map(&self, f: u64) -> Option<u64> {
         let mapped = f as i128 + i128::from(self.sync_offset);
@@ -183,7 +217,10 @@ impl Dataset for Reshaped {
         if self.sync_offset != 0 {
             info.details.push(("sync_offset".into(), self.sync_offset.to_string()));
         }
-        info.details.push(("frames_in_files".into(), self.inner_frames.to_string()));
+        if self.sync_offset != 0 || self.shape.nav_len() != self.inner_frames {
+            info.details.push(("frames_in_files".into(), self.inner_frames.to_string()));
+        }
+        info.details.extend(self.details.iter().cloned());
         info
     }
 
@@ -213,6 +250,9 @@ impl Dataset for Reshaped {
                 &self.inner.info().path,
                 format!("frame {bad} is outside the dataset ({nav_len} frames)"),
             ));
+        }
+        if self.pass_through() {
+            return self.inner.read_tile(frames, sig, dtype, out);
         }
         // Frames are ascending, so the ones in the files form one run in the middle.
         let shifted = |f: u64| f as i128 + i128::from(self.sync_offset);

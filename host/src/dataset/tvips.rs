@@ -123,6 +123,13 @@ fn find_set(path: &Path) -> Result<Vec<PathBuf>, DatasetError> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
     let stem = name.rsplit_once('.').map_or(name, |(s, _)| s);
     let prefix = stem.trim_end_matches(|c: char| c.is_ascii_digit());
+    // Exactly `<prefix>NNN.tvips`: `x_000.tvips` must not take `x_split_000.tvips` along.
+    let in_series = |n: &str| {
+        n.len() == prefix.len() + 9
+            && n.starts_with(prefix)
+            && n[prefix.len()..prefix.len() + 3].chars().all(|c| c.is_ascii_digit())
+            && n[n.len() - 6..].eq_ignore_ascii_case(".tvips")
+    };
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
         _ => PathBuf::from("."),
@@ -131,11 +138,7 @@ fn find_set(path: &Path) -> Result<Vec<PathBuf>, DatasetError> {
     let mut files: Vec<(u32, PathBuf)> = entries
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| {
-            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-                n.starts_with(prefix) && n.len() > 6 && n[n.len() - 6..].eq_ignore_ascii_case(".tvips")
-            })
-        })
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(in_series))
         .filter_map(|p| suffix(&p).map(|s| (s, p)))
         .collect();
     files.sort();
@@ -212,8 +215,17 @@ pub(crate) fn open(path: &Path, options: &OpenOptions) -> Result<(Arc<dyn Datase
             u32::from_le_bytes([b[0], b[1], b[2], b[3]])
         };
         let start = counter(&files[0], 0);
+        let constant = files.iter().all(|f| (0..f.shape().nav_len()).all(|i| counter(f, i) == start));
         let mut seen = 0u64;
-        for f in &files {
+        if constant && files.len() > 1 {
+            // Some recorders leave the counter at one value; the file numbers still give
+            // the order, so read the series and say so.
+            hints.warnings.push(format!(
+                "the image counters are all {start} (not counting up), so they cannot show a missing or \
+                 reordered file; the files are taken in the order of their numbers"
+            ));
+        }
+        for f in files.iter().filter(|_| !constant) {
             let c = counter(f, 0);
             if u64::from(c) != u64::from(start) + seen {
                 return Err(DatasetError::invalid(

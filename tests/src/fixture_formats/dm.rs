@@ -235,6 +235,36 @@ pub fn streamed_image_tree(dims: &[usize], ty: Ty) -> Tag {
     Tag::Group(vec![("ImageList".into(), Tag::Group(vec![(String::new(), entry)]))])
 }
 
+/// A file holding one complex image (DataType 3 = complex64, 13 = complex128) as Gatan
+/// writes it: `Data` is an array of `{real, imaginary}` structs of two floats.
+/// `dims` is the C-order shape; `re`/`im` hold the values in C order.
+pub fn complex_file(dims: &[usize], re: &[f64], im: &[f64], double: bool, options: &DmOptions) -> Vec<u8> {
+    let big = options.big_endian;
+    let ty = if double { Ty::F64 } else { Ty::F32 };
+    let e = element(ty);
+    let bytes: Vec<u8> =
+        re.iter().zip(im).flat_map(|(&r, &i)| [ty.to_bytes(r, big), ty.to_bytes(i, big)].concat()).collect();
+    let fastest_first = dims.iter().rev().map(|&d| (String::new(), scalar(Ty::U32, d as f64, big))).collect();
+    let image = Tag::Group(vec![
+        ("Data".into(), Tag::Data(vec![20, 15, 0, 2, 0, e, 0, e, re.len() as u64], bytes)),
+        ("DataType".into(), scalar(Ty::I32, if double { 13.0 } else { 3.0 }, big)),
+        ("Dimensions".into(), Tag::Group(fastest_first)),
+        ("PixelDepth".into(), scalar(Ty::U32, (2 * ty.size()) as f64, big)),
+    ]);
+    let mut list = Vec::new();
+    if options.thumbnail {
+        let thumb = Tag::Group(vec![("ImageData".into(), image_tag(&[4, 3], Ty::U8, &[7.0; 12], big))]);
+        list.push((String::new(), thumb));
+    }
+    list.push((String::new(), Tag::Group(vec![("ImageData".into(), image)])));
+    let tree = Tag::Group(vec![("ImageList".into(), Tag::Group(list))]);
+    file_bytes(&tree, options.version, big)
+}
+
+fn image_tag(dims_fastest_first: &[usize], ty: Ty, values: &[f64], big: bool) -> Tag {
+    image(dims_fastest_first, ty, values, big)
+}
+
 /// Write `data` as a DM file of `ty`.
 pub fn write(path: &Path, data: &Data, ty: Ty, options: &DmOptions) {
     let bytes = file_bytes(&tree(data, ty, options), options.version, options.big_endian);

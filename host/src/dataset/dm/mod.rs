@@ -11,11 +11,11 @@
 
 pub mod tags;
 
+use super::mapped::{Access, map_file};
 use super::{Dataset, DatasetError, DatasetInfo, DatasetShape, MappedFrames, OpenOptions, SigSlice};
 use crate::dtype::{ByteOrder, DType, StoredDType};
-use memmap2::Mmap;
 use std::path::Path;
-use tags::{Node, TagFile, Value};
+use tags::{Node, Scalar, TagFile, Value};
 
 /// A DM3/DM4 dataset.
 pub struct DmDataset {
@@ -55,7 +55,8 @@ fn dm_dtype(code: f64) -> Result<DType, String> {
         14 => DType::Bool,
         39 => DType::I64,
         40 => DType::U64,
-        other => return Err(format!("DM data type {other} is not supported (packed complex and RGB images are not)")),
+        5 | 27 | 28 => return Err(format!("DM data type {} (packed complex FFT data) is not supported", code as i64)),
+        other => return Err(format!("DM data type {other} is not supported (RGB images are not)")),
     })
 }
 
@@ -97,8 +98,24 @@ fn image_of(file: &TagFile, bytes: &[u8], entry: &Node, index: usize) -> Result<
     }
     let code = data.get("DataType").and_then(|t| file.number(bytes, t)).ok_or("ImageData has no DataType")?;
     let dtype = dm_dtype(code)?;
-    let Some(Node::Data { value: Value::Array(_, _), offset, size }) = data.get("Data") else {
-        return Err("ImageData/Data is not an array".into());
+    let (offset, size) = match data.get("Data") {
+        Some(Node::Data { value: Value::Array(_, _), offset, size }) => (offset, size),
+        // Complex images are arrays of (real, imaginary) structs of two floats.
+        Some(Node::Data { value: Value::StructArray(fields, _), offset, size })
+            if matches!(
+                (dtype, fields.as_slice()),
+                (DType::C64, [Scalar::F32, Scalar::F32]) | (DType::C128, [Scalar::F64, Scalar::F64])
+            ) =>
+        {
+            (offset, size)
+        }
+        Some(Node::Data { value: Value::StructArray(fields, _), .. }) => {
+            return Err(format!(
+                "ImageData/Data is an array of structs of {fields:?}, which DataType {} ({dtype}) does not describe",
+                code as i64
+            ));
+        }
+        _ => return Err("ImageData/Data is not an array".into()),
     };
     let pixels = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d as u64)).ok_or("image too large")?;
     let expected = pixels.checked_mul(dtype.size() as u64).ok_or("image too large")?;
@@ -126,10 +143,7 @@ fn image_of(file: &TagFile, bytes: &[u8], entry: &Node, index: usize) -> Result<
 }
 
 pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<DmDataset, DatasetError> {
-    let file = std::fs::File::open(path).map_err(|source| DatasetError::Open { path: path.to_owned(), source })?;
-    // SAFETY: read-only mapping; a file changed by another process while mapped may fault
-    // or show new bytes (the documented risk, docs/security.md).
-    let map = unsafe { Mmap::map(&file) }.map_err(|source| DatasetError::Open { path: path.to_owned(), source })?;
+    let map = map_file(path, Access::Sequential)?;
     let tags = tags::parse(&map).map_err(|e| DatasetError::invalid(path, format!("DM tag tree {e}")))?;
     let image = find_image(&tags, &map).map_err(|m| DatasetError::invalid(path, m))?;
     if image.format.as_deref().is_some_and(|f| f.eq_ignore_ascii_case("spectrum image")) {

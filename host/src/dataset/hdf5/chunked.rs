@@ -5,7 +5,9 @@
 //! decoded once into the cache (LRU, bounded in bytes) and copied from there, so a tile
 //! scheme that cuts a chunk into several signal slices decodes it only once.
 
+use super::Axes;
 use super::filters::{self, Filter};
+use crate::dataset::mapped::{Access, map_file};
 use crate::dataset::{DatasetError, SigSlice};
 use crate::dtype::{DType, StoredDType, converter};
 use memmap2::Mmap;
@@ -40,8 +42,10 @@ pub struct ChunkedData {
     chunk: Vec<usize>,
     /// Chunks per axis.
     grid: Vec<usize>,
-    /// Trailing axes that form a frame.
-    sig_dims: usize,
+    /// The array axes of the scan, in nav order (C order over them is the frame index).
+    nav_axes: Vec<usize>,
+    /// The array axes of a frame, in frame order.
+    sig_axes: Vec<usize>,
     stored: StoredDType,
     filters: Vec<Filter>,
     /// Per grid cell (C order): index into `entries`, or `u32::MAX` when not stored.
@@ -66,7 +70,7 @@ impl ChunkedData {
         file_len: u64,
         dims: Vec<usize>,
         chunk: Vec<usize>,
-        sig_dims: usize,
+        axes: Axes,
         stored: StoredDType,
         filters: Vec<Filter>,
         entries: Vec<ChunkEntry>,
@@ -114,10 +118,7 @@ impl ChunkedData {
             cells[cell] = kept.len() as u32;
             kept.push(e);
         }
-        let file = std::fs::File::open(path).map_err(|source| DatasetError::Open { path: path.to_owned(), source })?;
-        // SAFETY: read-only mapping; a file changed by another process while mapped may
-        // fault or show new bytes (the documented risk, docs/security.md).
-        let map = unsafe { Mmap::map(&file) }.map_err(|source| DatasetError::Open { path: path.to_owned(), source })?;
+        let map = map_file(path, Access::Random)?;
         let fill = fill.unwrap_or_else(|| vec![0; elem]);
         let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
         let capacity = MIN_CACHE_BYTES.max(4 * cores * chunk_bytes);
@@ -127,7 +128,8 @@ impl ChunkedData {
             dims,
             chunk,
             grid,
-            sig_dims,
+            nav_axes: axes.nav,
+            sig_axes: axes.sig,
             stored,
             filters,
             cells,
@@ -139,9 +141,31 @@ impl ChunkedData {
         })
     }
 
-    /// The chunk shape of the frame axes (the natural tile block).
-    pub fn sig_chunk(&self) -> &[usize] {
-        &self.chunk[self.chunk.len() - self.sig_dims..]
+    /// The chunk shape of the frame axes, in frame order (the natural tile block).
+    pub fn sig_chunk(&self) -> Vec<usize> {
+        self.sig_axes.iter().map(|&a| self.chunk[a]).collect()
+    }
+
+    /// Whether grid cell `cell` is stored filtered (decoding needed).
+    fn filtered(&self, cell: usize) -> bool {
+        let index = self.cells[cell];
+        index != u32::MAX && {
+            let mask = self.entries[index as usize].filter_mask;
+            !self.filters.is_empty() && (0..self.filters.len()).any(|i| i >= 32 || mask & (1 << i) == 0)
+        }
+    }
+
+    /// Decode grid cell `cell` (filtered, not cached) into `scratch`.
+    fn decode_into(&self, cell: usize, scratch: &mut Vec<u8>) -> Result<(), DatasetError> {
+        let e = &self.entries[self.cells[cell] as usize];
+        let raw = &self.map[e.address as usize..(e.address + e.size) as usize];
+        filters::decode_into(&self.filters, e.filter_mask, raw, self.stored.dtype.size(), self.chunk_bytes, scratch)
+            .map_err(|m| {
+                DatasetError::invalid(
+                    &self.path,
+                    format!("chunk {:?} at offset {} ({} bytes): {m}", e.offsets, e.address, e.size),
+                )
+            })
     }
 
     /// The bytes of grid cell `cell`: mapped, decoded (cached) or fill.
@@ -181,86 +205,190 @@ impl ChunkedData {
     }
 
     /// See [`Dataset::read_tile`](crate::dataset::Dataset::read_tile).
+    ///
+    /// Frames are filled in parallel (rayon) when chunks must be decoded. A chunk that
+    /// holds one frame's part and is used whole by the tile is decoded into a
+    /// per-thread buffer and converted straight into the tile (no cache): the usual case
+    /// of DECTRIS-style one-frame chunks. Other chunks go through the decoded-chunk cache.
     pub fn read_tile(&self, frames: &[u64], sig: &SigSlice, dtype: DType, out: &mut [u8]) -> Result<(), DatasetError> {
-        let dst_size = dtype.size();
-        let src_size = self.stored.dtype.size();
-        let slice_len = sig.len();
-        if out.len() != frames.len() * slice_len * dst_size {
+        let frame_out = sig.len() * dtype.size();
+        if out.len() != frames.len() * frame_out {
             return Err(DatasetError::invalid(&self.path, "internal: tile buffer of the wrong size"));
         }
-        let nd = self.dims.len();
-        let nav_axes = nd - self.sig_dims;
-        let nav_len: u64 = self.dims[..nav_axes].iter().map(|&d| d as u64).product();
+        let nav_len: u64 = self.nav_axes.iter().map(|&a| self.dims[a] as u64).product();
         if let Some(&bad) = frames.iter().find(|&&f| f >= nav_len) {
             return Err(DatasetError::invalid(&self.path, format!("frame {bad} is outside the dataset")));
         }
         let convert = converter(self.stored, dtype);
-        let sig_chunk = self.sig_chunk();
-        let sig_grid = &self.grid[nav_axes..];
+        let parallel = frames.len() > 1 && !self.filters.is_empty() && frame_out > 0;
+        if parallel {
+            use rayon::prelude::*;
+            out.par_chunks_mut(frame_out)
+                .zip(frames.par_iter())
+                .try_for_each_init(Vec::new, |scratch, (dst, &f)| self.read_frame(f, sig, dtype, convert, dst, scratch))
+        } else {
+            let mut scratch = Vec::new();
+            for (dst, &f) in out.chunks_exact_mut(frame_out.max(1)).zip(frames) {
+                self.read_frame(f, sig, dtype, convert, dst, &mut scratch)?;
+            }
+            Ok(())
+        }
+    }
+
+    /// One frame's part `sig` into `dst`.
+    fn read_frame(
+        &self,
+        frame: u64,
+        sig: &SigSlice,
+        dtype: DType,
+        convert: crate::dtype::ConvertFn,
+        dst: &mut [u8],
+        scratch: &mut Vec<u8>,
+    ) -> Result<(), DatasetError> {
+        let nd = self.dims.len();
+        let src_size = self.stored.dtype.size();
+        // The frame's coordinate and chunk cell along each nav axis.
+        let mut grid_index = vec![0usize; nd];
+        let mut local = vec![0usize; nd];
+        let mut rem = frame as usize;
+        for &a in self.nav_axes.iter().rev() {
+            let c = rem % self.dims[a];
+            rem /= self.dims[a];
+            grid_index[a] = c / self.chunk[a];
+            local[a] = c % self.chunk[a];
+        }
+        let one_frame_chunks = self.nav_axes.iter().all(|&a| self.chunk[a] == 1);
+        // Element strides inside a chunk (C order over the array axes).
+        let mut cstride = vec![1usize; nd];
+        for a in (0..nd.saturating_sub(1)).rev() {
+            cstride[a] = cstride[a + 1] * self.chunk[a + 1];
+        }
+        let nav_base: usize = self.nav_axes.iter().map(|&a| local[a] * cstride[a]).sum();
+        let sig_strides: Vec<usize> = self.sig_axes.iter().map(|&a| cstride[a]).collect();
         // The chunks (per signal axis) the slice touches.
-        let first: Vec<usize> = sig.origin.iter().zip(sig_chunk).map(|(&o, &c)| o / c).collect();
+        let k = self.sig_axes.len();
+        let sig_chunk = self.sig_chunk();
+        let first: Vec<usize> = sig.origin.iter().zip(&sig_chunk).map(|(&o, &c)| o / c).collect();
         let last: Vec<usize> =
-            sig.origin.iter().zip(&sig.shape).zip(sig_chunk).map(|((&o, &s), &c)| (o + s.max(1) - 1) / c).collect();
+            sig.origin.iter().zip(&sig.shape).zip(&sig_chunk).map(|((&o, &s), &c)| (o + s.max(1) - 1) / c).collect();
         let counts: Vec<usize> = first.iter().zip(&last).map(|(&f, &l)| l - f + 1).collect();
         let touched: usize = counts.iter().product();
-        let chunk_sig_len: usize = sig_chunk.iter().product();
-
-        let mut nav = vec![0usize; nav_axes];
-        let mut sig_cell = vec![0usize; self.sig_dims];
-        for (fi, &frame) in frames.iter().enumerate() {
-            // Nav coordinates of the frame, its chunk cell and position inside the chunk.
-            let mut rem = frame as usize;
-            for a in (0..nav_axes).rev() {
-                nav[a] = rem % self.dims[a];
-                rem /= self.dims[a];
+        let mut cell_sig = vec![0usize; k];
+        let (mut lo, mut extent) = (vec![0usize; k], vec![0usize; k]);
+        for t in 0..touched {
+            let mut r = t;
+            for i in (0..k).rev() {
+                cell_sig[i] = first[i] + r % counts[i];
+                r /= counts[i];
             }
-            let mut nav_cell = 0usize;
-            let mut local_nav = 0usize;
-            for (a, &n) in nav.iter().enumerate() {
-                nav_cell = nav_cell * self.grid[a] + n / self.chunk[a];
-                local_nav = local_nav * self.chunk[a] + n % self.chunk[a];
+            for (i, &a) in self.sig_axes.iter().enumerate() {
+                grid_index[a] = cell_sig[i];
             }
-            let frame_out = &mut out[fi * slice_len * dst_size..(fi + 1) * slice_len * dst_size];
-            for k in 0..touched {
-                let mut r = k;
-                for a in (0..self.sig_dims).rev() {
-                    sig_cell[a] = first[a] + r % counts[a];
-                    r /= counts[a];
-                }
-                let mut cell = nav_cell;
-                for a in 0..self.sig_dims {
-                    cell = cell * sig_grid[a] + sig_cell[a];
-                }
+            let cell = grid_index.iter().zip(&self.grid).fold(0usize, |acc, (&g, &n)| acc * n + g);
+            // The box where chunk and slice overlap, in frame coordinates.
+            let mut whole = one_frame_chunks;
+            for i in 0..k {
+                let c0 = cell_sig[i] * sig_chunk[i];
+                let c1 = (c0 + sig_chunk[i]).min(self.dims[self.sig_axes[i]]);
+                lo[i] = sig.origin[i].max(c0);
+                extent[i] = (sig.origin[i] + sig.shape[i]).min(c1) - lo[i];
+                whole &= lo[i] == c0 && lo[i] + extent[i] == c1;
+            }
+            let src_origin: Vec<usize> =
+                lo.iter().zip(cell_sig.iter().zip(&sig_chunk)).map(|(&l, (&g, &c))| l - g * c).collect();
+            let dst_origin: Vec<usize> = lo.iter().zip(&sig.origin).map(|(&l, &o)| l - o).collect();
+            let boxed = BoxCopy {
+                src_base: nav_base,
+                src_strides: &sig_strides,
+                src_origin: &src_origin,
+                dst_shape: &sig.shape,
+                dst_origin: &dst_origin,
+                extent: &extent,
+                src_size,
+                dst_size: dtype.size(),
+                convert,
+            };
+            if whole && self.filtered(cell) {
+                // Used once, whole: decode into this thread's buffer, skip the cache.
+                self.decode_into(cell, scratch)?;
+                boxed.copy(scratch, dst);
+            } else {
                 let data = self.chunk_data(cell)?;
-                let bytes = data.bytes();
-                // The box where chunk and slice overlap, in frame coordinates.
-                let mut lo = vec![0usize; self.sig_dims];
-                let mut extent = vec![0usize; self.sig_dims];
-                for a in 0..self.sig_dims {
-                    let c0 = sig_cell[a] * sig_chunk[a];
-                    let c1 = c0 + sig_chunk[a];
-                    lo[a] = sig.origin[a].max(c0);
-                    extent[a] = (sig.origin[a] + sig.shape[a]).min(c1) - lo[a];
-                }
-                let src_origin: Vec<usize> =
-                    lo.iter().zip(sig_cell.iter().zip(sig_chunk)).map(|(&l, (&g, &c))| l - g * c).collect();
-                let dst_origin: Vec<usize> = lo.iter().zip(&sig.origin).map(|(&l, &o)| l - o).collect();
-                let src_base = local_nav * chunk_sig_len;
-                copy_box(
-                    &bytes[src_base * src_size..(src_base + chunk_sig_len) * src_size],
-                    sig_chunk,
-                    &src_origin,
-                    frame_out,
-                    &sig.shape,
-                    &dst_origin,
-                    &extent,
-                    src_size,
-                    dst_size,
-                    convert,
-                );
+                boxed.copy(data.bytes(), dst);
             }
         }
         Ok(())
+    }
+}
+
+/// Copy (converting) a box of `extent` elements, per signal axis, from a chunk (element
+/// `src_base + Σ (src_origin + i) · src_strides`) to a C-order destination of shape
+/// `dst_shape` at `dst_origin`. Runs along the last axis are converted at once when the
+/// source is contiguous there, else gathered first.
+struct BoxCopy<'a> {
+    src_base: usize,
+    src_strides: &'a [usize],
+    src_origin: &'a [usize],
+    dst_shape: &'a [usize],
+    dst_origin: &'a [usize],
+    extent: &'a [usize],
+    src_size: usize,
+    dst_size: usize,
+    convert: crate::dtype::ConvertFn,
+}
+
+impl BoxCopy<'_> {
+    fn copy(&self, src: &[u8], dst: &mut [u8]) {
+        let n = self.extent.len();
+        let (ss, ds) = (self.src_size, self.dst_size);
+        if n == 0 {
+            (self.convert)(&src[self.src_base * ss..(self.src_base + 1) * ss], &mut dst[..ds]);
+            return;
+        }
+        let mut dstride = vec![1usize; n];
+        for a in (0..n - 1).rev() {
+            dstride[a] = dstride[a + 1] * self.dst_shape[a + 1];
+        }
+        // Merge trailing axes that are contiguous in both source and destination.
+        let mut d = n - 1;
+        let mut run = self.extent[d];
+        let contiguous = self.src_strides[d] == 1;
+        while contiguous
+            && d > 0
+            && self.extent[d] == self.dst_shape[d]
+            && self.src_strides[d - 1] == self.src_strides[d] * self.extent[d]
+        {
+            d -= 1;
+            run *= self.extent[d];
+        }
+        let src0 = self.src_base + self.src_origin.iter().zip(self.src_strides).map(|(&o, &s)| o * s).sum::<usize>();
+        let dst0: usize = self.dst_origin.iter().zip(&dstride).map(|(&o, &s)| o * s).sum();
+        let outer: usize = self.extent[..d].iter().product();
+        let mut idx = vec![0usize; d];
+        let mut gathered = Vec::new();
+        for _ in 0..outer {
+            let so = src0 + idx.iter().zip(self.src_strides).map(|(&i, &s)| i * s).sum::<usize>();
+            let dof = dst0 + idx.iter().zip(&dstride).map(|(&i, &s)| i * s).sum::<usize>();
+            let out = &mut dst[dof * ds..(dof + run) * ds];
+            if contiguous {
+                (self.convert)(&src[so * ss..(so + run) * ss], out);
+            } else {
+                let step = self.src_strides[n - 1];
+                gathered.clear();
+                for i in 0..run {
+                    let at = (so + i * step) * ss;
+                    gathered.extend_from_slice(&src[at..at + ss]);
+                }
+                (self.convert)(&gathered, out);
+            }
+            for a in (0..d).rev() {
+                idx[a] += 1;
+                if idx[a] < self.extent[a] {
+                    break;
+                }
+                idx[a] = 0;
+            }
+        }
     }
 }
 
@@ -290,60 +418,6 @@ impl ChunkBytes<'_> {
         match self {
             ChunkBytes::Mapped(b) => b,
             ChunkBytes::Owned(v) => v,
-        }
-    }
-}
-
-/// Copy (converting) the box `extent` at `src_origin` of a C-order array of shape
-/// `src_shape` to `dst_origin` of one of shape `dst_shape`; trailing axes that both
-/// cover fully are merged into one run.
-#[allow(clippy::too_many_arguments)]
-fn copy_box(
-    src: &[u8],
-    src_shape: &[usize],
-    src_origin: &[usize],
-    dst: &mut [u8],
-    dst_shape: &[usize],
-    dst_origin: &[usize],
-    extent: &[usize],
-    src_size: usize,
-    dst_size: usize,
-    convert: crate::dtype::ConvertFn,
-) {
-    let n = extent.len();
-    if n == 0 {
-        convert(&src[..src_size], &mut dst[..dst_size]);
-        return;
-    }
-    let strides = |shape: &[usize]| {
-        let mut s = vec![1usize; n];
-        for a in (0..n - 1).rev() {
-            s[a] = s[a + 1] * shape[a + 1];
-        }
-        s
-    };
-    let ss = strides(src_shape);
-    let ds = strides(dst_shape);
-    let mut d = n - 1;
-    let mut run = extent[d];
-    while d > 0 && extent[d] == src_shape[d] && extent[d] == dst_shape[d] {
-        d -= 1;
-        run *= extent[d];
-    }
-    let src0: usize = src_origin.iter().zip(&ss).map(|(&o, &s)| o * s).sum();
-    let dst0: usize = dst_origin.iter().zip(&ds).map(|(&o, &s)| o * s).sum();
-    let outer: usize = extent[..d].iter().product();
-    let mut idx = vec![0usize; d];
-    for _ in 0..outer {
-        let so = src0 + idx.iter().zip(&ss).map(|(&i, &s)| i * s).sum::<usize>();
-        let dof = dst0 + idx.iter().zip(&ds).map(|(&i, &s)| i * s).sum::<usize>();
-        convert(&src[so * src_size..(so + run) * src_size], &mut dst[dof * dst_size..(dof + run) * dst_size]);
-        for a in (0..d).rev() {
-            idx[a] += 1;
-            if idx[a] < extent[a] {
-                break;
-            }
-            idx[a] = 0;
         }
     }
 }
@@ -390,17 +464,42 @@ mod tests {
     use super::*;
     use crate::dtype::DType;
 
+    fn boxed<'a>(
+        strides: &'a [usize],
+        origin: &'a [usize],
+        shape: &'a [usize],
+        at: &'a [usize],
+        extent: &'a [usize],
+    ) -> BoxCopy<'a> {
+        let convert = converter(StoredDType::le(DType::U8), DType::U8);
+        BoxCopy {
+            src_base: 0,
+            src_strides: strides,
+            src_origin: origin,
+            dst_shape: shape,
+            dst_origin: at,
+            extent,
+            src_size: 1,
+            dst_size: 1,
+            convert,
+        }
+    }
+
     #[test]
-    fn copy_box_merges_full_rows_and_cuts_partial_ones() {
+    fn box_copy_merges_full_rows_cuts_partial_ones_and_gathers_strided_axes() {
         let src: Vec<u8> = (0..24).collect(); // 4 x 6 chunk of u8
         let mut dst = vec![0u8; 3 * 5];
-        let convert = converter(StoredDType::le(DType::U8), DType::U8);
         // Chunk rows 1..3, cols 2..5 to dst (3 x 5) at (1, 1).
-        copy_box(&src, &[4, 6], &[1, 2], &mut dst, &[3, 5], &[1, 1], &[2, 3], 1, 1, convert);
+        boxed(&[6, 1], &[1, 2], &[3, 5], &[1, 1], &[2, 3]).copy(&src, &mut dst);
         assert_eq!(dst, vec![0, 0, 0, 0, 0, 0, 8, 9, 10, 0, 0, 14, 15, 16, 0]);
         let mut whole = vec![0u8; 24];
-        copy_box(&src, &[4, 6], &[0, 0], &mut whole, &[4, 6], &[0, 0], &[4, 6], 1, 1, convert);
+        boxed(&[6, 1], &[0, 0], &[4, 6], &[0, 0], &[4, 6]).copy(&src, &mut whole);
         assert_eq!(whole, src);
+        // The same chunk read transposed (frame axes = chunk axes 1, 0): a 6 x 4 frame.
+        let mut t = vec![0u8; 24];
+        boxed(&[1, 6], &[0, 0], &[6, 4], &[0, 0], &[6, 4]).copy(&src, &mut t);
+        let want: Vec<u8> = (0..6).flat_map(|x| (0..4).map(move |y| (y * 6 + x) as u8)).collect();
+        assert_eq!(t, want);
     }
 
     #[test]

@@ -102,6 +102,43 @@ pub fn decode(filters: &[Filter], mask: u32, raw: &[u8], elem_size: usize, expec
     Ok(out)
 }
 
+/// [`decode`] into `out` (cleared first), reusing its allocation: one-filter pipelines
+/// (bitshuffle-LZ4 as DECTRIS writes it, plain deflate) decode straight into it.
+///
+/// # Errors
+/// As [`decode`].
+pub fn decode_into(
+    filters: &[Filter],
+    mask: u32,
+    raw: &[u8],
+    elem_size: usize,
+    expected: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
+    let active: Vec<&Filter> =
+        filters.iter().enumerate().filter(|&(i, _)| i >= 32 || mask & (1 << i) == 0).map(|(_, f)| f).collect();
+    match active.as_slice() {
+        [f] if f.id == BITSHUFFLE => {
+            let size = f.client_data.get(2).map_or(elem_size, |&s| s as usize);
+            let lz4 = f.client_data.get(4).copied().unwrap_or(0) == 2;
+            let block = f.client_data.get(3).map_or(0, |&b| b as usize);
+            bitshuffle_into(raw, size, lz4, block, expected, out)?;
+        }
+        [f] if f.id == DEFLATE => {
+            out.clear();
+            flate2::read::ZlibDecoder::new(raw)
+                .take(expected as u64 + 1)
+                .read_to_end(out)
+                .map_err(|e| format!("deflate: {e}"))?;
+        }
+        _ => *out = decode(filters, mask, raw, elem_size, expected)?,
+    }
+    if out.len() < expected {
+        return Err(format!("decoded chunk has {} bytes, expected {expected}", out.len()));
+    }
+    Ok(())
+}
+
 /// zlib-wrapped deflate (what HDF5's deflate filter writes), at most `limit` bytes
 /// plus a little, so a lying chunk cannot blow up memory.
 fn inflate(input: &[u8], limit: usize) -> Result<Vec<u8>, String> {
@@ -192,6 +229,20 @@ pub fn bitshuffle(
     block_param: usize,
     limit: usize,
 ) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    bitshuffle_into(input, elem_size, lz4, block_param, limit, &mut out)?;
+    Ok(out)
+}
+
+/// [`bitshuffle`] into `out`, reusing its allocation.
+fn bitshuffle_into(
+    input: &[u8],
+    elem_size: usize,
+    lz4: bool,
+    block_param: usize,
+    limit: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
     if elem_size == 0 {
         return Err("bitshuffle: element size 0".into());
     }
@@ -212,7 +263,8 @@ pub fn bitshuffle(
         return Err(format!("bitshuffle: block of {block} elements is not a multiple of 8"));
     }
     let elems = total / elem_size;
-    let mut out = vec![0u8; total];
+    out.clear();
+    out.resize(total, 0);
     let mut scratch = vec![0u8; if lz4 { block * elem_size } else { 0 }];
     let mut done = 0; // elements
     let full = elems / block;
@@ -245,7 +297,7 @@ pub fn bitshuffle(
     let src =
         input.get(at..at + rest).ok_or_else(|| format!("bitshuffle: {rest} trailing bytes at {at} are missing"))?;
     out[done * elem_size..].copy_from_slice(src);
-    Ok(out)
+    Ok(())
 }
 
 /// Undo the bit transpose of one block of `n` elements (`n` a multiple of 8): bit `k` of

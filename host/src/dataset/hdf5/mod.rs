@@ -16,33 +16,41 @@
 
 mod chunked;
 pub mod filters;
+mod select;
 
+use super::concat::Concat;
+use super::mapped::{Access, map_file};
+use super::registry::Opened;
+use super::reshaped::ShapeHints;
 use super::{Dataset, DatasetError, DatasetInfo, DatasetShape, MappedFrames, OpenOptions, SigSlice, reshape};
-use crate::dtype::{ByteOrder, DType, StoredDType};
+use crate::dtype::{ByteOrder, DType, StoredDType, converter};
 use chunked::{ChunkEntry, ChunkedData};
 use filters::Filter;
 use hdf5_reader::messages::HdfMessage;
 use hdf5_reader::messages::layout::{ChunkIndexing, DataLayout};
 use hdf5_reader::{Datatype, Hdf5File};
+pub use select::{Axes, Candidate, Located};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The most groups visited when looking for the dataset (cycles are skipped too).
 const MAX_GROUPS: usize = 10_000;
 
-/// A dataset in an HDF5 file.
+/// One array of an HDF5 file as frames.
 pub struct Hdf5Dataset {
     path: PathBuf,
     dataset_path: String,
     shape: DatasetShape,
-    array_shape: Vec<u64>,
     stored: StoredDType,
     storage: Storage,
     details: Vec<(String, String)>,
 }
 
 enum Storage {
-    /// One block in the file, read like raw data.
+    /// One block in the file with whole frames back to back, read like raw data.
     Contiguous(MappedFrames),
+    /// One block in the file with the frame axes elsewhere (Velox, EMD, --sig-axes).
+    Strided(Strided),
     /// Chunks, possibly filtered.
     Chunked(ChunkedData),
 }
@@ -51,36 +59,176 @@ fn h5_err(path: &Path, what: &str, e: impl std::fmt::Display) -> DatasetError {
     DatasetError::invalid(path, format!("{what}: {e}"))
 }
 
-pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<Hdf5Dataset, DatasetError> {
+/// Open the dataset of an HDF5 file that `options.dataset_path` names (a dataset, or the
+/// group of a DECTRIS master file's numbered data files), or the only one there is.
+///
+/// # Errors
+/// Not HDF5, no such dataset, several candidates (all numeric datasets are listed), an
+/// external link that cannot be followed, an unsupported type, layout or filter.
+pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<Opened, DatasetError> {
+    let file = Hdf5File::open(path).map_err(|e| h5_err(path, "not a readable HDF5 file", e))?;
+    let wanted = options.dataset_path.as_deref().map(|p| format!("/{}", p.trim_matches('/')));
+    let direct = wanted.as_deref().and_then(|p| select::direct(path, &file, p));
+    let walk = match direct {
+        Some(candidate) => select::Walk { candidates: vec![candidate], broken: Vec::new() },
+        None => select::walk(path, &file).map_err(|e| h5_err(path, "reading the group tree", e))?,
+    };
+    let broken = if walk.broken.is_empty() {
+        String::new()
+    } else {
+        format!("; external links that cannot be followed: {}", walk.broken.join(", "))
+    };
+    let (candidate, how) = match options.dataset_path.as_deref() {
+        Some(p) => {
+            let wanted = wanted.as_deref().unwrap_or("/");
+            let found = walk.candidates.iter().find(|c| c.name == wanted);
+            let candidate = found.cloned().ok_or_else(|| {
+                h5_err(path, &format!("no dataset '{p}'"), format!("{}{broken}", select::listing(&walk.candidates)))
+            })?;
+            (candidate, "given by --dataset-path")
+        }
+        None => (pick(path, &walk, &broken)?, "chosen automatically (the only frame stack in the file)"),
+    };
+    let stored = candidate
+        .stored
+        .clone()
+        .map_err(|e| DatasetError::invalid(path, format!("dataset '{}': {e}", candidate.name)))?;
+    if options.dtype.is_some_and(|d| d != stored) {
+        return Err(DatasetError::invalid(
+            path,
+            format!(
+                "dataset '{}': --dtype says {}, but the dataset holds {stored}",
+                candidate.name,
+                options.dtype.map_or_else(String::new, |d| d.to_string())
+            ),
+        ));
+    }
+    let ndim = candidate.shape.len();
+    let (axes, axes_from) = match (&options.sig_axes, &candidate.layout) {
+        (Some(sig), _) => (
+            Axes::with_sig(ndim, sig)
+                .map_err(|e| DatasetError::invalid(path, format!("dataset '{}': {e}", candidate.name)))?,
+            "--sig-axes".to_owned(),
+        ),
+        (None, Some((axes, why))) if options.sig_shape.is_none() => (axes.clone(), why.clone()),
+        (None, _) => (Axes::trailing(ndim), "the last two axes".to_owned()),
+    };
+    let mut details = vec![
+        ("dataset".to_owned(), candidate.name.clone()),
+        ("dataset_choice".into(), how.into()),
+        ("shape".into(), format!("{:?}", candidate.shape)),
+        ("frame_axes".into(), format!("{:?} ({axes_from})", axes.sig)),
+    ];
+    if !candidate.series {
+        let part = &candidate.parts[0];
+        if part.file_path != path {
+            details.push(("data_file".into(), format!("{}:{}", part.file_path.display(), part.path)));
+        }
+        let data = open_part(part, &candidate.name, stored, &axes, options, true, details)?;
+        let nav_source = if options.nav_shape.is_some() {
+            "--nav-shape".to_owned()
+        } else {
+            format!("the shape of dataset '{}'", candidate.name)
+        };
+        let hints = ShapeHints { nav_source: Some(nav_source), ..ShapeHints::reshaped() };
+        return Ok((Arc::new(data), hints));
+    }
+    // A series of data files: frames joined in file order; the scan shape from the
+    // acquisition's metadata.
+    details.push((
+        "data_files".into(),
+        candidate.parts.iter().map(|p| p.file_path.display().to_string()).collect::<Vec<_>>().join(", "),
+    ));
+    let mut parts: Vec<Arc<dyn Dataset>> = Vec::new();
+    for part in &candidate.parts {
+        let flat = OpenOptions { nav_shape: None, sig_shape: None, ..options.clone() };
+        let name = format!("{}:{}", part.file_path.display(), part.path);
+        parts.push(Arc::new(open_part(part, &name, stored, &axes, &flat, false, Vec::new())?));
+    }
+    let info = DatasetInfo { format: "hdf5", path: path.to_owned(), details };
+    let data: Arc<dyn Dataset> = Arc::new(Concat::new(parts, info)?);
+    let mut hints = ShapeHints::default();
+    if let Some((nav, source)) = select::dectris_scan(path, &file, data.shape().nav_len() as u64) {
+        hints.nav = Some(nav);
+        hints.nav_source = Some(source);
+    }
+    Ok((data, hints))
+}
+
+/// The only frame stack of the file: numeric, 3-D or more (else the only 2-D array),
+/// not an RGB preview, not a member of a series that is offered whole.
+fn pick(path: &Path, walk: &select::Walk, broken: &str) -> Result<Candidate, DatasetError> {
+    let series_groups: Vec<&str> = walk.candidates.iter().filter(|c| c.series).map(|c| c.name.as_str()).collect();
+    let member = |c: &Candidate| {
+        !c.series
+            && c.name.rsplit_once('/').is_some_and(|(parent, n)| {
+                n.starts_with("data_") && series_groups.iter().any(|g| *g == parent || (parent.is_empty() && *g == "/"))
+            })
+    };
+    let usable = |c: &&Candidate, rank: usize| {
+        c.stored.is_ok() && c.shape.len() >= rank && (rank > 2 || c.shape.len() == 2) && !c.is_preview() && !member(c)
+    };
+    let stacks: Vec<&Candidate> = walk.candidates.iter().filter(|c| usable(c, 3)).collect();
+    let found = if stacks.is_empty() { walk.candidates.iter().filter(|c| usable(c, 2)).collect() } else { stacks };
+    match found.as_slice() {
+        [one] => Ok((*one).clone()),
+        [] => Err(DatasetError::invalid(
+            path,
+            format!(
+                "the file holds no frame stack (a numeric dataset of 2 or more axes that is not an RGB preview); \
+                 give --dataset-path{}{broken}",
+                select::listing(&walk.candidates)
+            ),
+        )),
+        many => Err(DatasetError::invalid(
+            path,
+            format!(
+                "{} candidate datasets ({}); choose one with --dataset-path{}{broken}",
+                many.len(),
+                many.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", "),
+                select::listing(&walk.candidates)
+            ),
+        )),
+    }
+}
+
+/// One array as frames: its storage, the frame axes `axes`, the shape options applied
+/// when `reshape_options` (a single array), else flat frames (a part of a series).
+fn open_part(
+    part: &Located,
+    name: &str,
+    stored: StoredDType,
+    axes: &Axes,
+    options: &OpenOptions,
+    reshape_options: bool,
+    mut details: Vec<(String, String)>,
+) -> Result<Hdf5Dataset, DatasetError> {
+    let path = part.file_path.as_path();
+    let file = &part.file;
+    let ds = &part.dataset;
+    let at = |msg: String| DatasetError::invalid(path, format!("dataset '{name}': {msg}"));
     let file_len =
         std::fs::metadata(path).map_err(|source| DatasetError::Open { path: path.to_owned(), source })?.len();
-    let file = Hdf5File::open(path).map_err(|e| h5_err(path, "not a readable HDF5 file", e))?;
-    let (dataset_path, ds) = match options.dataset_path.as_deref() {
-        Some(p) => {
-            let ds = file.dataset(p).map_err(|e| {
-                let candidates = candidates(&file).map(|c| list(&c)).unwrap_or_default();
-                h5_err(path, &format!("no dataset '{p}'"), format!("{e}{candidates}"))
-            })?;
-            (p.to_owned(), ds)
-        }
-        None => pick_dataset(path, &file)?,
-    };
-    let at = |msg: String| DatasetError::invalid(path, format!("dataset '{dataset_path}': {msg}"));
-
-    let stored = stored_dtype(ds.dtype()).map_err(at)?;
-    if options.dtype.is_some_and(|d| d != stored) {
-        return Err(at(format!(
-            "--dtype says {}, but the dataset holds {stored}",
-            options.dtype.map_or_else(String::new, |d| d.to_string())
-        )));
-    }
     let array_shape = ds.shape().to_vec();
     let dims: Vec<usize> = array_shape
         .iter()
         .map(|&d| usize::try_from(d).map_err(|_| at(format!("axis of {d} elements is too large"))))
         .collect::<Result<_, _>>()?;
-    let shape = reshape(path, &dims, options.nav_shape.as_deref(), options.sig_shape.as_deref())
-        .map_err(|e| at(e.to_string().trim_start_matches(&format!("{}: ", path.display())).to_owned()))?;
+    // The logical array: scan axes then frame axes.
+    let logical: Vec<usize> = axes.nav.iter().chain(&axes.sig).map(|&a| dims[a]).collect();
+    let trailing = axes.is_trailing();
+    let sig_shape = if trailing { options.sig_shape.as_deref() } else { None };
+    let (nav_opt, sig_opt) = if reshape_options { (options.nav_shape.as_deref(), sig_shape) } else { (None, None) };
+    let logical_sig: Vec<usize> = axes.sig.iter().map(|&a| dims[a]).collect();
+    let shape = if trailing {
+        reshape(path, &logical, nav_opt, sig_opt.or(Some(&logical_sig)))
+    } else {
+        if reshape_options && options.sig_shape.as_ref().is_some_and(|s| *s != logical_sig) {
+            return Err(at(format!("--sig-shape cannot reshape frames whose axes are {:?} of the array", axes.sig)));
+        }
+        reshape(path, &logical, nav_opt, Some(&logical_sig))
+    }
+    .map_err(|e| at(strip_path(path, &e.to_string())))?;
 
     // Layout and filters from the dataset's object header.
     let header = file.get_or_parse_header(ds.address()).map_err(|e| at(format!("object header: {e}")))?;
@@ -101,11 +249,9 @@ pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<Hdf5Dataset, Da
     }
     let layout = layout.ok_or_else(|| at("the object header has no data layout message".into()))?;
     let elem = stored.dtype.size();
-    let frame_bytes = shape.sig_len() * elem;
     let sb = file.superblock();
     let undefined =
         |a: u64| a == u64::MAX || (sb.offset_size < 8 && a == (1u64 << (8 * u32::from(sb.offset_size))) - 1);
-    let mut details = vec![("dataset".to_owned(), dataset_path.clone()), ("shape".into(), format!("{array_shape:?}"))];
     let storage = match layout {
         DataLayout::Contiguous { address, .. } => {
             if undefined(address) {
@@ -116,10 +262,15 @@ pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<Hdf5Dataset, Da
                 return Err(at("contiguous storage with a filter pipeline is not valid HDF5".into()));
             }
             details.push(("layout".into(), format!("contiguous at offset {address}")));
-            let frames = MappedFrames::open(path, address, frame_bytes, stored, shape.clone()).map_err(|e| {
-                at(format!("contiguous data at offset {address}: {}", strip_path(path, &e.to_string())))
-            })?;
-            Storage::Contiguous(frames)
+            if trailing {
+                let frame_bytes = shape.sig_len() * elem;
+                let frames = MappedFrames::open(path, address, frame_bytes, stored, shape.clone()).map_err(|e| {
+                    at(format!("contiguous data at offset {address}: {}", strip_path(path, &e.to_string())))
+                })?;
+                Storage::Contiguous(frames)
+            } else {
+                Storage::Strided(Strided::open(path, address, &dims, axes.clone(), stored).map_err(at)?)
+            }
         }
         DataLayout::Compact { .. } => {
             return Err(at("compact storage (data inside the object header) is not supported".into()));
@@ -130,19 +281,24 @@ pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<Hdf5Dataset, Da
                 return Err(at(format!("chunk shape {chunk_dims:?} does not fit the dataset shape {array_shape:?}")));
             }
             let sig_dims = shape.sig.len();
-            if dims.len() < sig_dims || dims[dims.len() - sig_dims..] != shape.sig[..] {
+            if trailing && (dims.len() < sig_dims || dims[dims.len() - sig_dims..] != shape.sig[..]) {
                 return Err(at(format!(
                     "for chunked data the frame must be the last axes of the dataset {dims:?}; --sig-shape {:?} is not",
                     shape.sig
                 )));
             }
+            let chunk_axes = if trailing {
+                Axes { nav: (0..dims.len() - sig_dims).collect(), sig: (dims.len() - sig_dims..dims.len()).collect() }
+            } else {
+                axes.clone()
+            };
             for f in &filters {
                 f.supported().map_err(at)?;
             }
             let entries = if undefined(address) {
                 Vec::new()
             } else {
-                chunk_entries(&file, address, chunk_indexing.as_ref(), &array_shape, ds.max_dims(), &chunk_dims, elem)
+                chunk_entries(file, address, chunk_indexing.as_ref(), &array_shape, ds.max_dims(), &chunk_dims, elem)
                     .map_err(|e| at(format!("chunk index at offset {address}: {e}")))?
             };
             let fill = ds.fill_value().and_then(|f| f.value.clone()).filter(|v| v.len() == elem);
@@ -156,10 +312,89 @@ pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<Hdf5Dataset, Da
                 },
             ));
             let chunks = chunk_dims.iter().map(|&c| c as usize).collect();
-            Storage::Chunked(ChunkedData::new(path, file_len, dims, chunks, sig_dims, stored, filters, entries, fill)?)
+            Storage::Chunked(ChunkedData::new(
+                path, file_len, dims, chunks, chunk_axes, stored, filters, entries, fill,
+            )?)
         }
     };
-    Ok(Hdf5Dataset { path: path.to_owned(), dataset_path, shape, array_shape, stored, storage, details })
+    Ok(Hdf5Dataset { path: path.to_owned(), dataset_path: name.to_owned(), shape, stored, storage, details })
+}
+
+/// A contiguous array whose frame axes are not its last axes in order: every tile
+/// element is gathered at its stride (Velox stacks, transposed EMD arrays, --sig-axes).
+struct Strided {
+    path: PathBuf,
+    map: memmap2::Mmap,
+    offset: usize,
+    /// Element strides of the array axes.
+    strides: Vec<usize>,
+    dims: Vec<usize>,
+    axes: Axes,
+    stored: StoredDType,
+}
+
+impl Strided {
+    fn open(path: &Path, offset: usize, dims: &[usize], axes: Axes, stored: StoredDType) -> Result<Self, String> {
+        let map = map_file(path, Access::Random).map_err(|e| e.to_string())?;
+        let n = dims.len();
+        let mut strides = vec![1usize; n];
+        for a in (0..n.saturating_sub(1)).rev() {
+            strides[a] = strides[a + 1].checked_mul(dims[a + 1]).ok_or("the array is too large")?;
+        }
+        let elems = dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)).ok_or("the array is too large")?;
+        let needed = elems
+            .checked_mul(stored.dtype.size())
+            .and_then(|b| b.checked_add(offset))
+            .ok_or("the array is too large")?;
+        if map.len() < needed {
+            return Err(format!(
+                "truncated: the array of {dims:?} at offset {offset} needs {needed} bytes, the file has {}",
+                map.len()
+            ));
+        }
+        Ok(Strided { path: path.to_owned(), map, offset, strides, dims: dims.to_vec(), axes, stored })
+    }
+
+    fn read_tile(&self, frames: &[u64], sig: &SigSlice, dtype: DType, out: &mut [u8]) -> Result<(), DatasetError> {
+        let frame_out = sig.len() * dtype.size();
+        if out.len() != frames.len() * frame_out {
+            return Err(DatasetError::invalid(&self.path, "internal: tile buffer of the wrong size"));
+        }
+        let nav_len: u64 = self.axes.nav.iter().map(|&a| self.dims[a] as u64).product();
+        if let Some(&bad) = frames.iter().find(|&&f| f >= nav_len) {
+            return Err(DatasetError::invalid(&self.path, format!("frame {bad} is outside the dataset")));
+        }
+        let convert = converter(self.stored, dtype);
+        let size = self.stored.dtype.size();
+        let sig_strides: Vec<usize> = self.axes.sig.iter().map(|&a| self.strides[a]).collect();
+        let mut gathered = Vec::with_capacity(sig.len() * size);
+        for (dst, &f) in out.chunks_exact_mut(frame_out.max(1)).zip(frames) {
+            let mut rem = f as usize;
+            let mut base = 0usize;
+            for &a in self.axes.nav.iter().rev() {
+                base += (rem % self.dims[a]) * self.strides[a];
+                rem /= self.dims[a];
+            }
+            gathered.clear();
+            let k = sig.shape.len();
+            let total: usize = sig.len();
+            let mut idx = vec![0usize; k];
+            for _ in 0..total {
+                let e = base + (0..k).map(|i| (sig.origin[i] + idx[i]) * sig_strides[i]).sum::<usize>();
+                let at = self.offset + e * size;
+                gathered.extend_from_slice(&self.map[at..at + size]);
+                for i in (0..k).rev() {
+                    idx[i] += 1;
+                    if idx[i] < sig.shape[i] {
+                        break;
+                    }
+                    idx[i] = 0;
+                }
+            }
+            convert(&gathered, dst);
+        }
+        Ok(())
+    }
 }
 
 fn strip_path(path: &Path, message: &str) -> String {
@@ -305,52 +540,11 @@ fn stored_dtype(datatype: &Datatype) -> Result<StoredDType, String> {
     }
 }
 
-/// Numeric datasets of 3 or 4 axes, with their shapes, in the whole file.
-fn candidates(file: &Hdf5File) -> Result<Vec<(String, Vec<u64>)>, hdf5_reader::error::Error> {
-    let mut out = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    let mut stack = vec![("".to_owned(), file.root_group()?)];
-    while let Some((prefix, group)) = stack.pop() {
-        if !seen.insert(group.address()) || seen.len() > MAX_GROUPS {
-            continue;
-        }
-        let (groups, datasets) = group.members()?;
-        for ds in datasets {
-            let name = format!("{prefix}/{}", ds.name().rsplit('/').next().unwrap_or(ds.name()));
-            if (3..=4).contains(&ds.shape().len()) && stored_dtype(ds.dtype()).is_ok() {
-                out.push((name, ds.shape().to_vec()));
-            }
-        }
-        for g in groups {
-            let name = format!("{prefix}/{}", g.name().rsplit('/').next().unwrap_or(g.name()));
-            stack.push((name, g));
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
-fn list(candidates: &[(String, Vec<u64>)]) -> String {
-    if candidates.is_empty() {
-        return "; the file holds no 3-D or 4-D numeric dataset".into();
-    }
-    let names: Vec<String> = candidates.iter().map(|(n, s)| format!("{n} {s:?}")).collect();
-    format!("; 3-D/4-D datasets in the file: {}", names.join(", "))
-}
-
-fn pick_dataset(path: &Path, file: &Hdf5File) -> Result<(String, hdf5_reader::Dataset), DatasetError> {
-    let found = candidates(file).map_err(|e| h5_err(path, "reading the group tree", e))?;
-    match found.as_slice() {
-        [(name, _)] => {
-            let ds = file.dataset(name).map_err(|e| h5_err(path, &format!("dataset '{name}'"), e))?;
-            Ok((name.clone(), ds))
-        }
-        [] => Err(DatasetError::invalid(path, "the file holds no 3-D or 4-D numeric dataset; give --dataset-path")),
-        many => Err(DatasetError::invalid(
-            path,
-            format!("{} candidate datasets; choose one with --dataset-path{}", many.len(), list(many)),
-        )),
-    }
+/// Whether `bytes` (the start of a file) hold the HDF5 signature, at offset 0 or after a
+/// user block (512, 1024, 2048, ... bytes).
+pub fn sniff(bytes: &[u8]) -> bool {
+    const SIGNATURE: &[u8] = b"\x89HDF\r\n\x1a\n";
+    std::iter::once(0).chain((9..16).map(|k| 1usize << k)).any(|at| bytes.get(at..at + 8) == Some(SIGNATURE))
 }
 
 impl Dataset for Hdf5Dataset {
@@ -363,14 +557,13 @@ impl Dataset for Hdf5Dataset {
     }
 
     fn info(&self) -> DatasetInfo {
-        let _ = &self.array_shape;
         DatasetInfo { format: "hdf5", path: self.path.clone(), details: self.details.clone() }
     }
 
     fn base_shape(&self) -> Vec<usize> {
         match &self.storage {
-            Storage::Chunked(c) => c.sig_chunk().to_vec(),
-            Storage::Contiguous(_) => {
+            Storage::Chunked(c) => c.sig_chunk(),
+            Storage::Contiguous(_) | Storage::Strided(_) => {
                 let mut base = vec![1; self.shape.sig.len()];
                 if let (Some(last), Some(&w)) = (base.last_mut(), self.shape.sig.last()) {
                     *last = w;
@@ -383,6 +576,7 @@ impl Dataset for Hdf5Dataset {
     fn read_tile(&self, frames: &[u64], sig: &SigSlice, dtype: DType, out: &mut [u8]) -> Result<(), DatasetError> {
         match &self.storage {
             Storage::Contiguous(m) => m.read_tile(frames, sig, dtype, out),
+            Storage::Strided(m) => m.read_tile(frames, sig, dtype, out),
             Storage::Chunked(c) => c.read_tile(frames, sig, dtype, out).map_err(|e| match e {
                 DatasetError::Invalid { path, message } => {
                     DatasetError::Invalid { path, message: format!("dataset '{}': {message}", self.dataset_path) }
@@ -395,7 +589,7 @@ impl Dataset for Hdf5Dataset {
     fn direct_frames(&self, frames: std::ops::Range<u64>, dtype: DType) -> Option<&[u8]> {
         match &self.storage {
             Storage::Contiguous(m) => m.direct_frames(frames, dtype),
-            Storage::Chunked(_) => None,
+            Storage::Strided(_) | Storage::Chunked(_) => None,
         }
     }
 }

@@ -11,6 +11,7 @@
 
 pub mod block;
 
+use super::mapped::{Access, map_file};
 use super::{Dataset, DatasetError, DatasetInfo, DatasetShape, OpenOptions, SigSlice};
 use crate::dtype::{DType, StoredDType, converter};
 use block::{
@@ -35,6 +36,14 @@ pub struct K2isDataset {
     sectors: Vec<Sector>,
     shape: DatasetShape,
     details: Vec<(String, String)>,
+    nav_source: String,
+}
+
+impl K2isDataset {
+    /// Where the nav shape comes from, for `info`.
+    pub fn nav_source(&self) -> &str {
+        &self.nav_source
+    }
 }
 
 /// The sector files and the `.gtg` file belonging to `path` (either kind): the sector
@@ -288,10 +297,7 @@ pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<K2isDataset, Da
     let (bins, gtg) = files_of(path)?;
     let mut sectors = Vec::with_capacity(SECTORS);
     for bin in &bins {
-        let file = std::fs::File::open(bin).map_err(|source| DatasetError::Open { path: bin.clone(), source })?;
-        // SAFETY: read-only mapping; a file changed by another process while mapped may
-        // fault or show new bytes (the documented risk, docs/security.md).
-        let map = unsafe { Mmap::map(&file) }.map_err(|source| DatasetError::Open { path: bin.clone(), source })?;
+        let map = map_file(bin, Access::Sequential)?;
         sectors.push(Sector { path: bin.clone(), map, start: 0 });
     }
     let gtg_shape = if gtg.exists() {
@@ -310,6 +316,11 @@ pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<K2isDataset, Da
     for (s, o) in sectors.iter_mut().zip(&start) {
         s.start = *o;
     }
+    let nav_source = match (&options.nav_shape, &gtg_shape) {
+        (Some(_), _) => "--nav-shape".to_owned(),
+        (None, Some(_)) => format!("{} (SI Dimensions/Size Y, Size X)", gtg.display()),
+        (None, None) => "the frames after the shutter flag (no scan shape recorded)".to_owned(),
+    };
     let nav = options.nav_shape.clone().or(gtg_shape).unwrap_or_else(|| vec![available]);
     let sig = vec![FRAME_SHAPE.0, FRAME_SHAPE.1];
     if options.sig_shape.as_ref().is_some_and(|s| *s != sig) {
@@ -335,7 +346,7 @@ pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<K2isDataset, Da
         ("frames_after_sync".into(), available.to_string()),
         ("shutter_flag_found".into(), shutter.to_string()),
     ];
-    Ok(K2isDataset { gtg: gtg.exists().then_some(gtg), sectors, shape, details })
+    Ok(K2isDataset { gtg: gtg.exists().then_some(gtg), sectors, shape, details, nav_source })
 }
 
 impl Dataset for K2isDataset {

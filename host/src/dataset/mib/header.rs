@@ -246,12 +246,14 @@ impl AcquisitionHeader {
         self.entries.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 
-    /// The scan shape: `(ScanY, ScanX)` if given, else (frames in acquisition / frames
-    /// per trigger, frames per trigger), LiberTEM's `nav_shape_from_hdr`.
+    /// The scan shape the header records, and the keys it came from: `(ScanY, ScanX)`
+    /// if given, else (frames in acquisition / frames per trigger, frames per trigger)
+    /// when a trigger starts each scan line (more than one frame per trigger). `None`
+    /// when it records neither (one frame per trigger says nothing about the lines).
     ///
     /// # Errors
-    /// Neither pair of keys is present, or a value is not a positive number.
-    pub fn nav_shape(&self) -> Result<Vec<usize>, String> {
+    /// A value that is not a number, or an impossible combination.
+    pub fn nav_shape(&self) -> Result<Option<(Vec<usize>, &'static str)>, String> {
         let num = |key: &str| -> Result<Option<usize>, String> {
             match self.get(key) {
                 None => Ok(None),
@@ -262,16 +264,77 @@ impl AcquisitionHeader {
             if x == 0 || y == 0 {
                 return Err(format!("the scan is {x} x {y} (ScanX x ScanY)"));
             }
-            return Ok(vec![y, x]);
+            return Ok(Some((vec![y, x], "ScanY, ScanX")));
         }
         match (num("Frames in Acquisition (Number)")?, num("Frames per Trigger (Number)")?) {
-            (Some(n), Some(per)) if per > 0 && n >= per => Ok(vec![n / per, per]),
-            (Some(n), Some(per)) => Err(format!("{n} frames in the acquisition with {per} frames per trigger")),
-            _ => Err("it has neither ScanX/ScanY nor 'Frames in Acquisition (Number)' and \
-                      'Frames per Trigger (Number)'"
-                .into()),
+            (Some(n), Some(per)) if per > 1 && n >= per => {
+                Ok(Some((vec![n / per, per], "Frames in Acquisition / Frames per Trigger")))
+            }
+            (Some(n), Some(per)) if per > 1 => {
+                Err(format!("{n} frames in the acquisition with {per} frames per trigger"))
+            }
+            _ => Ok(None),
         }
     }
+}
+
+/// The acquisition time of a frame in nanoseconds (since 1970, UTC where the header says
+/// so), from the header's `MQ1A` extension (`2021-05-07T16:51:10.905800928Z`, ns) or else
+/// its timestamp field (`2021-05-07 18:51:10.905800`, µs). `None` if there is neither.
+pub fn frame_time_ns(header: &[u8]) -> Option<i128> {
+    let text = std::str::from_utf8(header.get(..header.len().min(2048))?).ok()?;
+    let fields: Vec<&str> = text.split(',').collect();
+    let iso = fields.iter().position(|f| *f == "MQ1A").and_then(|i| fields.get(i + 1)).copied();
+    iso.and_then(parse_time).or_else(|| fields.get(9).copied().and_then(parse_time))
+}
+
+/// `YYYY-MM-DD[T ]HH:MM:SS[.fraction][Z]` in nanoseconds since 1970-01-01.
+fn parse_time(text: &str) -> Option<i128> {
+    let text = text.trim().trim_end_matches('Z');
+    let (date, time) = text.split_once(['T', ' '])?;
+    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
+    let mut t = hms.split(':').map(|p| p.parse::<i64>().ok());
+    let (hh, mm, ss) = (t.next()??, t.next()??, t.next()??);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&day) || frac.len() > 9 || !frac.chars().all(|c| c.is_ascii_digit())
+    {
+        return None;
+    }
+    let nanos: i64 = if frac.is_empty() { 0 } else { frac.parse::<i64>().ok()? * 10i64.pow(9 - frac.len() as u32) };
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let seconds = i128::from(days) * 86_400 + i128::from(hh * 3600 + mm * 60 + ss);
+    Some(seconds * 1_000_000_000 + i128::from(nanos))
+}
+
+/// The scan width told by frame times: a line ends where the gap to the next frame is
+/// longer than the others (the beam's flyback). Returns the width when every line of the
+/// frames given shows the longer gap at the same place, and there are at least two
+/// lines; `None` when the gaps show no lines.
+pub fn flyback_width(times: &[i128]) -> Option<usize> {
+    if times.len() < 4 {
+        return None;
+    }
+    let gaps: Vec<i128> = times.windows(2).map(|w| w[1] - w[0]).collect();
+    let median = |v: &[i128]| {
+        let mut v = v.to_vec();
+        v.sort_unstable();
+        v[v.len() / 2]
+    };
+    let typical = median(&gaps);
+    let spread = median(&gaps.iter().map(|g| (g - typical).abs()).collect::<Vec<_>>());
+    // Longer by more than the jitter and the microsecond resolution of older headers.
+    let threshold = (10 * spread).max(2_000);
+    let long: Vec<usize> = gaps.iter().enumerate().filter(|(_, g)| **g - typical > threshold).map(|(i, _)| i).collect();
+    let width = long.first()? + 1;
+    let expected: Vec<usize> = (1..).map(|k| k * width - 1).take_while(|&i| i < gaps.len()).collect();
+    (width >= 2 && long == expected).then_some(width)
 }
 
 #[cfg(test)]
@@ -326,10 +389,46 @@ mod tests {
         let hdr = b"HDR,\t\r\nTime and Date Stamp (day, mnth, yr, hr, min, s):\t18/05/2020 16:51:48\r\n\
             Frames in Acquisition (Number):\t16384\r\nFrames per Trigger (Number):\t128\r\nEnd\t";
         let h = AcquisitionHeader::parse(hdr).unwrap();
-        assert_eq!(h.nav_shape(), Ok(vec![128, 128]));
+        assert_eq!(h.nav_shape(), Ok(Some((vec![128, 128], "Frames in Acquisition / Frames per Trigger"))));
         let scan = AcquisitionHeader::parse(b"HDR,\nScanX:\t7\nScanY:\t5\nEnd\t").unwrap();
-        assert_eq!(scan.nav_shape(), Ok(vec![5, 7]));
-        assert!(AcquisitionHeader::parse(b"HDR\nFoo:\t1\n").unwrap().nav_shape().is_err());
+        assert_eq!(scan.nav_shape(), Ok(Some((vec![5, 7], "ScanY, ScanX"))));
+        assert_eq!(AcquisitionHeader::parse(b"HDR\nFoo:\t1\n").unwrap().nav_shape(), Ok(None));
+        let per_frame = b"HDR\nFrames in Acquisition (Number):\t9\nFrames per Trigger (Number):\t1\n";
+        assert_eq!(AcquisitionHeader::parse(per_frame).unwrap().nav_shape(), Ok(None));
+        assert!(AcquisitionHeader::parse(b"HDR\nScanX:\tx\nScanY:\t1\n").unwrap().nav_shape().is_err());
         assert!(AcquisitionHeader::parse(b"MQ1,").is_err());
+    }
+
+    #[test]
+    fn frame_times_from_either_timestamp() {
+        let ns = frame_time_ns(b"MQ1,000001,00384,01,0256,0256,U08,   1x1,01,2021-05-07 18:51:10.905800,0.1,MQ1A,2021-05-07T16:51:10.905800928Z,1ns,6,").unwrap();
+        let us =
+            frame_time_ns(b"MQ1,000001,00384,01,0256,0256,U08,   1x1,01,2021-05-07 16:51:10.905800,0.1,0").unwrap();
+        assert_eq!(ns - us, 928);
+        // 2021-05-07 is day 18754 since 1970 (date -d 2021-05-07 +%s / 86400).
+        assert_eq!(us / 1_000_000_000 / 86_400, 18_754);
+        assert_eq!(frame_time_ns(b"MQ1,000001,00384,01,0256,0256,U08,   1x1,01,not a time,"), None);
+    }
+
+    #[test]
+    fn flyback_gaps_give_the_scan_width() {
+        // The frame times of rosettasciio's 001_4x2_6bit.mib (ns): a 21 us longer gap
+        // after the 4th frame of each line.
+        let t =
+            [905800928i128, 1007800918, 1109800898, 1211800898 + 20, 1313821718, 1415821718, 1517821718, 1619821708];
+        let t: Vec<i128> = t.iter().map(|&x| x + 1_000_000_000 * 60).collect();
+        assert_eq!(flyback_width(&t), Some(4));
+        // Quad_9_Frame_CounterDepth_24: 2095240..2095250 ns apart, jitter only.
+        let jitter: Vec<i128> = (0..9).map(|i| i * 2_095_245 + (i % 2) * 10).collect();
+        assert_eq!(flyback_width(&jitter), None);
+        // Regular lines of 3 over 4 lines; an irregular long gap breaks the pattern.
+        let lines: Vec<i128> = (0..12).map(|i: i128| i * 1_000_000 + (i / 3) * 50_000).collect();
+        assert_eq!(flyback_width(&lines), Some(3));
+        let mut odd = lines.clone();
+        for t in &mut odd[5..] {
+            *t += 70_000;
+        }
+        assert_eq!(flyback_width(&odd), None);
+        assert_eq!(flyback_width(&[0; 9]), None);
     }
 }

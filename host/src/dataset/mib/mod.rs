@@ -199,6 +199,14 @@ fn details(header: &MibHeader, layout: &MibLayout) -> Vec<(String, String)> {
     d
 }
 
+/// Frames whose timestamps are read to find the scan's lines.
+const TIMED_FRAMES: usize = 4096;
+
+/// The acquisition times of frames with headers `headers`, as far as they all have one.
+fn frame_times(headers: &[Vec<u8>]) -> Vec<i128> {
+    headers.iter().map_while(|h| header::frame_time_ns(h)).collect()
+}
+
 /// Bytes read to find a file's first header.
 const HEAD_BYTES: u64 = header::MAX_HEADER_BYTES as u64;
 
@@ -227,6 +235,10 @@ fn scan_file(path: &Path) -> Result<Scanned, DatasetError> {
 }
 
 /// The files of the set `path` belongs to, and the `.hdr` file if there is one.
+///
+/// A numbered file `<prefix><digits>.mib` (or `<prefix>.hdr`) belongs to the set of
+/// every `<prefix><digits>.mib` in its directory; `X.mib` next to `XRAW.mib` or
+/// `X_other1.mib` are separate acquisitions. An unnumbered `.mib` is a set of one.
 fn find_set(path: &Path) -> Result<(Vec<PathBuf>, Option<PathBuf>), DatasetError> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
     let dir = match path.parent() {
@@ -241,45 +253,44 @@ fn find_set(path: &Path) -> Result<(Vec<PathBuf>, Option<PathBuf>), DatasetError
         (stem.to_owned(), Some(path.to_owned()))
     } else {
         let prefix = stem.trim_end_matches(|c: char| c.is_ascii_digit()).to_owned();
-        let candidates = [dir.join(format!("{prefix}.hdr")), dir.join(format!("{stem}.hdr"))];
+        let candidates = [dir.join(format!("{stem}.hdr")), dir.join(format!("{prefix}.hdr"))];
         (prefix, candidates.into_iter().find(|p| p.is_file()))
     };
-    if ext != "mib" && ext != "hdr" {
-        // Detected by content: read just this file.
+    let numbered = ext == "hdr" || prefix.len() < stem.len();
+    if ext != "hdr" && (ext != "mib" || !numbered) {
+        // Detected by content, or not numbered: just this file.
         return Ok((vec![path.to_owned()], hdr));
     }
+    let is_member = |n: &str| {
+        let Some(body) = n.len().checked_sub(4).and_then(|cut| {
+            n[cut..].eq_ignore_ascii_case(".mib").then(|| n[..cut].strip_prefix(prefix.as_str())).flatten()
+        }) else {
+            return false;
+        };
+        // `<prefix>.mib` belongs to the set of `<prefix>.hdr`.
+        body.chars().all(|c| c.is_ascii_digit()) && (!body.is_empty() || ext == "hdr")
+    };
     let entries = std::fs::read_dir(&dir).map_err(|source| DatasetError::Open { path: dir.clone(), source })?;
     let mut files: Vec<PathBuf> = entries
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(&prefix) && n.len() > 4 && n[n.len() - 4..].eq_ignore_ascii_case(".mib"))
-                && p.is_file()
-        })
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(is_member) && p.is_file())
         .collect();
     files.sort();
     if files.is_empty() {
-        return Err(DatasetError::invalid(path, format!("no .mib files named {prefix}*.mib in {}", dir.display())));
+        return Err(DatasetError::invalid(
+            path,
+            format!("no .mib files named {prefix}<number>.mib or {prefix}.mib in {}", dir.display()),
+        ));
     }
     Ok((files, hdr))
 }
 
-/// Open the `.mib` set that `path` (a `.mib` or `.hdr` file) belongs to.
-///
-/// # Errors
-/// [`DatasetError`] naming the file and offset: no files, a bad header, files that do
-/// not continue each other, a truncated file in the middle of a set, frames whose
-/// headers are not where the first header says, a bad `.hdr`.
-pub(crate) fn open(path: &Path, options: &OpenOptions) -> Result<(Arc<dyn Dataset>, ShapeHints), DatasetError> {
-    let _ = options;
-    let (paths, hdr) = find_set(path)?;
-    let mut scanned = paths.iter().map(|p| scan_file(p)).collect::<Result<Vec<_>, _>>()?;
-    scanned.sort_by_key(|s| s.header.sequence);
+/// Check that the files (sorted by first sequence number) continue each other and
+/// share the frame format; only the last may end in a cut-off frame.
+fn check_set(scanned: &[Scanned]) -> Result<(), DatasetError> {
     let first = &scanned[0];
     let mut expected = first.header.sequence;
-    let mut hints = ShapeHints::default();
     let count = scanned.len();
     for (k, s) in scanned.iter().enumerate() {
         if s.layout != first.layout || s.header.header_bytes != first.header.header_bytes {
@@ -305,22 +316,70 @@ pub(crate) fn open(path: &Path, options: &OpenOptions) -> Result<(Arc<dyn Datase
             ));
         }
         expected += s.frames as u64;
-        if s.rest != 0 || s.frames == 0 {
-            let note = format!(
-                "{} is truncated: frame {} at offset {} has {} of {} bytes",
-                s.path.display(),
-                s.frames,
-                s.frames * s.layout.stride,
-                s.rest,
-                s.layout.stride
-            );
-            if k + 1 < count || s.frames == 0 {
-                return Err(DatasetError::invalid(&s.path, note));
-            }
-            hints.incomplete = Some(note);
+        if (s.rest != 0 && k + 1 < count) || s.frames == 0 {
+            return Err(DatasetError::invalid(
+                &s.path,
+                format!(
+                    "{} is truncated: frame {} at offset {} has {} of {} bytes",
+                    s.path.display(),
+                    s.frames,
+                    s.frames * s.layout.stride,
+                    s.rest,
+                    s.layout.stride
+                ),
+            ));
         }
     }
+    Ok(())
+}
 
+/// Open the `.mib` set that `path` (a `.mib` or `.hdr` file) belongs to.
+///
+/// # Errors
+/// [`DatasetError`] naming the file and offset: no files, a bad header, files that do
+/// not continue each other, a truncated file in the middle of a set, frames whose
+/// headers are not where the first header says, a bad `.hdr`.
+pub(crate) fn open(path: &Path, options: &OpenOptions) -> Result<(Arc<dyn Dataset>, ShapeHints), DatasetError> {
+    let _ = options;
+    let (paths, hdr) = find_set(path)?;
+    let mut hints = ShapeHints::default();
+    let mut scanned = paths.iter().map(|p| scan_file(p)).collect::<Result<Vec<_>, _>>()?;
+    scanned.sort_by_key(|s| s.header.sequence);
+    let asked = scanned.iter().find(|s| s.path.file_name() == path.file_name()).map(|s| s.header.sequence);
+    // Another file starting at the same frame number is another acquisition (numbers are
+    // unique within one); anything else wrong with the set is an error below.
+    let clash = asked.is_some_and(|a| scanned.iter().filter(|s| s.header.sequence == a).count() > 1);
+    if clash && let Err(e) = check_set(&scanned) {
+        // Files that share the name but do not continue each other: other
+        // acquisitions. Read the file that was asked for, and say why.
+        let others: Vec<String> = scanned
+            .iter()
+            .filter(|s| s.path.file_name() != path.file_name())
+            .map(|s| s.path.display().to_string())
+            .collect();
+        hints.warnings.push(format!(
+            "read only {}: the files named like it ({}) do not form one set with it ({e})",
+            path.display(),
+            others.join(", ")
+        ));
+        scanned.retain(|s| s.path.file_name() == path.file_name());
+    }
+    check_set(&scanned)?;
+
+    let count = scanned.len();
+    if let Some(s) = scanned.last()
+        && s.rest != 0
+    {
+        hints.incomplete = Some(format!(
+            "{} is truncated: frame {} at offset {} has {} of {} bytes",
+            s.path.display(),
+            s.frames,
+            s.frames * s.layout.stride,
+            s.rest,
+            s.layout.stride
+        ));
+    }
+    let mut first_frames: Vec<Vec<u8>> = Vec::new();
     let mut parts: Vec<Arc<dyn Dataset>> = Vec::with_capacity(count);
     for s in scanned {
         let (stored, frame_sig) = match &s.layout.decode {
@@ -345,6 +404,12 @@ pub(crate) fn open(path: &Path, options: &OpenOptions) -> Result<(Arc<dyn Datase
         if s.frames > 1 {
             file.check_frame(1)?;
         }
+        // The frame headers of the start of the scan, for its timestamps.
+        let bytes = file.frames.bytes();
+        for f in 0..s.frames.min(TIMED_FRAMES.saturating_sub(first_frames.len())) {
+            let at = file.frames.frame_offset(f) - file.header.header_bytes;
+            first_frames.push(bytes[at..at + file.header.header_bytes].to_vec());
+        }
         parts.push(Arc::new(file));
     }
     let data: Arc<dyn Dataset> = if parts.len() == 1 {
@@ -356,14 +421,33 @@ pub(crate) fn open(path: &Path, options: &OpenOptions) -> Result<(Arc<dyn Datase
         Arc::new(Concat::new(parts, info)?)
     };
 
-    if let Some(hdr) = hdr {
-        let bytes = std::fs::read(&hdr).map_err(|source| DatasetError::Open { path: hdr.clone(), source })?;
-        let parsed = AcquisitionHeader::parse(&bytes).map_err(|e| DatasetError::invalid(&hdr, e))?;
-        let nav = parsed
+    let mut recorded = None;
+    if let Some(hdr) = &hdr {
+        let bytes = std::fs::read(hdr).map_err(|source| DatasetError::Open { path: hdr.clone(), source })?;
+        let parsed = AcquisitionHeader::parse(&bytes).map_err(|e| DatasetError::invalid(hdr, e))?;
+        recorded = parsed
             .nav_shape()
-            .map_err(|e| DatasetError::invalid(&hdr, format!("cannot tell the scan shape: {e}; give --nav-shape")))?;
+            .map_err(|e| DatasetError::invalid(hdr, format!("cannot tell the scan shape: {e}; give --nav-shape")))?
+            .map(|(nav, keys)| (nav, format!("{} ({keys})", hdr.display())));
+    }
+    if recorded.is_none() {
+        let times = frame_times(&first_frames);
+        let frames = data.shape().nav_len();
+        recorded = header::flyback_width(&times).map(|width| {
+            (
+                vec![frames / width, width],
+                format!("the frame timestamps (a longer gap after every {width} frames: the line flyback)"),
+            )
+        });
+        if let (None, Some(hdr)) = (&recorded, &hdr) {
+            hints
+                .warnings
+                .push(format!("{} records no scan shape (no ScanX/ScanY, one frame per trigger)", hdr.display()));
+        }
+    }
+    if let Some((nav, source)) = recorded {
         hints.nav = Some(nav);
-        hints.nav_source = Some(format!("{}", hdr.display()));
+        hints.nav_source = Some(source);
     }
     Ok((data, hints))
 }

@@ -1,6 +1,6 @@
-"""Write the ~1 GiB HDF5 files of the formats_b benchmark (tests/benches/formats_b.rs).
+"""Write the ~1 GiB HDF5 files of the formats benchmark (tests/benches/formats.rs, `stored`).
 
-    python tests/benches/formats_b_hdf5.py DIR      # needs h5py, hdf5plugin, numpy
+    python tests/benches/formats_hdf5.py DIR      # needs h5py, hdf5plugin, numpy
 
 Three files of the same data, 32768 frames of 128 x 128 uint16 (1 GiB), Poisson counts
 (mean 0.5, like a sparse 4D-STEM scan): contiguous, gzip (level 1, one frame per chunk)
