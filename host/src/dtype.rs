@@ -6,7 +6,7 @@
 //! once per tile, the monomorphised loop that turns stored elements into the input dtype
 //! — the one copy the data path makes.
 
-use num_complex::{Complex32, Complex64};
+pub use num_complex::{Complex32, Complex64};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -423,7 +423,7 @@ macro_rules! with_dtype {
     ($dtype:expr, $T:ident => $body:expr, $otherwise:expr) => {
         $crate::dtype_dispatch!($dtype, $T => $body, $otherwise;
             U8 => u8, U16 => u16, U32 => u32, U64 => u64, I8 => i8, I16 => i16, I32 => i32, I64 => i64,
-            F32 => f32, F64 => f64, C64 => ::num_complex::Complex32, C128 => ::num_complex::Complex64)
+            F32 => f32, F64 => f64, C64 => $crate::dtype::Complex32, C128 => $crate::dtype::Complex64)
     };
 }
 
@@ -432,7 +432,7 @@ macro_rules! with_dtype {
 macro_rules! with_inexact {
     ($dtype:expr, $T:ident => $body:expr, $otherwise:expr) => {
         $crate::dtype_dispatch!($dtype, $T => $body, $otherwise;
-            F32 => f32, F64 => f64, C64 => ::num_complex::Complex32, C128 => ::num_complex::Complex64)
+            F32 => f32, F64 => f64, C64 => $crate::dtype::Complex32, C128 => $crate::dtype::Complex64)
     };
 }
 

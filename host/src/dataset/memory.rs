@@ -5,13 +5,15 @@ use super::{Dataset, DatasetError, DatasetInfo, DatasetShape, SigSlice};
 use crate::array::NdArray;
 use crate::dtype::{DType, StoredDType, converter};
 use std::path::PathBuf;
+use std::sync::Arc;
 
-/// Frames in memory: an [`NdArray`] of shape `nav + sig` in native byte order.
+/// Frames in memory: an [`NdArray`] of `nav × sig` elements (C order, native byte order),
+/// shared: opening the same frames again (a run plan's in-memory spec) copies nothing.
 #[derive(Debug, Clone)]
 pub struct MemoryDataset {
     name: String,
     shape: DatasetShape,
-    data: NdArray,
+    data: Arc<NdArray>,
 }
 
 impl MemoryDataset {
@@ -33,6 +35,24 @@ impl MemoryDataset {
         }
         let full = shape.full();
         let data = data.reshape(&full).map_err(|e| DatasetError::Options(e.to_string()))?;
+        Ok(MemoryDataset { name: name.to_owned(), shape, data: Arc::new(data) })
+    }
+
+    /// [`MemoryDataset::new`] without a copy: the frames stay in `data` (of any shape with
+    /// `nav × sig` elements).
+    ///
+    /// # Errors
+    /// [`DatasetError::Options`] if the array does not hold `nav × sig` elements.
+    pub fn shared(name: &str, data: Arc<NdArray>, nav: &[usize], sig: &[usize]) -> Result<Self, DatasetError> {
+        let shape = DatasetShape { nav: nav.to_vec(), sig: sig.to_vec() };
+        let expected = shape.nav_len() * shape.sig_len();
+        if data.len() != expected {
+            return Err(DatasetError::Options(format!(
+                "in-memory dataset '{name}': nav {nav:?} × sig {sig:?} needs {expected} elements, the array has {} (shape {:?})",
+                data.len(),
+                data.shape()
+            )));
+        }
         Ok(MemoryDataset { name: name.to_owned(), shape, data })
     }
 
@@ -54,14 +74,9 @@ impl MemoryDataset {
         MemoryDataset::new(name, data, nav, &sig)
     }
 
-    /// The frames as an array of shape `nav + sig`.
+    /// The frames (`nav × sig` elements).
     pub fn array(&self) -> &NdArray {
         &self.data
-    }
-
-    /// The frames as a mutable array of shape `nav + sig` (to plant values).
-    pub fn array_mut(&mut self) -> &mut NdArray {
-        &mut self.data
     }
 
     fn frame_bytes(&self) -> usize {

@@ -32,7 +32,7 @@ impl DatasetSpec {
         let dataset: Arc<dyn Dataset> = match &self {
             DatasetSpec::File { path, options } => super::open(path, options)?,
             DatasetSpec::Memory { name, nav, sig, data } => {
-                Arc::new(MemoryDataset::new(name, NdArray::clone(data), nav, sig)?)
+                Arc::new(MemoryDataset::shared(name, data.clone(), nav, sig)?)
             }
         };
         Ok(OpenedDataset { dataset, spec: Some(self) })

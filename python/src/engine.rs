@@ -1,0 +1,422 @@
+//! The native side of `udf_host.Context`: an [`Engine`] (wasm runtime and compiled-plugin
+//! cache, threads, limits) that opens [`Dataset`]s and starts [`RunHandle`]s, whose results
+//! are [`Buffer`]s.
+
+use crate::DatasetError;
+use crate::convert::{ndarray_from_numpy, normalise_bools, numpy_view, params_from_dict, run_error};
+use numpy::PyUntypedArray;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use std::time::Duration;
+use udf_host::dataset::{DatasetSpec, Format, OpenOptions, OpenedDataset};
+use udf_host::exec::{Limits, Progress, Run, RunIter, RunOptions, RunResults, UdfLoader, UdfSpec};
+use udf_host::loader::{Loader, runtime_options};
+use udf_host::roi::Roi;
+use udf_host::udf::{BufferKind, Udf, UdfOrigin};
+use udf_host::wasm::{ComponentCache, WasmRuntime};
+
+/// The open options a dataset accepts from Python (`Context.load(..., **options)`).
+const OPTIONS: &[&str] = &[
+    "dtype",
+    "nav_shape",
+    "sig_shape",
+    "offset",
+    "sync_offset",
+    "dark",
+    "gain",
+    "excluded_pixels",
+    "dataset_path",
+    "sig_axes",
+];
+
+/// Runs UDFs in this process: one wasm runtime (limits, compile cache) and a loader that
+/// keeps every compiled plugin for the next run.
+#[pyclass(module = "udf_host._native", frozen)]
+pub struct Engine {
+    loader: Arc<Loader>,
+    threads: Option<usize>,
+    limits: Limits,
+}
+
+#[pymethods]
+impl Engine {
+    #[new]
+    #[pyo3(signature = (threads=None, timeout=300.0, max_memory=4u64 << 30, trusted=false, cache_dir=None, cache=true))]
+    fn new(
+        threads: Option<usize>,
+        timeout: f64,
+        max_memory: u64,
+        trusted: bool,
+        cache_dir: Option<PathBuf>,
+        cache: bool,
+    ) -> PyResult<Self> {
+        if threads == Some(0) {
+            return Err(PyValueError::new_err("threads must be at least 1"));
+        }
+        if !(timeout.is_finite() && timeout > 0.0) {
+            return Err(PyValueError::new_err(format!("timeout must be a positive number of seconds, got {timeout}")));
+        }
+        if max_memory == 0 || max_memory > udf_host::wasm::MAX_WASM_MEMORY as u64 {
+            return Err(PyValueError::new_err(format!(
+                "max_memory must be between 1 byte and 4 GiB (32-bit wasm), got {max_memory}"
+            )));
+        }
+        let limits = Limits { timeout_seconds: timeout, max_memory, trusted };
+        let workers = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let mut options = runtime_options(&limits, ((workers + 2) * 8) as u32);
+        options.cache = ComponentCache::new(if cache { cache_dir.or_else(ComponentCache::default_dir) } else { None });
+        options.logger = udf_host::log::stderr(udf_host::log::LogLevel::Warn);
+        let runtime = WasmRuntime::new(options).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok(Engine { loader: Arc::new(Loader::new(runtime)), threads, limits })
+    }
+
+    /// Open a file: `filetype` is a `--format` name or `auto`; `options_json` the open
+    /// options as JSON (the Python layer writes it).
+    fn open(&self, py: Python<'_>, filetype: &str, path: PathBuf, options_json: &str) -> PyResult<Dataset> {
+        let spec = file_spec(filetype, path, options_json)?;
+        let opened = py.detach(|| spec.open()).map_err(|e| DatasetError::new_err(e.to_string()))?;
+        Ok(Dataset { opened })
+    }
+
+    /// Frames in memory: `data` (C-contiguous, native byte order) is copied once; the last
+    /// `sig_dims` axes are the frame.
+    fn open_memory(&self, data: &Bound<'_, PyUntypedArray>, sig_dims: usize) -> PyResult<Dataset> {
+        let array = ndarray_from_numpy(data)?;
+        let shape = array.shape().to_vec();
+        if sig_dims == 0 || sig_dims >= shape.len() {
+            return Err(PyValueError::new_err(format!(
+                "sig_dims={sig_dims} leaves no nav or no sig axes of an array of shape {shape:?}"
+            )));
+        }
+        let (nav, sig) = shape.split_at(shape.len() - sig_dims);
+        let spec =
+            DatasetSpec::Memory { name: "memory".into(), nav: nav.to_vec(), sig: sig.to_vec(), data: Arc::new(array) };
+        let opened = spec.open().map_err(|e| DatasetError::new_err(e.to_string()))?;
+        Ok(Dataset { opened })
+    }
+
+    /// Start running `udfs` (a list of `(kind, source, wasm bytes or None, params dict)`)
+    /// over `dataset` in one pass.
+    #[pyo3(signature = (dataset, udfs, roi=None, partitions=None))]
+    fn start(
+        &self,
+        py: Python<'_>,
+        dataset: &Dataset,
+        udfs: &Bound<'_, PyList>,
+        roi: Option<&Bound<'_, PyUntypedArray>>,
+        partitions: Option<usize>,
+    ) -> PyResult<RunHandle> {
+        let specs = self.udf_specs(udfs)?;
+        let nav = dataset.opened.dataset.shape().nav.clone();
+        let roi = roi
+            .map(|r| {
+                let array = ndarray_from_numpy(r)?;
+                Roi::from_array(&array, &nav).map_err(|e| PyValueError::new_err(format!("roi: {e}")))
+            })
+            .transpose()?;
+        let options = RunOptions {
+            roi: roi.clone(),
+            partitions,
+            threads: self.threads,
+            limits: self.limits,
+            ..RunOptions::default()
+        };
+        let opened = dataset.opened.clone();
+        let run = py.detach(|| Run::plan(opened, specs, options)).map_err(|e| run_error(py, e))?;
+        let iter = run.iter();
+        Ok(RunHandle { progress: iter.progress(), iter: Mutex::new(Some(iter)), nav, roi })
+    }
+}
+
+impl Engine {
+    /// Each `(kind, source, bytes, params)` as a UDF of this engine with its params.
+    fn udf_specs(&self, udfs: &Bound<'_, PyList>) -> PyResult<Vec<UdfSpec>> {
+        udfs.iter()
+            .map(|item| {
+                let tuple = item.cast::<PyTuple>()?;
+                let kind: String = tuple.get_item(0)?.extract()?;
+                let source: String = tuple.get_item(1)?.extract()?;
+                let bytes: Option<Vec<u8>> = tuple.get_item(2)?.extract()?;
+                let params = params_from_dict(tuple.get_item(3)?.cast::<PyDict>()?)?;
+                let udf = self.load_udf(&kind, &source, bytes)?;
+                Ok(UdfSpec { udf, params })
+            })
+            .collect()
+    }
+
+    fn load_udf(&self, kind: &str, source: &str, bytes: Option<Vec<u8>>) -> PyResult<Arc<dyn Udf>> {
+        let origin = match (kind, bytes) {
+            ("builtin", _) => UdfOrigin::Builtin { name: source.to_owned() },
+            ("wasm", Some(bytes)) => {
+                let sha256 = self.loader.add_bytes(bytes);
+                UdfOrigin::Wasm { path: PathBuf::from(source), sha256 }
+            }
+            _ => return Err(PyValueError::new_err(format!("not a UDF: ({kind:?}, {source:?})"))),
+        };
+        self.loader.load(&origin).map_err(PyValueError::new_err)
+    }
+}
+
+/// A `DatasetSpec` for a file from the Python layer's arguments.
+fn file_spec(filetype: &str, path: PathBuf, options_json: &str) -> PyResult<DatasetSpec> {
+    let mut value: serde_json::Value =
+        serde_json::from_str(options_json).map_err(|e| PyValueError::new_err(format!("options: {e}")))?;
+    let object = value.as_object_mut().ok_or_else(|| PyValueError::new_err("options must be keyword arguments"))?;
+    if let Some(unknown) = object.keys().find(|k| !OPTIONS.contains(&k.as_str())) {
+        return Err(PyValueError::new_err(format!(
+            "unknown dataset option '{unknown}' (options: {})",
+            OPTIONS.join(", ")
+        )));
+    }
+    let format = match filetype.to_ascii_lowercase().as_str() {
+        "auto" => None,
+        name => Some(Format::parse(name).ok_or_else(|| {
+            PyValueError::new_err(format!("unknown filetype '{filetype}' (auto, {}, memory)", Format::NAMES))
+        })?),
+    };
+    let mut options: OpenOptions =
+        serde_json::from_value(value).map_err(|e| PyValueError::new_err(format!("dataset options: {e}")))?;
+    options.format = format;
+    Ok(DatasetSpec::file(path, options))
+}
+
+/// An open dataset; pickles as its open spec (a file path and options, or the frames).
+#[pyclass(module = "udf_host._native", frozen)]
+pub struct Dataset {
+    pub(crate) opened: OpenedDataset,
+}
+
+#[pymethods]
+impl Dataset {
+    #[getter]
+    fn nav_shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.opened.dataset.shape().nav)
+    }
+
+    #[getter]
+    fn sig_shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.opened.dataset.shape().sig)
+    }
+
+    /// The stored dtype as a NumPy `descr` (`<u2`, `>f4`).
+    #[getter]
+    fn dtype(&self) -> String {
+        self.opened.dataset.stored_dtype().descr()
+    }
+
+    #[getter]
+    fn format(&self) -> &'static str {
+        self.opened.dataset.info().format
+    }
+
+    #[getter]
+    fn path(&self) -> String {
+        self.opened.dataset.info().path.display().to_string()
+    }
+
+    /// What `udf-host info` prints for this dataset, and the same as JSON.
+    #[pyo3(signature = (threads=None))]
+    fn info(&self, threads: Option<usize>) -> (String, String) {
+        let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let summary = udf_host::cli::info::describe_dataset(self.opened.dataset.as_ref(), threads);
+        (udf_host::cli::info::text(&summary), summary.to_string())
+    }
+
+    /// How to open it again, as JSON.
+    fn spec_json(&self) -> PyResult<String> {
+        let spec = self.opened.spec.as_ref().ok_or_else(|| PyValueError::new_err("this dataset has no open spec"))?;
+        serde_json::to_string(spec).map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    /// Open a dataset from [`spec_json`](Self::spec_json)'s output.
+    #[staticmethod]
+    fn from_spec_json(py: Python<'_>, json: &str) -> PyResult<Dataset> {
+        let spec: DatasetSpec =
+            serde_json::from_str(json).map_err(|e| PyValueError::new_err(format!("not a dataset spec: {e}")))?;
+        let opened = py.detach(|| spec.open()).map_err(|e| DatasetError::new_err(e.to_string()))?;
+        Ok(Dataset { opened })
+    }
+
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (String,))> {
+        let from = slf.get_type().getattr("from_spec_json")?;
+        Ok((from, (slf.get().spec_json()?,)))
+    }
+}
+
+/// A running run: poll it with [`next`](Self::next), take results at any point.
+#[pyclass(module = "udf_host._native", frozen)]
+pub struct RunHandle {
+    iter: Mutex<Option<RunIter>>,
+    progress: Progress,
+    nav: Vec<usize>,
+    roi: Option<Roi>,
+}
+
+impl RunHandle {
+    fn with_iter<R>(&self, f: impl FnOnce(&mut RunIter) -> PyResult<R>) -> PyResult<R> {
+        let mut guard = self.iter.lock().map_err(|_| PyValueError::new_err("run lock poisoned"))?;
+        let iter = guard.as_mut().ok_or_else(|| PyValueError::new_err("the run is closed"))?;
+        f(iter)
+    }
+}
+
+#[pymethods]
+impl RunHandle {
+    /// Wait up to `timeout` seconds for the next merged partition: `None` if none came (call
+    /// again; Python handles Ctrl-C in between), `True` after a merge, `False` when the run
+    /// is over. Raises the run's error.
+    fn next(&self, py: Python<'_>, timeout: f64) -> PyResult<Option<bool>> {
+        let timeout = Duration::try_from_secs_f64(timeout.max(0.0)).unwrap_or(Duration::from_millis(100));
+        let polled = self.with_iter(|iter| Ok(py.detach(|| iter.next_timeout(timeout))))?;
+        match polled {
+            Poll::Pending => Ok(None),
+            Poll::Ready(None) => Ok(Some(false)),
+            Poll::Ready(Some(Ok(_))) => Ok(Some(true)),
+            Poll::Ready(Some(Err(e))) => Err(run_error(py, e)),
+        }
+    }
+
+    /// The results merged so far: per UDF a dict of buffer name -> [`Buffer`].
+    fn results<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let results = self.with_iter(|iter| iter.results().map_err(|e| run_error(py, e)))?;
+        results_to_python(py, results)
+    }
+
+    /// The merged positions, nav-shaped (false outside the ROI).
+    fn damage(&self) -> PyResult<(Vec<usize>, Vec<bool>)> {
+        let compressed = self.with_iter(|iter| Ok(iter.damage().to_vec()))?;
+        let full = match &self.roi {
+            None => compressed,
+            Some(roi) => {
+                let mut full = vec![false; roi.len()];
+                for (position, merged) in roi.selected().zip(compressed) {
+                    full[position] = merged;
+                }
+                full
+            }
+        };
+        Ok((self.nav.clone(), full))
+    }
+
+    #[getter]
+    fn frames_done(&self) -> u64 {
+        self.progress.frames_done()
+    }
+
+    #[getter]
+    fn frames_total(&self) -> u64 {
+        self.progress.frames_total()
+    }
+
+    /// Stop the run: no new partitions, running calls into plugins interrupted.
+    fn interrupt(&self) {
+        self.progress.interrupt();
+    }
+
+    /// New parameters for UDF `index`, for the partitions that start from now on.
+    fn update_params(&self, py: Python<'_>, index: usize, params: &Bound<'_, PyDict>) -> PyResult<()> {
+        let updates = params_from_dict(params)?;
+        self.with_iter(|iter| iter.update_params(index, &updates).map_err(|e| run_error(py, e)))
+    }
+
+    /// Stop and release the run (waits for running partitions to stop).
+    fn close(&self, py: Python<'_>) {
+        self.progress.interrupt();
+        let taken = self.iter.lock().ok().and_then(|mut guard| guard.take());
+        py.detach(move || drop(taken));
+    }
+}
+
+/// Per UDF a dict of buffer name -> [`Buffer`] (arrays handed over without a copy).
+pub fn results_to_python(py: Python<'_>, results: RunResults) -> PyResult<Bound<'_, PyList>> {
+    let list = PyList::empty(py);
+    for udf in results.udfs {
+        let dict = PyDict::new(py);
+        for mut buffer in udf.buffers {
+            normalise_bools(&mut buffer.data);
+            normalise_bools(&mut buffer.raw);
+            let name = buffer.name.clone();
+            dict.set_item(name, Bound::new(py, Buffer { inner: buffer })?)?;
+        }
+        list.append(dict)?;
+    }
+    Ok(list)
+}
+
+/// One result buffer (LiberTEM's `BufferWrapper` as results): its arrays are NumPy views of
+/// memory this object owns. `udf_host.Buffer` adds `masked_data` and NumPy protocols.
+#[pyclass(module = "udf_host._native", frozen, subclass)]
+pub struct Buffer {
+    inner: udf_host::exec::ResultBuffer,
+}
+
+#[pymethods]
+impl Buffer {
+    #[getter]
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// `nav`, `sig` or `single`.
+    #[getter]
+    fn kind(&self) -> &'static str {
+        match self.inner.kind {
+            BufferKind::Nav => "nav",
+            BufferKind::Sig => "sig",
+            BufferKind::Single => "single",
+        }
+    }
+
+    #[getter]
+    fn extra_shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.inner.extra_shape)
+    }
+
+    /// NumPy's dtype name (`float32`, ...).
+    #[getter]
+    fn dtype_name(&self) -> &'static str {
+        self.inner.dtype().name()
+    }
+
+    /// Nav buffers in the nav shape, NaN / 0 / False outside the ROI (LiberTEM's `.data`).
+    #[getter]
+    fn data<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        numpy_view(&slf.get().inner.data, slf.clone().into_any())
+    }
+
+    /// Flat and ROI-compressed for nav buffers (LiberTEM's `.raw_data`).
+    #[getter]
+    fn raw_data<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        numpy_view(&slf.get().inner.raw, slf.clone().into_any())
+    }
+
+    /// Where `data` is valid (bool, the shape of `data`).
+    #[getter]
+    fn valid_mask<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        numpy_view(&slf.get().inner.valid, slf.clone().into_any())
+    }
+
+    /// The PNG preview `udf-host run --preview` writes for this buffer (slice `index` of an
+    /// extra shape).
+    #[pyo3(signature = (index=0))]
+    fn preview<'py>(&self, py: Python<'py>, index: usize) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+        let options = udf_host::preview::PreviewOptions::default();
+        let png = udf_host::preview::png_bytes(&self.inner, index, &options)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok(pyo3::types::PyBytes::new(py, &png))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<Buffer '{}' kind={} dtype={} shape={:?}>",
+            self.inner.name,
+            self.kind(),
+            self.inner.dtype(),
+            self.inner.data.shape()
+        )
+    }
+}
