@@ -2,7 +2,9 @@
 # Run every test: installs the wasm targets, builds the Python and JavaScript plugins of
 # plugins/polyglot/ (installing componentize-py and componentize-js from PyPI and npm on
 # first use; C and Zig ones are committed as tests/fixtures/polyglot/), builds the Rust
-# plugins and probes (tests/build.rs) and runs the unit, integration and doc tests.
+# plugins and probes (tests/build.rs), runs the unit, integration and doc tests, then the
+# Python package's tests (scripts/python-tests.sh: a venv under target/, the wheel built
+# once; UDF_HOST_SKIP_PYTHON=1 skips them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -13,3 +15,6 @@ python3 -c "import venv, ensurepip" 2>/dev/null || apt_install python3-venv
 scripts/polyglot/python.sh
 scripts/polyglot/js.sh
 cargo test "$@"
+if [[ ${UDF_HOST_SKIP_PYTHON:-0} != 1 ]]; then
+    scripts/python-tests.sh
+fi

@@ -282,7 +282,9 @@ impl RunHandle {
 
     /// The results merged so far: per UDF a dict of buffer name -> [`Buffer`].
     fn results<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let results = self.with_iter(|iter| iter.results().map_err(|e| run_error(py, e)))?;
+        // `get_results` may call into plugins: without the GIL (moving the `&mut` in
+        // makes the closure Send without asking `RunIter` to be Sync).
+        let results = self.with_iter(|iter| py.detach(move || iter.results()).map_err(|e| run_error(py, e)))?;
         results_to_python(py, results)
     }
 

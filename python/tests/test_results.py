@@ -1,0 +1,87 @@
+"""Numbers: the same as the command line's `.npy` outputs (bit for bit, same plan) and as
+plain NumPy references."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import udf_host
+
+from conftest import CACHE, cli, plugin
+
+
+def masks_for(sig) -> np.ndarray:
+    rng = np.random.default_rng(7)
+    return rng.integers(0, 3, size=(3, *sig)).astype(np.float32)
+
+
+def test_builtins_and_a_plugin_match_the_cli_and_numpy(ctx, scan_file, tmp_path):
+    path, data = scan_file
+    masks = masks_for(data.shape[2:])
+    np.save(tmp_path / "masks.npy", masks)
+    out = tmp_path / "out"
+    cli("run", "builtin:sum", "builtin:sumsig", "builtin:stddev", "builtin:masks", plugin("sum"), path,
+        "-p", f"masks=@{tmp_path / 'masks.npy'}", "--partitions", "3", "--threads", "2",
+        "--out", out, "--cache-dir", CACHE, "-q")
+
+    ds = ctx.load("auto", path=path)
+    udfs = [udf_host.BuiltinUDF("sum"), udf_host.BuiltinUDF("sumsig"), udf_host.BuiltinUDF("stddev"),
+            udf_host.BuiltinUDF("masks", masks=masks), udf_host.WasmUDF(plugin("sum"))]
+    results = ctx.run_udf(dataset=ds, udf=udfs, partitions=3)
+    assert isinstance(results, list) and len(results) == 5
+
+    # Bit for bit what the command line wrote (the same plan: 3 partitions) — but for
+    # stddev, whose float64 pairwise merges happen in completion order: last-bit
+    # differences between runs are expected there.
+    for name, udf in zip(["sum", "sumsig", "stddev", "masks", "sum-2"], results):
+        for buffer_name, buffer in udf.items():
+            expected = np.load(out / name / f"{buffer_name}.npy")
+            assert buffer.dtype == expected.dtype, (name, buffer_name)
+            if name == "stddev":
+                np.testing.assert_allclose(buffer.data, expected, rtol=1e-13, err_msg=f"{name}/{buffer_name}")
+            else:
+                np.testing.assert_array_equal(buffer.data, expected, err_msg=f"{name}/{buffer_name}")
+
+    # And what NumPy computes.
+    f = data.astype(np.float64)
+    total = f.sum(axis=(0, 1))
+    np.testing.assert_array_equal(results[0]["intensity"].data, total.astype(np.float32))
+    np.testing.assert_array_equal(results[4]["intensity"].data, total.astype(np.float32))
+    np.testing.assert_array_equal(results[1]["intensity"].data, f.sum(axis=(2, 3)).astype(np.float32))
+    frames = f.reshape(-1, *data.shape[2:])
+    std = results[2]
+    np.testing.assert_allclose(std["var"].data, frames.var(axis=0), rtol=1e-5)
+    np.testing.assert_allclose(std["std"].data, frames.std(axis=0), rtol=1e-5)
+    np.testing.assert_allclose(std["mean"].data, frames.mean(axis=0), rtol=1e-5)
+    assert std["num_frames"].data[0] == frames.shape[0]
+    expected_masks = np.einsum("abyx,myx->abm", f, masks.astype(np.float64))
+    np.testing.assert_allclose(results[3]["intensity"].data, expected_masks, rtol=1e-6)
+
+
+def test_buffers_are_read_only_views_and_numpy_sees_their_data(ctx, scan_file):
+    path, data = scan_file
+    res = ctx.run_udf(dataset=ctx.load("npy", path=path), udf=udf_host.BuiltinUDF("sumsig"))
+    buf = res["intensity"]
+    assert buf.kind == "nav" and buf.extra_shape == () and buf.name == "intensity"
+    assert buf.data.shape == data.shape[:2] and buf.raw_data.shape == (data.shape[0] * data.shape[1],)
+    assert not buf.data.flags.writeable
+    with pytest.raises(ValueError):
+        buf.data[0, 0] = 1
+    # No copy: the array views memory the result owns.
+    assert buf.data.base is not None
+    np.testing.assert_array_equal(np.asarray(buf), buf.data)
+    assert np.asarray(buf, dtype=np.float64).dtype == np.float64
+    assert buf.valid_mask.all() and buf.masked_data.mask.sum() == 0
+
+
+def test_preview_is_the_png_the_cli_writes(ctx, scan_file, tmp_path):
+    path, _ = scan_file
+    out = tmp_path / "out"
+    cli("run", "builtin:sum", "builtin:sumsig", path, "--preview", "--out", out, "-q")
+    res = ctx.run_udf(dataset=ctx.load("auto", path=path), udf=[udf_host.BuiltinUDF("sum"), udf_host.BuiltinUDF("sumsig")])
+    for name, udf in zip(["sum", "sumsig"], res):
+        png = udf["intensity"].preview()
+        assert png.startswith(b"\x89PNG\r\n\x1a\n")
+        assert png == (out / name / "intensity.png").read_bytes()
+        assert udf["intensity"]._repr_png_() == png

@@ -1,0 +1,35 @@
+"""udf_host: run sandboxed WebAssembly UDFs and native built-ins over 4D-STEM datasets from
+Python, with LiberTEM's API (`Context.load`, `run_udf`, `run_udf_iter`, buffers with
+`.data`, `.raw_data`, `.valid_mask`).
+
+    import udf_host
+    ctx = udf_host.Context()
+    ds = ctx.load("auto", path="scan.mib")
+    results = ctx.run_udf(dataset=ds, udf=[udf_host.BuiltinUDF("sum"), udf_host.WasmUDF("com.wasm")])
+
+See docs/python.md.
+"""
+
+from ._native import DatasetError, UDFError, __version__
+from ._native import contract_version as _contract_version
+from .api import Context, DataSet, ResultIterator, UDFResults
+from .buffers import Buffer
+from .udf import BuiltinUDF, WasmUDF, builtins
+
+#: The plugin contract this host implements (`udf:plugin@x.y.z`).
+CONTRACT = _contract_version()
+
+__all__ = [
+    "Buffer",
+    "BuiltinUDF",
+    "CONTRACT",
+    "Context",
+    "DataSet",
+    "DatasetError",
+    "ResultIterator",
+    "UDFError",
+    "UDFResults",
+    "WasmUDF",
+    "builtins",
+    "__version__",
+]

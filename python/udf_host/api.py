@@ -1,0 +1,339 @@
+"""The `Context`: open datasets and run UDFs over them, as with `libertem.api.Context`."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from . import _native
+from .buffers import Buffer
+from .udf import BuiltinUDF, WasmUDF
+
+__all__ = ["Context", "DataSet", "UDFResults", "ResultIterator"]
+
+# How long one wait for the next merged partition lasts: Ctrl-C is noticed between waits.
+_POLL_SECONDS = 0.05
+
+
+def _parse_size(size: int | str) -> int:
+    if isinstance(size, int):
+        return size
+    text = size.strip().upper().removesuffix("B").removesuffix("I")
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(float(text))
+
+
+class DataSet:
+    """An opened dataset (`Context.load`). Pickles as how to open it again (the file and
+    options — the path must be readable where it is unpickled — or, for in-memory data,
+    the frames themselves)."""
+
+    def __init__(self, native):
+        self._native = native
+
+    @property
+    def nav_shape(self) -> tuple:
+        return self._native.nav_shape
+
+    @property
+    def sig_shape(self) -> tuple:
+        return self._native.sig_shape
+
+    @property
+    def shape(self) -> tuple:
+        return self.nav_shape + self.sig_shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self._native.dtype)
+
+    @property
+    def format(self) -> str:
+        return self._native.format
+
+    @property
+    def path(self) -> str:
+        return self._native.path
+
+    def info(self, threads: int | None = None) -> str:
+        """What `udf-host info` prints: format, shapes, dtype, details, default partitions
+        and tile shape."""
+        return self._native.info(threads)[0]
+
+    def info_dict(self, threads: int | None = None) -> dict:
+        """`info()` as a dict (what `udf-host info --json` prints)."""
+        return json.loads(self._native.info(threads)[1])
+
+    def __repr__(self) -> str:
+        return f"<DataSet {self.format} {self.path!r} nav={self.nav_shape} sig={self.sig_shape} dtype={self.dtype}>"
+
+
+def _open_options(options: dict[str, Any]) -> str:
+    """The keyword options of `Context.load` as the JSON the native side reads."""
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if key == "ds_path":  # LiberTEM's name for the HDF5 dataset
+            key = "dataset_path"
+        if value is None:
+            continue
+        if key == "dtype":
+            value = np.dtype(value).str
+        elif key in ("nav_shape", "sig_shape", "sig_axes"):
+            value = [int(v) for v in value]
+        elif key in ("offset", "sync_offset"):
+            value = int(value)
+        elif key in ("dark", "gain", "dataset_path"):
+            value = os.fspath(value)
+        elif key == "excluded_pixels":
+            if isinstance(value, (str, os.PathLike)):
+                value = {"mask": os.fspath(value)}
+            else:
+                value = {"coordinates": [[int(c) for c in coords] for coords in value]}
+        out[key] = value
+    return json.dumps(out)
+
+
+def _native_array(data: Any) -> np.ndarray:
+    array = np.ascontiguousarray(data)
+    if array.dtype.byteorder == ">":
+        array = array.astype(array.dtype.newbyteorder("="))
+    return array
+
+
+class UDFResults:
+    """The results of a run so far (what `run_udf_iter` yields): `buffers` as `run_udf`
+    returns them (a dict of name -> Buffer, or a list of such dicts for a list of UDFs)
+    and `damage`, the merged scan positions (bool, nav-shaped)."""
+
+    def __init__(self, buffers, damage: np.ndarray):
+        self.buffers = buffers
+        self.damage = damage
+
+    def __repr__(self) -> str:
+        return f"<UDFResults {self.damage.sum()} of {self.damage.size} positions merged>"
+
+
+class _ProgressBar:
+    """`progress=True`: tqdm's bar when tqdm is installed, else a line on stderr."""
+
+    def __init__(self, handle, enabled: bool):
+        self.handle = handle
+        self.bar = None
+        self.enabled = enabled
+        if not enabled:
+            return
+        try:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=handle.frames_total, unit="frames")
+        except ImportError:
+            self.bar = None
+
+    def update(self) -> None:
+        if not self.enabled:
+            return
+        done, total = self.handle.frames_done, self.handle.frames_total
+        if self.bar is not None:
+            self.bar.update(done - self.bar.n)
+        else:
+            width = 40
+            filled = width * done // max(total, 1)
+            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} frames")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if not self.enabled:
+            return
+        self.update()
+        if self.bar is not None:
+            self.bar.close()
+        else:
+            sys.stderr.write("\n")
+
+
+class ResultIterator:
+    """What `Context.run_udf_iter` returns: iterate it for a `UDFResults` after each
+    merged partition. `update_parameters_experimental` changes parameters for the
+    partitions that start afterwards; `close()` (or leaving a `with` block, or dropping
+    it) stops the run."""
+
+    def __init__(self, handle, single: bool, progress: bool):
+        self._handle = handle
+        self._single = single
+        self._progress = _ProgressBar(handle, progress)
+        self._done = False
+
+    def __iter__(self) -> Iterator[UDFResults]:
+        return self
+
+    def __next__(self) -> UDFResults:
+        if self._done:
+            raise StopIteration
+        try:
+            while True:
+                step = self._handle.next(_POLL_SECONDS)
+                self._progress.update()
+                if step is None:
+                    continue
+                if step is False:
+                    self._finish()
+                    raise StopIteration
+                return self._results()
+        except StopIteration:
+            raise
+        except BaseException:
+            # Ctrl-C (KeyboardInterrupt) or a failure: stop the run, then raise.
+            self._finish()
+            raise
+
+    def _results(self) -> UDFResults:
+        per_udf = [{name: Buffer(b) for name, b in udf.items()} for udf in self._handle.results()]
+        nav, damage = self._handle.damage()
+        buffers = per_udf[0] if self._single else per_udf
+        return UDFResults(buffers, np.array(damage, dtype=bool).reshape(nav))
+
+    def update_parameters_experimental(self, parameters: dict | Sequence[dict]) -> None:
+        """New parameters for partitions started from now on: a dict (one UDF) or a list
+        of dicts, one per UDF (LiberTEM's `update_parameters_experimental`)."""
+        from .udf import _params
+
+        if isinstance(parameters, dict):
+            parameters = [parameters]
+        for index, params in enumerate(parameters):
+            if params:
+                self._handle.update_params(index, _params(params))
+
+    def results(self) -> UDFResults:
+        """The results merged so far."""
+        return self._results()
+
+    def close(self) -> None:
+        if not self._done:
+            self._finish()
+
+    def _finish(self) -> None:
+        self._done = True
+        self._progress.close()
+        self._handle.close()
+
+    def __enter__(self) -> "ResultIterator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Context:
+    """Runs UDFs — wasm plugins (`WasmUDF`) and native built-ins (`BuiltinUDF`) — over
+    datasets, like `libertem.api.Context`:
+
+    >>> ctx = udf_host.Context()
+    >>> ds = ctx.load("auto", path="scan.mib")
+    >>> res = ctx.run_udf(dataset=ds, udf=udf_host.BuiltinUDF("sum"))
+    >>> res["intensity"].data
+
+    `threads`: worker threads (default: every core). `executor`: where partitions run
+    (default: this process; `udf_host.DaskExecutor(client)` for a Dask cluster).
+    `timeout` (seconds per call into a plugin), `max_memory` (per plugin instance, e.g.
+    "512M") and `trusted` (no timeout checks) are the limits plugins run under;
+    `cache_dir` holds compiled plugins (default ~/.cache/udf-host).
+    """
+
+    def __init__(
+        self,
+        threads: int | None = None,
+        executor=None,
+        *,
+        timeout: float = 300.0,
+        max_memory: int | str = "4G",
+        trusted: bool = False,
+        cache_dir: str | os.PathLike | None = None,
+    ):
+        self.threads = threads
+        self.executor = executor
+        self._engine = _native.Engine(
+            threads=threads,
+            timeout=float(timeout),
+            max_memory=_parse_size(max_memory),
+            trusted=trusted,
+            cache_dir=None if cache_dir is None else os.fspath(cache_dir),
+        )
+
+    def load(self, filetype: str, path: str | os.PathLike | None = None, *, data=None, sig_dims: int = 2, **options) -> DataSet:
+        """Open a dataset. `filetype` is a format name (`mib`, `hdf5`, `raw`, `npy`, `empad`,
+        `blo`, `seq`, `mrc`, `tvips`, `dm`, `k2is`, `raw_csr`, ...) or `"auto"` to detect it;
+        options as on the command line: `dtype`, `nav_shape`, `sig_shape`, `offset`,
+        `sync_offset`, `dataset_path` (or LiberTEM's `ds_path`), `sig_axes`, `dark`, `gain`
+        (`.npy` paths) and `excluded_pixels` (a `.npy` path or a list of coordinates).
+
+        `load("memory", data=array, sig_dims=2)` runs over an array: it is copied once, and
+        the last `sig_dims` axes are the frame.
+
+        Raises `DatasetError` when the data cannot be opened, `ValueError` for bad options.
+        """
+        if filetype == "memory":
+            if data is None:
+                raise ValueError('load("memory", ...) needs data=array')
+            if path is not None or options:
+                raise ValueError('load("memory", ...) takes only data= and sig_dims=')
+            return DataSet(self._engine.open_memory(_native_array(data), int(sig_dims)))
+        if data is not None:
+            raise ValueError(f"data= is for filetype 'memory', not {filetype!r}")
+        if path is None:
+            raise ValueError("give the dataset's path=")
+        return DataSet(self._engine.open(filetype, os.fspath(path), _open_options(options)))
+
+    def _start(self, dataset: DataSet, udfs: list, roi, partitions):
+        specs = []
+        for udf in udfs:
+            if not isinstance(udf, (WasmUDF, BuiltinUDF)):
+                raise TypeError(f"expected a udf_host.WasmUDF or udf_host.BuiltinUDF, got {type(udf).__name__}")
+            specs.append(udf._spec())
+        roi_array = None
+        if roi is not None:
+            roi_array = np.ascontiguousarray(roi)
+            if roi_array.dtype != bool:
+                roi_array = roi_array != 0
+        return self._engine.start(dataset._native, specs, roi_array, partitions)
+
+    def run_udf(self, dataset: DataSet, udf, roi=None, progress: bool = False, partitions: int | None = None):
+        """Run one UDF (or a list of UDFs, in one pass over the data) and return its results:
+        a dict of buffer name -> `Buffer` (a list of such dicts for a list).
+
+        `roi`: a boolean array of the nav shape (or flat) selecting scan positions.
+        `partitions`: how many (default: ~512 MiB each, at least two per thread).
+        Raises `UDFError` when a UDF fails, `DatasetError` when the data cannot be read,
+        `ValueError` for bad parameters or ROI; Ctrl-C stops the run (KeyboardInterrupt).
+        """
+        it = self.run_udf_iter(dataset, udf, roi=roi, progress=progress, partitions=partitions)
+        last = None
+        with it:
+            for last in it:
+                pass
+            if last is None:  # nothing to merge (an empty ROI): the zero results
+                last = it.results()
+        return last.buffers
+
+    def run_udf_iter(self, dataset: DataSet, udf, roi=None, progress: bool = False, partitions: int | None = None):
+        """Like `run_udf`, yielding a `UDFResults` (`.buffers`, `.damage`) after each merged
+        partition. Returns a `ResultIterator` (`update_parameters_experimental`, `close`)."""
+        single = not isinstance(udf, (list, tuple))
+        udfs = [udf] if single else list(udf)
+        if not udfs:
+            raise ValueError("no UDF to run")
+        if self.executor is not None:
+            return self.executor.run_udf_iter(self, dataset, udfs, single, roi, progress, partitions)
+        handle = self._start(dataset, udfs, roi, partitions)
+        return ResultIterator(handle, single, progress)

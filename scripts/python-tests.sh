@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The Python package's tests (python/tests): builds the udf_host wheel once into a venv
+# (target/python-venv; the dev profile, so it reuses what `cargo test` compiled), builds
+# the udf-host binary the tests compare with, and runs pytest. Needs the wasm plugins
+# that `cargo test` builds (tests/build.rs). Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=target/python-venv
+if [[ ! -x $venv/bin/python ]]; then
+    python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --upgrade pip
+fi
+# The package's dependency (numpy) and pytest; the wheel itself without dependencies, so
+# pip builds it exactly once.
+"$venv/bin/python" -m pip install --quiet pytest "numpy>=1.23"
+echo "==> building the udf_host wheel (dev profile) into $venv"
+MATURIN_PEP517_ARGS="--profile dev" "$venv/bin/python" -m pip install --quiet --force-reinstall --no-deps ./python
+cargo build --quiet -p udf-host
+echo "==> pytest python/tests"
+set +e
+"$venv/bin/python" -m pytest python/tests -p no:cacheprovider "$@"
+status=$?
+set -e
+if [[ $status -eq 5 ]]; then
+    echo "error: pytest collected no tests from python/tests (exit 5): the Python tests are missing" >&2
+    exit 1
+fi
+exit $status
