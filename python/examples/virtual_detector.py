@@ -46,7 +46,7 @@ def main() -> None:
     total = udf_host.WasmUDF(plugin)
     ring_result, total_result = ctx.run_udf(dataset=ds, udf=[ring, total], progress=True)
 
-    image = ring_result["intensity"].data[..., 0]
+    image = ring_result["intensity"].data
     print(f"ring image {image.shape}, {image.min():.0f} .. {image.max():.0f}")
     print(f"total intensity {total_result['intensity'].data.shape}, mean {total_result['intensity'].data.mean():.0f}")
 

@@ -188,3 +188,20 @@ def test_udfs_datasets_and_results_pickle(ctx, scan_file, tmp_path):
     # A plugin given as bytes needs no file.
     raw = udf_host.WasmUDF(plugin("sumsig").read_bytes())
     assert raw.path == "<bytes>" and "sumsig" in raw.describe()
+
+
+def test_the_readme_example_runs(scan_file, monkeypatch):
+    """The README's "From Python" snippet, run as written (the plugin path pointed at the
+    test build of the same plugin)."""
+    from conftest import ROOT
+
+    path, data = scan_file
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## From Python") :]
+    code = section[section.index("```python") + len("```python") : section.index("```", section.index("```python") + 9)]
+    code = code.replace("target/wasm32-wasip2/release/sumsig.wasm", str(plugin("sumsig")))
+    monkeypatch.chdir(path.parent)
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    np.testing.assert_array_equal(namespace["total"]["intensity"].data, data.astype(np.float64).sum(axis=(2, 3)))
+    assert namespace["ring"]["intensity"].data.shape == data.shape[:2]
