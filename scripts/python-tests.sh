@@ -10,9 +10,9 @@ if [[ ! -x $venv/bin/python ]]; then
     python3 -m venv "$venv"
     "$venv/bin/python" -m pip install --quiet --upgrade pip
 fi
-# The package's dependency (numpy) and pytest; the wheel itself without dependencies, so
-# pip builds it exactly once.
-"$venv/bin/python" -m pip install --quiet pytest "numpy>=1.23"
+# The package's dependency (numpy), pytest and Dask's distributed (test_dask.py); the
+# wheel itself without dependencies, so pip builds it exactly once.
+"$venv/bin/python" -m pip install --quiet pytest "numpy>=1.23" "distributed==2026.8.0"
 echo "==> building the udf_host wheel (dev profile) into $venv"
 MATURIN_PEP517_ARGS="--profile dev" "$venv/bin/python" -m pip install --quiet --force-reinstall --no-deps ./python
 cargo build --quiet -p udf-host

@@ -110,6 +110,40 @@ impl Engine {
         roi: Option<&Bound<'_, PyUntypedArray>>,
         partitions: Option<usize>,
     ) -> PyResult<RunHandle> {
+        let run = self.plan_for(py, dataset, udfs, roi, partitions, None)?;
+        let nav = run.as_plan().meta.nav_shape.clone();
+        let roi = run.as_plan().roi.clone();
+        let iter = run.iter();
+        Ok(RunHandle { progress: iter.progress(), iter: Mutex::new(Some(iter)), nav, roi })
+    }
+
+    /// Plan a run whose partitions run elsewhere (see `udf_host.DaskExecutor`).
+    #[pyo3(signature = (dataset, udfs, roi=None, partitions=None, threads=None))]
+    fn plan(
+        &self,
+        py: Python<'_>,
+        dataset: &Dataset,
+        udfs: &Bound<'_, PyList>,
+        roi: Option<&Bound<'_, PyUntypedArray>>,
+        partitions: Option<usize>,
+        threads: Option<usize>,
+    ) -> PyResult<crate::distributed::PlanHandle> {
+        Ok(crate::distributed::PlanHandle::new(self.plan_for(py, dataset, udfs, roi, partitions, threads)?))
+    }
+}
+
+impl Engine {
+    /// Plan a run for another engine (Dask): `threads` is the parallelism the default
+    /// partition count is made for (the cluster's).
+    pub fn plan_for(
+        &self,
+        py: Python<'_>,
+        dataset: &Dataset,
+        udfs: &Bound<'_, PyList>,
+        roi: Option<&Bound<'_, PyUntypedArray>>,
+        partitions: Option<usize>,
+        threads: Option<usize>,
+    ) -> PyResult<Run> {
         let specs = self.udf_specs(udfs)?;
         let nav = dataset.opened.dataset.shape().nav.clone();
         let roi = roi
@@ -119,20 +153,16 @@ impl Engine {
             })
             .transpose()?;
         let options = RunOptions {
-            roi: roi.clone(),
+            roi,
             partitions,
-            threads: self.threads,
+            threads: threads.or(self.threads),
             limits: self.limits,
             ..RunOptions::default()
         };
         let opened = dataset.opened.clone();
-        let run = py.detach(|| Run::plan(opened, specs, options)).map_err(|e| run_error(py, e))?;
-        let iter = run.iter();
-        Ok(RunHandle { progress: iter.progress(), iter: Mutex::new(Some(iter)), nav, roi })
+        py.detach(|| Run::plan(opened, specs, options)).map_err(|e| run_error(py, e))
     }
-}
 
-impl Engine {
     /// Each `(kind, source, bytes, params)` as a UDF of this engine with its params.
     fn udf_specs(&self, udfs: &Bound<'_, PyList>) -> PyResult<Vec<UdfSpec>> {
         udfs.iter()

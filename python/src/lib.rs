@@ -3,6 +3,7 @@
 //! converts between Python and the library.
 
 mod convert;
+mod distributed;
 mod engine;
 
 use pyo3::create_exception;
@@ -77,6 +78,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<engine::Dataset>()?;
     m.add_class::<engine::RunHandle>()?;
     m.add_class::<engine::Buffer>()?;
+    m.add_class::<distributed::PlanHandle>()?;
+    m.add_class::<distributed::MergerHandle>()?;
+    m.add_function(wrap_pyfunction!(distributed::install_plugin, m)?)?;
+    m.add_function(wrap_pyfunction!(distributed::has_plugin, m)?)?;
+    m.add_function(wrap_pyfunction!(distributed::run_partition, m)?)?;
     m.add_function(wrap_pyfunction!(describe_wasm, m)?)?;
     m.add_function(wrap_pyfunction!(describe_builtin, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_names, m)?)?;

@@ -58,3 +58,9 @@ def scan_file(tmp_path):
     path = tmp_path / "scan.npy"
     np.save(path, data)
     return path, data
+
+
+# Dask's cluster start and stop chatter at INFO level drowns a failure's own output.
+import logging  # noqa: E402
+
+logging.getLogger("distributed").setLevel(logging.WARNING)

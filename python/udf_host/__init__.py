@@ -19,11 +19,21 @@ from .udf import BuiltinUDF, WasmUDF, builtins
 #: The plugin contract this host implements (`udf:plugin@x.y.z`).
 CONTRACT = _contract_version()
 
+
+def __getattr__(name: str):
+    # DaskExecutor imports Dask's distributed, an optional dependency: only when asked for.
+    if name == "DaskExecutor":
+        from .dask import DaskExecutor
+
+        return DaskExecutor
+    raise AttributeError(f"module 'udf_host' has no attribute {name!r}")
+
 __all__ = [
     "Buffer",
     "BuiltinUDF",
     "CONTRACT",
     "Context",
+    "DaskExecutor",
     "DataSet",
     "DatasetError",
     "ResultIterator",

@@ -1,0 +1,248 @@
+"""Running partitions on a Dask cluster: `Context(executor=DaskExecutor(client))`.
+
+The run is planned once on the client (`udf_host` made the plan: partitions, tiling,
+parameters, plugin hashes); the plan's JSON is scattered to the workers once; each task
+runs one partition on a worker (`_native.run_partition`, which keeps the opened dataset and
+the compiled plugins per worker process) and returns its output as bytes; the client merges
+them in completion order with the host's merger, so partial results, damage and ROIs work
+as in-process. Plugins travel as bytes once per worker (a Dask worker plugin, checked by
+hash), never per task.
+
+Only the client needs this module's imports to succeed; workers need `udf_host` installed
+and the dataset readable at the same path.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import numpy as np
+
+from . import _native
+from .api import UDFResults, _ProgressBar
+from .buffers import Buffer
+from .udf import WasmUDF
+
+__all__ = ["DaskExecutor"]
+
+try:  # distributed is an optional dependency
+    from distributed import as_completed
+    from distributed.diagnostics.plugin import WorkerPlugin
+except ImportError as e:  # pragma: no cover - exercised only without distributed
+    raise ImportError(
+        "udf_host.DaskExecutor needs Dask's distributed package: pip install distributed "
+        "(or pip install './python[dask]')"
+    ) from e
+
+
+class _Plugins(WorkerPlugin):
+    """Installs plugin bytes in every worker process, once (and in workers that join
+    later): what `run_partition` loads plugins from, by hash."""
+
+    def __init__(self, plugins: dict[str, bytes]):
+        self.plugins = plugins
+
+    def setup(self, worker) -> None:
+        for sha256, wasm in self.plugins.items():
+            if _native.install_plugin(wasm) != sha256:
+                raise ValueError(f"plugin bytes do not hash to {sha256}")
+
+
+def _run_partition(plan_json: str, index: int, params_json: str | None) -> bytes:
+    """A Dask task: one partition of the plan, on this worker."""
+    try:
+        return _native.run_partition(plan_json, index, params_json)
+    except _native.DatasetError as e:
+        try:
+            from distributed import get_worker
+
+            where = f"on worker {get_worker().address}"
+        except Exception:  # noqa: BLE001 - outside a worker (tests)
+            where = "on a worker"
+        raise _native.DatasetError(
+            f"{where}: {e}. The dataset must be readable at the same path on every worker "
+            "(a shared file system)"
+        ) from None
+
+
+def _infrastructure_failure(error: BaseException) -> bool:
+    """Whether a task failed because of the cluster (a worker died, a connection broke)
+    rather than because of the data or a plugin: such tasks are retried."""
+    names = {type(error).__name__, *(c.__name__ for c in type(error).__mro__)}
+    return bool(names & {"KilledWorker", "CommClosedError", "FutureCancelledError", "StreamClosedError"})
+
+
+class DaskExecutor:
+    """Runs partitions on a Dask cluster (`distributed.Client`).
+
+    `retries`: how often a partition whose worker died is run again (a failing plugin or
+    unreadable data is never retried: it raises as in-process). `window`: tasks in flight
+    (default: twice the cluster's threads), which bounds the memory of outputs waiting to
+    be merged.
+    """
+
+    def __init__(self, client, retries: int = 1, window: int | None = None):
+        self.client = client
+        self.retries = int(retries)
+        self.window = window
+        self._installed: set[str] = set()
+
+    def threads(self) -> int:
+        workers = self.client.scheduler_info()["workers"]
+        return max(1, sum(w.get("nthreads", 1) for w in workers.values()))
+
+    def _install_plugins(self, udfs: list) -> None:
+        wasm = {}
+        for udf in udfs:
+            if isinstance(udf, WasmUDF):
+                import hashlib
+
+                sha = hashlib.sha256(udf.wasm).hexdigest()
+                if sha not in self._installed:
+                    wasm[sha] = udf.wasm
+        if wasm:
+            name = "udf-host-plugins-" + "-".join(sorted(h[:16] for h in wasm))
+            self.client.register_plugin(_Plugins(wasm), name=name)
+            self._installed.update(wasm)
+
+    def run_udf_iter(self, ctx, dataset, udfs: list, single: bool, roi, progress: bool, partitions):
+        specs = [udf._spec() for udf in udfs]
+        roi_array = None
+        if roi is not None:
+            roi_array = np.ascontiguousarray(roi)
+            if roi_array.dtype != bool:
+                roi_array = roi_array != 0
+        threads = self.threads()
+        plan = ctx._engine.plan(dataset._native, specs, roi_array, partitions, threads)
+        self._install_plugins(udfs)
+        return DaskResultIterator(self, plan, single, progress, self.window or 2 * threads)
+
+
+class _Progress:
+    """What `_ProgressBar` reads: frames merged of frames to do."""
+
+    def __init__(self, merger, total: int):
+        self.merger = merger
+        self.frames_total = total
+
+    @property
+    def frames_done(self) -> int:
+        return self.merger.frames_merged
+
+
+class DaskResultIterator:
+    """`run_udf_iter` on Dask: a `UDFResults` after each merged partition, in completion
+    order. `update_parameters_experimental` applies to tasks submitted afterwards;
+    `close()` cancels the outstanding tasks."""
+
+    def __init__(self, executor: DaskExecutor, plan, single: bool, progress: bool, window: int):
+        self._executor = executor
+        self._client = executor.client
+        self._single = single
+        self._merger = plan.merger()
+        self._progress = _ProgressBar(_Progress(self._merger, plan.frames_total), progress)
+        self._plan = self._client.scatter(plan.json(), broadcast=True)
+        self._params: str | None = None
+        self._todo = list(plan.partitions())
+        self._attempts: dict[int, int] = {}
+        self._window = max(1, window)
+        self._run = uuid.uuid4().hex[:12]
+        self._flight: dict[Any, int] = {}
+        self._done = False
+        self._completed = as_completed()
+        self._fill()
+
+    def _submit(self, index: int) -> None:
+        attempt = self._attempts.get(index, 0)
+        future = self._client.submit(
+            _run_partition, self._plan, index, self._params,
+            key=f"udf-host-{self._run}-{index}-{attempt}", pure=False, retries=0,
+        )
+        self._flight[future] = index
+        self._completed.add(future)
+
+    def _fill(self) -> None:
+        while self._todo and len(self._flight) < self._window:
+            self._submit(self._todo.pop(0))
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> UDFResults:
+        if self._done:
+            raise StopIteration
+        try:
+            while self._flight:
+                future = next(self._completed)
+                index = self._flight.pop(future)
+                if future.status == "error":
+                    error = future.exception()
+                    attempts = self._attempts.get(index, 0)
+                    if _infrastructure_failure(error) and attempts < self._executor.retries:
+                        self._attempts[index] = attempts + 1
+                        self._submit(index)
+                        continue
+                    raise error
+                if future.status == "cancelled":
+                    attempts = self._attempts.get(index, 0)
+                    if attempts < self._executor.retries:
+                        self._attempts[index] = attempts + 1
+                        self._submit(index)
+                        continue
+                    raise RuntimeError(f"partition {index} was cancelled")
+                output = future.result()
+                future.release()
+                self._merger.merge(output)
+                self._fill()
+                self._progress.update()
+                return self._results()
+            self._finish()
+            raise StopIteration
+        except StopIteration:
+            raise
+        except BaseException:
+            self._finish()
+            raise
+
+    def _results(self) -> UDFResults:
+        per_udf = [{name: Buffer(b) for name, b in udf.items()} for udf in self._merger.results()]
+        nav, damage = self._merger.damage()
+        return UDFResults(per_udf[0] if self._single else per_udf, np.array(damage, dtype=bool).reshape(nav))
+
+    def results(self) -> UDFResults:
+        """The results merged so far."""
+        return self._results()
+
+    def update_parameters_experimental(self, parameters) -> None:
+        from .udf import _params
+
+        if isinstance(parameters, dict):
+            parameters = [parameters]
+        for index, params in enumerate(parameters):
+            if params:
+                self._params = self._merger.update_params(index, _params(params))
+
+    def close(self) -> None:
+        if not self._done:
+            self._finish()
+
+    def _finish(self) -> None:
+        self._done = True
+        self._progress.close()
+        if self._flight:
+            self._client.cancel(list(self._flight))
+            self._flight.clear()
+        self._todo.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001
+            pass
