@@ -37,6 +37,11 @@ impl PlanHandle {
         &self.json
     }
 
+    /// The SHA-256 of the JSON: the plan's name in the workers' caches.
+    fn id(&self) -> String {
+        udf_host::wasm::sha256_hex(self.json.as_bytes())
+    }
+
     /// The indices of the partitions to run, in order.
     fn partitions(&self) -> Vec<usize> {
         self.run.as_plan().partition_indices().collect()
@@ -178,8 +183,8 @@ pub fn has_plugin(sha256: &str) -> bool {
 
 /// The worker for `plan_json` in this process, made on first use: the dataset opened, the
 /// plugins loaded (from installed bytes, else their paths), both checked against the plan.
-fn worker_for(plan_json: &str) -> Result<Arc<Worker>, RunError> {
-    let key = udf_host::wasm::sha256_hex(plan_json.as_bytes());
+fn worker_for(plan_json: &str, plan_id: Option<&str>) -> Result<Arc<Worker>, RunError> {
+    let key = plan_id.map_or_else(|| udf_host::wasm::sha256_hex(plan_json.as_bytes()), str::to_owned);
     let poisoned = || RunError::Internal("process lock poisoned".into());
     if let Some((_, worker)) = process().lock().map_err(|_| poisoned())?.workers.iter().find(|(k, _)| *k == key) {
         return Ok(worker.clone());
@@ -221,20 +226,23 @@ fn worker_for(plan_json: &str) -> Result<Arc<Worker>, RunError> {
 
 /// Run partition `index` of the plan `plan_json` in this process and return its output as
 /// bytes (for `MergerHandle.merge`). `params_json`: every UDF's parameters when they were
-/// updated after planning (`MergerHandle.update_params`), else the plan's.
+/// updated after planning (`MergerHandle.update_params`), else the plan's. `plan_id`
+/// names the plan for the per-process cache (the client's hash of the JSON, so workers
+/// need not hash a large plan for every task); default: the SHA-256 of the JSON.
 #[pyfunction]
-#[pyo3(signature = (plan_json, index, params_json=None))]
+#[pyo3(signature = (plan_json, index, params_json=None, plan_id=None))]
 pub fn run_partition<'py>(
     py: Python<'py>,
     plan_json: &str,
     index: usize,
     params_json: Option<&str>,
+    plan_id: Option<&str>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let params: Option<Vec<Params>> = params_json
         .map(|j| serde_json::from_str(j).map_err(|e| PyValueError::new_err(format!("parameters: {e}"))))
         .transpose()?;
     let outcome = py.detach(|| {
-        let worker = worker_for(plan_json)?;
+        let worker = worker_for(plan_json, plan_id)?;
         let params = params.unwrap_or_else(|| worker.plan().udfs.iter().map(|u| u.params.clone()).collect());
         worker.run_partition_with(index, &params, &Control::default())
     });

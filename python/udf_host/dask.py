@@ -49,10 +49,10 @@ class _Plugins(WorkerPlugin):
                 raise ValueError(f"plugin bytes do not hash to {sha256}")
 
 
-def _run_partition(plan_json: str, index: int, params_json: str | None) -> bytes:
+def _run_partition(plan_json: str, plan_id: str, index: int, params_json: str | None) -> bytes:
     """A Dask task: one partition of the plan, on this worker."""
     try:
-        return _native.run_partition(plan_json, index, params_json)
+        return _native.run_partition(plan_json, index, params_json, plan_id)
     except _native.DatasetError as e:
         try:
             from distributed import get_worker
@@ -143,6 +143,7 @@ class DaskResultIterator:
         self._merger = plan.merger()
         self._progress = _ProgressBar(_Progress(self._merger, plan.frames_total), progress)
         self._plan = self._client.scatter(plan.json(), broadcast=True)
+        self._plan_id = plan.id()
         self._params: str | None = None
         self._todo = list(plan.partitions())
         self._attempts: dict[int, int] = {}
@@ -156,7 +157,7 @@ class DaskResultIterator:
     def _submit(self, index: int) -> None:
         attempt = self._attempts.get(index, 0)
         future = self._client.submit(
-            _run_partition, self._plan, index, self._params,
+            _run_partition, self._plan, self._plan_id, index, self._params,
             key=f"udf-host-{self._run}-{index}-{attempt}", pure=False, retries=0,
         )
         self._flight[future] = index
