@@ -328,16 +328,17 @@ impl Buffers {
     }
 
     /// Set one element of a buffer's current view (converted to its dtype):
-    /// `results.set_at("pixelsum_nav_raw", &[frame.nav_index() as usize], frame.sum()?)`.
+    /// `results.set_at("pixelsum_nav_raw", &[frame.nav_index()], frame.sum()?)`.
     ///
     /// # Errors
     /// If `index` has the wrong number of axes or lies outside the view.
-    pub fn set_at(&mut self, name: &str, index: &[usize], value: f64) -> Result<()> {
+    pub fn set_at(&mut self, name: &str, index: &[u64], value: f64) -> Result<()> {
         let dtype = self.dtype(name)?;
+        let at: Vec<usize> = index.iter().map(|&i| usize::try_from(i).unwrap_or(usize::MAX)).collect();
         with_scalar_type!(dtype, D => {
             let mut view = self.view_mut::<D>(name)?;
             let shape = view.shape().to_vec();
-            let slot = view.get_mut(IxDyn(index)).ok_or_else(|| {
+            let slot = view.get_mut(IxDyn(&at)).ok_or_else(|| {
                 UdfError::internal(format!("index {index:?} is outside buffer '{name}' of shape {shape:?}"))
             })?;
             *slot = D::from_parts(value, 0.0);

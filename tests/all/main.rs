@@ -18,6 +18,7 @@ mod formats_mrc;
 mod formats_raw_csr;
 mod formats_seq;
 mod formats_tvips;
+mod gallery;
 mod plugin_matrix;
 mod plugins_com;
 mod plugins_crystallinity;
