@@ -1,15 +1,15 @@
 use udf_sdk::prelude::*;
 
 /// The sum of all frames, in the input dtype, declared in one place.
-struct ShortSum;
+struct MySum;
 
-impl Udf for ShortSum {
+impl Udf for MySum {
     fn declare() -> Declaration {
-        Declaration::new("short-sum", "Sum of all frames").sig("intensity", BufferDType::Input).merge(Merge::Add)
+        Declaration::new("my-sum", "Sum of all frames").sig("intensity", BufferDType::Input).merge(Merge::Add)
     }
 
     fn new(_: &Context) -> Result<Self> {
-        Ok(ShortSum)
+        Ok(MySum)
     }
 
     fn process_tile(&mut self, tile: &Tile<'_>, results: &mut Buffers) -> Result<()> {
@@ -17,4 +17,4 @@ impl Udf for ShortSum {
     }
 }
 
-udf_sdk::export_udf!(ShortSum);
+udf_sdk::export_udf!(MySum);

@@ -1,7 +1,7 @@
 //! Frame maps: a function of one frame becomes a whole plugin (LiberTEM's `AutoUDF` and
 //! `ctx.map(f=...)`).
 //!
-//! ```ignore
+//! ```
 //! use udf_sdk::prelude::*;
 //! udf_sdk::export_map!("sum-rows", |frame: ArrayViewD<'_, f32>| frame.sum_axis(Axis(1)));
 //! ```
@@ -130,7 +130,7 @@ where
 
 /// Export a frame map as this component's plugin — LiberTEM's `ctx.map(f=...)`:
 ///
-/// ```ignore
+/// ```
 /// use udf_sdk::prelude::*;
 /// udf_sdk::export_map!("sum-rows", |frame: ArrayViewD<'_, f32>| frame.sum_axis(Axis(1)));
 /// ```

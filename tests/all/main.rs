@@ -29,4 +29,5 @@ mod plugins_pick;
 mod plugins_stddev;
 mod polyglot;
 mod sandbox;
+mod sdk_examples;
 mod sum;
