@@ -299,9 +299,11 @@ impl Declaration {
     pub(crate) fn merge_buffers(&self, dest: &mut Buffers, src: &Buffers) -> Result<()> {
         let names: Vec<String> = src.names().map(str::to_owned).collect();
         for name in names {
-            let spec = self.buffers.iter().find(|b| b.name == name).ok_or_else(|| {
-                UdfError::internal(format!("buffer '{name}' is not declared"))
-            })?;
+            let spec = self
+                .buffers
+                .iter()
+                .find(|b| b.name == name)
+                .ok_or_else(|| UdfError::internal(format!("buffer '{name}' is not declared")))?;
             let rule = match (spec.merge, spec.kind) {
                 (Some(rule), _) => rule,
                 (None, BufferKind::Nav) => Merge::Assign,

@@ -91,8 +91,8 @@ pub mod prelude {
     pub use crate::{
         ArrayData, BufferDType, BufferDecl, BufferKind, BufferUse, Buffers, Complex32, Complex64, Context, DType,
         DataAccess, DatasetMeta, Declaration, Description, DeviceClass, DtypePreference, Element, ErrorKind, Float,
-        Frame, LogLevel, Merge, MergeContext, Method, Ndarray, Numeric, Param, ParamSpec, ParamType, ParamValue, Params,
-        PartitionMeta, Result, ResultOut, ResultsContext, RunPlan, Scalar, SigSlice, Tile, TileDepth, TileSize,
+        Frame, LogLevel, Merge, MergeContext, Method, Ndarray, Numeric, Param, ParamSpec, ParamType, ParamValue,
+        Params, PartitionMeta, Result, ResultOut, ResultsContext, RunPlan, Scalar, SigSlice, Tile, TileDepth, TileSize,
         TilingPreferences, Udf, UdfError,
     };
     pub use ndarray::{Array1, Array2, ArrayD, ArrayView1, ArrayView2, ArrayViewD, ArrayViewMutD, Axis, IxDyn, Zip};

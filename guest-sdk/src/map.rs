@@ -151,13 +151,20 @@ macro_rules! export_map {
             fn describe() -> $crate::Description {
                 $crate::map::describe(&$f, $name, $summary)
             }
-            fn result_buffers(_: &$crate::Params, dataset: &$crate::DatasetMeta) -> $crate::Result<Vec<$crate::BufferDecl>> {
+            fn result_buffers(
+                _: &$crate::Params,
+                dataset: &$crate::DatasetMeta,
+            ) -> $crate::Result<Vec<$crate::BufferDecl>> {
                 $crate::map::result_buffers(&$f, dataset)
             }
             fn new(_: &$crate::Context) -> $crate::Result<Self> {
                 Ok(__UdfSdkMap)
             }
-            fn process_frame(&mut self, frame: &$crate::Frame<'_>, results: &mut $crate::Buffers) -> $crate::Result<()> {
+            fn process_frame(
+                &mut self,
+                frame: &$crate::Frame<'_>,
+                results: &mut $crate::Buffers,
+            ) -> $crate::Result<()> {
                 $crate::map::process_frame(&$f, frame, results)
             }
         }

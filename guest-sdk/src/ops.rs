@@ -457,8 +457,8 @@ mod tests {
         assert_eq!(i16::LOWEST.combine(-3, Merge::Max), -3);
         assert_eq!(u16::from_parts(70000.0, 0.0), u16::MAX);
         assert_eq!(i32::from_parts(-2.7, 0.0), -2);
-        assert_eq!(true.combine(false, Merge::Min), false);
-        assert_eq!(false.combine(true, Merge::Add), true);
+        assert!(!true.combine(false, Merge::Min));
+        assert!(false.combine(true, Merge::Add));
         let c = Complex32::new(1.0, 2.0).combine(Complex32::new(0.5, -1.0), Merge::Add);
         assert_eq!(c, Complex32::new(1.5, 1.0));
         assert_eq!(Complex64::from_parts(3.0, 4.0).to_parts(), (3.0, 4.0));

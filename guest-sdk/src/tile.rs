@@ -129,9 +129,8 @@ impl<'a> Tile<'a> {
     /// If the parameter is missing, not an array of `T`, or does not end in the signal
     /// shape.
     pub fn sig_param<T: Element>(&self, name: &str) -> Result<ArrayViewD<'a, T>> {
-        self.sig_part(self.ctx.params.array::<T>(name)?).map_err(|e| {
-            UdfError::bad_param(format!("parameter '{name}': {}", e.message))
-        })
+        self.sig_part(self.ctx.params.array::<T>(name)?)
+            .map_err(|e| UdfError::bad_param(format!("parameter '{name}': {}", e.message)))
     }
 
     /// The data converted to `f64` (complex: the real part), `[frames, ..sig_shape]`.

@@ -71,8 +71,10 @@ fn auto_udf_maps_each_frame_to_its_row_sums_with_the_shape_of_its_value() {
         assert_eq!(r.method, Method::Frame);
         let result = r.buffer("result").unwrap();
         assert_eq!((result.dtype(), result.extra_shape.clone()), (DType::F32, vec![11]), "{case:?}");
-        let expected: Vec<f64> =
-            selected(case, 35).iter().flat_map(|&n| stored.frame(n).chunks(13).map(|row| row.iter().sum::<f64>())).collect();
+        let expected: Vec<f64> = selected(case, 35)
+            .iter()
+            .flat_map(|&n| stored.frame(n).chunks(13).map(|row| row.iter().sum::<f64>()))
+            .collect();
         assert_close(&raw(r, "result"), &expected, 1e-5, &format!("auto_udf {case:?}"));
     });
     // float64 data: the f32 function gets each frame converted to float32.
@@ -140,7 +142,8 @@ fn buffer_declarations_give_the_documented_shapes() {
     let options = RunOptions { partitions: Some(3), ..Default::default() };
     let results = run_one(&path, &example("buffer_declarations"), Params::default(), options).unwrap();
     let r = &results.udfs[0];
-    for (name, shape) in [("nav_buffer", vec![4, 6, 3, 2]), ("sig_buffer", vec![8, 9, 2]), ("single_buffer", vec![16, 16])]
+    for (name, shape) in
+        [("nav_buffer", vec![4, 6, 3, 2]), ("sig_buffer", vec![8, 9, 2]), ("single_buffer", vec![16, 16])]
     {
         let b = r.buffer(name).unwrap();
         assert_eq!((b.dtype(), b.data.shape().to_vec()), (DType::F32, shape), "{name}");
@@ -196,8 +199,7 @@ fn correlate_peaks_reads_each_peak_and_rejects_peaks_outside_the_frame() {
         assert_eq!(raw(&results.udfs[0], "correlation"), expected, "{case:?}");
     });
     let outside = params(&[("peaks", array(&[1, 2], vec![11.0, 0.0]))]);
-    let (kind, message) =
-        returned_error(run_one(&path, &example("correlate_peaks"), outside, RunOptions::default()));
+    let (kind, message) = returned_error(run_one(&path, &example("correlate_peaks"), outside, RunOptions::default()));
     assert_eq!(kind, ErrorKind::BadParam);
     assert!(message.contains("(11, 0)") && message.contains("11 x 13"), "{message}");
 }
@@ -442,7 +444,10 @@ fn sparse_correlation_finds_the_best_shift_of_the_template_around_each_peak() {
         for &(py, px) in &peaks {
             let mut map = vec![0.0; side * side];
             for (m, value) in map.iter_mut().enumerate() {
-                let (cy, cx) = (py as isize + (m / side) as isize - steps as isize, px as isize + (m % side) as isize - steps as isize);
+                let (cy, cx) = (
+                    py as isize + (m / side) as isize - steps as isize,
+                    px as isize + (m % side) as isize - steps as isize,
+                );
                 for y in cy - crop as isize..=cy + crop as isize {
                     for x in cx - crop as isize..=cx + crop as isize {
                         let d = (((y - cy) * (y - cy) + (x - cx) * (x - cx)) as f64).sqrt();

@@ -64,12 +64,20 @@ impl Udf for SparseCorrelation {
         let peaks = peaks(params)?;
         let mut masks = Vec::new();
         for (i, &[py, px]) in peaks.iter().enumerate() {
-            for (shift, (dy, dx)) in (0..=2 * steps).flat_map(|dy| (0..=2 * steps).map(move |dx| (dy, dx))).enumerate() {
+            for (shift, (dy, dx)) in (0..=2 * steps).flat_map(|dy| (0..=2 * steps).map(move |dx| (dy, dx))).enumerate()
+            {
                 for (ty, tx) in (0..=2 * crop).flat_map(|ty| (0..=2 * crop).map(move |tx| (ty, tx))) {
                     let d = ((ty as f64 - crop as f64).powi(2) + (tx as f64 - crop as f64).powi(2)).sqrt();
-                    let (y, x) = ((py + dy + ty) as isize - (steps + crop) as isize, (px + dx + tx) as isize - (steps + crop) as isize);
+                    let (y, x) = (
+                        (py + dy + ty) as isize - (steps + crop) as isize,
+                        (px + dx + tx) as isize - (steps + crop) as isize,
+                    );
                     if d <= radius && d > 0.0 && (0..sy as isize).contains(&y) && (0..sx as isize).contains(&x) {
-                        masks.push((i * maps(steps as i64)? as usize + shift, y as usize * sx + x as usize, (d / radius) as f32));
+                        masks.push((
+                            i * maps(steps as i64)? as usize + shift,
+                            y as usize * sx + x as usize,
+                            (d / radius) as f32,
+                        ));
                     }
                 }
             }
@@ -99,14 +107,18 @@ impl Udf for SparseCorrelation {
         let corr = results.view::<f32>("corr")?.to_owned();
         let side = 2 * self.steps + 1;
         let (mut centers, mut refineds, mut heights, mut elevations) = (vec![], vec![], vec![], vec![]);
-        for (map, &[py, px]) in corr.iter().copied().collect::<Vec<f32>>().chunks(side * side).zip(self.peaks.iter().cycle()) {
+        for (map, &[py, px]) in
+            corr.iter().copied().collect::<Vec<f32>>().chunks(side * side).zip(self.peaks.iter().cycle())
+        {
             let best = (0..map.len()).fold(0, |b, i| if map[i] > map[b] { i } else { b });
             let (cy, cx) = (best / side, best % side);
             let r = 2.min(cy).min(cx).min(side - 1 - cy).min(side - 1 - cx);
             let window = |f: &dyn Fn(usize, usize) -> f64| -> f64 {
                 (cy - r..=cy + r).flat_map(|y| (cx - r..=cx + r).map(move |x| (y, x))).map(|(y, x)| f(y, x)).sum()
             };
-            let low = (cy - r..=cy + r).flat_map(|y| (cx - r..=cx + r).map(move |x| map[y * side + x])).fold(f32::INFINITY, f32::min);
+            let low = (cy - r..=cy + r)
+                .flat_map(|y| (cx - r..=cx + r).map(move |x| map[y * side + x]))
+                .fold(f32::INFINITY, f32::min);
             let weight = |y: usize, x: usize| f64::from(map[y * side + x] - low);
             let total = window(&|y, x| weight(y, x));
             let (ry, rx) = match r {
