@@ -68,55 +68,29 @@ pub trait Scalar: Element + sealed::Sealed {
     }
 }
 
-macro_rules! int_scalar {
-    ($($t:ty),*) => {$(
+/// `Scalar` for a real type: its identities, how `a + b` is done, and whether a NaN
+/// can win `Min` / `Max` (`self != self` is false for integers).
+macro_rules! real_scalar {
+    ($highest:ident, $lowest:ident, |$a:ident, $b:ident| $add:expr; $($t:ty),*) => {$(
         impl sealed::Sealed for $t {}
         impl Scalar for $t {
-            const HIGHEST: Self = <$t>::MAX;
-            const LOWEST: Self = <$t>::MIN;
+            const HIGHEST: Self = <$t>::$highest;
+            const LOWEST: Self = <$t>::$lowest;
             fn to_parts(self) -> (f64, f64) {
                 (self as f64, 0.0)
             }
             fn from_parts(re: f64, _: f64) -> Self {
                 re as $t
             }
+            #[allow(clippy::eq_op)]
             fn combine(self, other: Self, op: Merge) -> Self {
+                let ($a, $b) = (self, other);
                 match op {
-                    Merge::Add => self.wrapping_add(other),
-                    Merge::Min => self.min(other),
-                    Merge::Max => self.max(other),
-                    Merge::Assign => other,
-                }
-            }
-            fn add_frames_fast(acc: &mut ArrayViewMutD<'_, Self>, frames: &ArrayViewD<'_, Self>) -> bool {
-                crate::simd::add_frames(acc, frames);
-                true
-            }
-        }
-    )*};
-}
-
-int_scalar!(u8, u16, u32, u64, i8, i16, i32, i64);
-
-macro_rules! float_scalar {
-    ($($t:ty),*) => {$(
-        impl sealed::Sealed for $t {}
-        impl Scalar for $t {
-            const HIGHEST: Self = <$t>::INFINITY;
-            const LOWEST: Self = <$t>::NEG_INFINITY;
-            fn to_parts(self) -> (f64, f64) {
-                (self as f64, 0.0)
-            }
-            fn from_parts(re: f64, _: f64) -> Self {
-                re as $t
-            }
-            fn combine(self, other: Self, op: Merge) -> Self {
-                match op {
-                    Merge::Add => self + other,
+                    Merge::Add => $add,
                     // NaN wins, as with np.minimum / np.maximum.
-                    Merge::Min => if self <= other || self.is_nan() { self } else { other },
-                    Merge::Max => if self >= other || self.is_nan() { self } else { other },
-                    Merge::Assign => other,
+                    Merge::Min => if $a <= $b || $a != $a { $a } else { $b },
+                    Merge::Max => if $a >= $b || $a != $a { $a } else { $b },
+                    Merge::Assign => $b,
                 }
             }
             fn add_frames_fast(acc: &mut ArrayViewMutD<'_, Self>, frames: &ArrayViewD<'_, Self>) -> bool {
@@ -127,7 +101,8 @@ macro_rules! float_scalar {
     )*};
 }
 
-float_scalar!(f32, f64);
+real_scalar!(MAX, MIN, |a, b| a.wrapping_add(b); u8, u16, u32, u64, i8, i16, i32, i64);
+real_scalar!(INFINITY, NEG_INFINITY, |a, b| a + b; f32, f64);
 
 macro_rules! complex_scalar {
     ($($t:ty => $f:ty),*) => {$(
