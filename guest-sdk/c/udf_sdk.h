@@ -309,6 +309,39 @@ int udf_result_masked(udf_results *out, const char *name, udf_dtype dtype, const
 int udf_result_buffer(udf_results *out, const udf_buffers *b, const char *name);
 
 /* ------------------------------------------------------------------------------------ */
+/* Operations for every dtype (udf_ops.c): the one switch over dtypes lives in the SDK.
+ * Values of the same dtype combine directly (integer addition wraps, as in NumPy); other
+ * dtypes meet as doubles (complex: their float parts; complex and real do not mix), and
+ * integers saturate. Errors go through udf_fail and return -1. */
+
+/** How two values combine: merge rules and accumulation. */
+typedef enum udf_merge_op {
+    UDF_MERGE_ADD,    /**< a + b (bool: or) */
+    UDF_MERGE_MIN,    /**< the smaller; NaN wins (np.minimum); not for complex */
+    UDF_MERGE_MAX,    /**< the larger; NaN wins (np.maximum); not for complex */
+    UDF_MERGE_ASSIGN, /**< b: copy (and convert) */
+} udf_merge_op;
+
+/** dest = dest op src, elementwise, for two views of the same shape (any dtypes). */
+int udf_view_combine(udf_view dest, udf_view src, udf_merge_op op);
+/** dest = dest op frame for every frame of `frames` ([n, *dest shape]): with
+ *  UDF_MERGE_ADD, `udf_view_accumulate(udf_buffer(results, "sum"), &tile->data, ...)`
+ *  adds a tile's frames to a sig buffer's part under the tile. */
+int udf_view_accumulate(udf_view dest, const udf_view *frames, udf_merge_op op);
+/** Every element = value (complex: value + 0i). */
+int udf_view_fill(udf_view v, double value);
+/** Every element = the identity of `op`: +inf / -inf (integers: their extremes) for
+ *  UDF_MERGE_MIN / UDF_MERGE_MAX, 0 otherwise. */
+int udf_view_fill_identity(udf_view v, udf_merge_op op);
+/** The sum of the elements as a double (complex: of the real parts). */
+double udf_view_sum(const udf_view *v);
+/** out[f] += sum of frame f of the tile, for a nav buffer's view of the tile (T,). */
+int udf_tile_add_frame_sums(const udf_tile *t, udf_view out);
+/** Merge buffer `name` of `src` into `dest` (whole buffers): `udf_merge(dest, src,
+ *  "intensity", UDF_MERGE_ADD)` is LiberTEM's `dest.intensity[:] += src.intensity`. */
+int udf_merge(udf_buffers *dest, const udf_buffers *src, const char *name, udf_merge_op op);
+
+/* ------------------------------------------------------------------------------------ */
 /* The plugin */
 
 typedef struct udf_run_plan {
@@ -348,6 +381,53 @@ const udf_plugin *udf_plugin_get(void);
 /** Export a plugin (a `udf_plugin` variable), once per program. */
 #define UDF_EXPORT(plugin)                                                                                 \
     const udf_plugin *udf_plugin_get(void) { return &(plugin); }
+
+/* ------------------------------------------------------------------------------------ */
+/* Frame maps (udf_map.c): LiberTEM's AutoUDF / ctx.map */
+
+/** A function of one frame. The plugin's nav buffer `result` holds its value per frame. */
+typedef struct udf_map {
+    /** The frame's element type (the preferred input dtype; frames of another input dtype
+     *  are converted to it). */
+    udf_dtype frame_dtype;
+    /** The value's element type. */
+    udf_dtype value_dtype;
+    /** The value's shape for a dataset: writes it to `shape` and returns its number of
+     *  axes. NULL: the value is one number. */
+    size_t (*shape)(const udf_dataset *ds, uint64_t *shape);
+    /** Write the value for `frame` (a view of the signal shape) to `out` (the frame's
+     *  entry of `result`: the value's shape, or (1,)). Returns 0 or udf_fail(...). */
+    int (*f)(const udf_view *frame, udf_view *out);
+} udf_map;
+
+/** Defined by UDF_EXPORT_MAP. */
+const udf_map *udf_map_get(void);
+/* The callbacks UDF_EXPORT_MAP's plugin uses. */
+int udf_map_result_buffers(const udf_params *params, const udf_dataset *dataset, udf_decls *out);
+int udf_map_init(udf_context *ctx);
+void udf_map_finish(udf_context *ctx);
+int udf_map_process_frame(udf_context *ctx, const udf_frame *frame, udf_buffers *results);
+
+/** Export a frame map as the plugin, once per program:
+ *
+ *      static int sum(const udf_view *frame, udf_view *out) {
+ *          *(double *)out->data = udf_view_sum(frame);
+ *          return 0;
+ *      }
+ *      UDF_EXPORT_MAP("frame-sum", "The sum of each frame", UDF_F32, UDF_F64, NULL, sum)
+ */
+#define UDF_EXPORT_MAP(NAME, SUMMARY, FRAME_DTYPE, VALUE_DTYPE, SHAPE, F)                                        \
+    static const udf_map udf_map_value_ = {(FRAME_DTYPE), (VALUE_DTYPE), (SHAPE), (F)};                          \
+    const udf_map *udf_map_get(void) { return &udf_map_value_; }                                               \
+    static const udf_plugin udf_map_plugin_ = {                                                                \
+        .description = {.name = (NAME), .version = "0.1.0", .summary = (SUMMARY), .methods = {UDF_METHOD_FRAME}, \
+                        .n_methods = 1, .input_dtype = (FRAME_DTYPE)},                                         \
+        .result_buffers = udf_map_result_buffers,                                                              \
+        .init = udf_map_init,                                                                                  \
+        .process_frame = udf_map_process_frame,                                                                \
+        .finish = udf_map_finish,                                                                              \
+    };                                                                                                         \
+    UDF_EXPORT(udf_map_plugin_)
 
 #ifdef __cplusplus
 }
