@@ -15,33 +15,12 @@ fn root() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
-/// The fenced ```rust blocks of `markdown`.
-fn rust_blocks(markdown: &str) -> Vec<String> {
-    let mut blocks = Vec::new();
-    let mut current: Option<String> = None;
-    for line in markdown.lines() {
-        match (&mut current, line.trim_end()) {
-            (None, "```rust") => current = Some(String::new()),
-            (Some(block), "```") => {
-                blocks.push(std::mem::take(block));
-                current = None;
-            }
-            (Some(block), _) => {
-                block.push_str(line);
-                block.push('\n');
-            }
-            (None, _) => {}
-        }
-    }
-    blocks
-}
-
 #[test]
 fn the_readme_shows_the_compiled_sdk_examples_unchanged() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
     let section = &readme[readme.find("## Writing a plugin in Rust").expect("the README's Rust section")..];
     let section = &section[..section.find("\n## ").unwrap_or(section.len())];
-    let blocks = rust_blocks(section);
+    let blocks = fenced_blocks(section, "rust");
     let examples = ["short_sum.rs", "frame_map.rs"];
     assert_eq!(blocks.len(), examples.len(), "the README's Rust plugins are exactly the tested examples");
     for (block, file) in blocks.iter().zip(examples) {
@@ -85,4 +64,50 @@ fn the_frame_map_example_gives_the_row_sums_of_every_frame() {
     assert_eq!((b.dtype(), b.data.shape().to_vec()), (DType::F32, vec![4, 6, 9]));
     let expected: Vec<f64> = (0..24).flat_map(|n| data.frame(n).chunks(7).map(|row| row.iter().sum::<f64>())).collect();
     assert_close(&to_f64(&b.data), &expected, 1e-6, "row sums");
+}
+
+/// The fenced blocks of `markdown` in `language`.
+fn fenced_blocks(markdown: &str, language: &str) -> Vec<String> {
+    let open = format!("```{language}");
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in markdown.lines() {
+        match (&mut current, line.trim_end()) {
+            (None, fence) if fence == open => current = Some(String::new()),
+            (Some(block), "```") => {
+                blocks.push(std::mem::take(block));
+                current = None;
+            }
+            (Some(block), _) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    blocks
+}
+
+#[test]
+fn the_polyglot_guides_show_the_tested_examples_unchanged() {
+    // docs/plugins/<language>.md shows these plugins of plugins/polyglot/, which
+    // tests/all/polyglot.rs builds and runs.
+    for (guide, fence, files) in [
+        ("c.md", "c", ["c/max/max.c", "c/map/map.c"]),
+        ("zig.md", "zig", ["zig/max/max.zig", "zig/map/map.zig"]),
+        ("python.md", "python", ["python/max/app.py", "python/map/app.py"]),
+        ("js.md", "js", ["js/max/max.js", "js/map/map.js"]),
+    ] {
+        let text = std::fs::read_to_string(root().join("docs/plugins").join(guide)).unwrap();
+        let blocks = fenced_blocks(&text, fence);
+        for file in files {
+            let source = std::fs::read_to_string(root().join("plugins/polyglot").join(file)).unwrap();
+            assert!(blocks.contains(&source), "docs/plugins/{guide} does not show plugins/polyglot/{file} unchanged");
+        }
+    }
+    // The README's one-line Python frame map is the example's last line.
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let map = std::fs::read_to_string(root().join("plugins/polyglot/python/map/app.py")).unwrap();
+    let line = map.lines().last().expect("the map line");
+    assert!(fenced_blocks(&readme, "python").iter().any(|b| b.trim_end() == line), "README: {line}");
 }
