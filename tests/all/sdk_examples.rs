@@ -111,3 +111,26 @@ fn the_polyglot_guides_show_the_tested_examples_unchanged() {
     let line = map.lines().last().expect("the map line");
     assert!(fenced_blocks(&readme, "python").iter().any(|b| b.trim_end() == line), "README: {line}");
 }
+
+/// Run a unit-test script of a polyglot SDK (`tests/sdk_units/`) with `program`.
+#[track_caller]
+fn run_script(program: &str, script: &str) {
+    let path = root().join("tests/sdk_units").join(script);
+    let out = std::process::Command::new(program)
+        .arg(&path)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {program} (needed for {script}; scripts/test.sh installs it): {e}"));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{script} failed:\n{text}");
+    assert!(text.contains(" passed"), "{script} ran no tests:\n{text}");
+}
+
+#[test]
+fn the_python_sdks_helpers_pass_their_unit_tests() {
+    run_script("python3", "python_sdk.py");
+}
+
+#[test]
+fn the_javascript_sdks_helpers_pass_their_unit_tests() {
+    run_script("node", "js_sdk.mjs");
+}
