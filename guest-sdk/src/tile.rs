@@ -259,3 +259,74 @@ fn converted_real(data: &wit::ArrayData, range: std::ops::Range<usize>) -> Resul
     }
     crate::ops::converted::<f64>(data, range)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bindings::udf::plugin::types::{
+        DatasetMeta, DeviceClass, Method, Ndarray, Param, PartitionMeta, SigSlice,
+    };
+    use crate::params::Params;
+
+    /// A 4 x 5 frame; a tile of 2 frames (compressed 7 and 8, true 10 and 12) covering
+    /// rows 1..3 and columns 2..5; a `mask` param of shape (2, 4, 5) holding 0..40.
+    fn fixture() -> (Context, wit::Tile) {
+        let mask = ParamValue::Array(Ndarray {
+            dtype: Dtype::Float64,
+            shape: vec![2, 4, 5],
+            data: wit::ArrayData::Float64((0..40).map(f64::from).collect()),
+        });
+        let ctx = Context {
+            params: Params::new(vec![Param { name: "mask".into(), value: mask }]),
+            dataset: DatasetMeta {
+                nav_shape: vec![4, 4],
+                sig_shape: vec![4, 5],
+                dataset_dtype: Dtype::Uint16,
+                input_dtype: Dtype::Uint16,
+                roi_count: Some(9),
+                device_class: DeviceClass::Cpu,
+                threads_per_worker: 1,
+            },
+            partition: Some(PartitionMeta {
+                index: 1,
+                origin: 6,
+                frames: 3,
+                method: Method::Tile,
+                tiling_scheme: Vec::new(),
+                tile_depth: 2,
+            }),
+        };
+        let tile = wit::Tile {
+            origin: 7,
+            frames: 2,
+            scheme_index: 0,
+            sig: SigSlice { origin: vec![1, 2], shape: vec![2, 3] },
+            true_nav_indices: vec![10, 12],
+            data: wit::ArrayData::Uint16((0..12).collect()),
+        };
+        (ctx, tile)
+    }
+
+    #[test]
+    fn sig_arrays_are_cut_to_the_tile_and_frames_convert() {
+        let (ctx, raw) = fixture();
+        let tile = Tile { raw: &raw, ctx: &ctx, dtype: Dtype::Uint16, sig_shape: vec![2, 3] };
+        assert_eq!(tile.nav_range(), 7..9);
+        assert_eq!(tile.coordinates(), vec![vec![2, 2], vec![3, 0]]);
+        let part = tile.sig_param::<f64>("mask").unwrap();
+        assert_eq!(part.shape(), &[2, 2, 3]);
+        // Mask m, row y, column x holds 20 m + 5 y + x; the tile starts at row 1, column 2.
+        assert_eq!(part[[0, 0, 0]], 7.0);
+        assert_eq!(part[[1, 1, 2]], 20.0 + 10.0 + 4.0);
+        let wrong = ndarray::ArrayD::<f32>::zeros(IxDyn(&[4, 4]));
+        let message = tile.sig_part(wrong.view()).unwrap_err().message;
+        assert!(message.contains("[4, 4]") && message.contains("signal shape [4, 5]"), "{message}");
+        assert!(tile.sig_param::<f32>("mask").unwrap_err().message.contains("'mask'"));
+        assert_eq!(tile.to_f64().unwrap().shape(), &[2, 2, 3]);
+        let frame = tile.frame(1);
+        assert_eq!(frame.sum().unwrap(), (6..12).sum::<u16>() as f64);
+        assert_eq!(frame.values::<f32>().unwrap().as_slice().unwrap(), &[6.0, 7.0, 8.0, 9.0, 10.0, 11.0]);
+        assert_eq!(frame.values::<u16>().unwrap()[[1, 2]], 11, "borrowed when the dtype is the input's");
+        assert_eq!(tile.nav_offset(), 1);
+    }
+}

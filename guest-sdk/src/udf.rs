@@ -234,4 +234,24 @@ mod tests {
         let flat = ndarray::Array::from_vec((0..6).map(f64::from).collect()).into_dyn();
         assert_eq!(all.expand_nav(&flat.view(), 0.0).unwrap().shape(), &[2, 3]);
     }
+
+    /// A plugin that declares nothing.
+    struct Bare;
+
+    impl Udf for Bare {
+        fn new(_: &Context) -> Result<Self> {
+            Ok(Bare)
+        }
+    }
+
+    #[test]
+    fn a_plugin_without_declaration_or_description_fails_clearly() {
+        let meta = ctx(None).dataset;
+        let err = Bare::result_buffers(&Params::default(), &meta).unwrap_err();
+        assert!(err.message.contains("neither Udf::declare nor Udf::result_buffers"), "{}", err.message);
+        let panic = std::panic::catch_unwind(Bare::describe).unwrap_err();
+        let message =
+            panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
+        assert!(message.unwrap_or_default().contains("neither Udf::declare nor Udf::describe"));
+    }
 }
