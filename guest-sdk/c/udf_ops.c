@@ -160,6 +160,7 @@ int udf_view_fill(udf_view v, double value) {
 int udf_view_fill_identity(udf_view v, udf_merge_op op) {
     if (check_op(v.dtype, op)) return -1;
     double identity = op == UDF_MERGE_MIN ? INFINITY : op == UDF_MERGE_MAX ? -INFINITY : 0;
+    if (v.dtype == UDF_BOOL) identity = op == UDF_MERGE_MIN; /* and: true, or: false */
     return udf_view_fill(v, identity);
 }
 

@@ -55,30 +55,23 @@ impl Udf for SparseCorrelation {
     /// LiberTEM's `get_task_data`: the sparse mask stack.
     fn new(ctx: &Context) -> Result<Self> {
         let (sy, sx) = udf_sdk::frame_shape_2d(ctx.dataset(), "sparse-correlation")?;
-        let (params, steps) = (ctx.params(), ctx.params().int("steps")? as usize);
-        let radius = params.float("radius")?;
+        let params = ctx.params();
+        maps(params.int("steps")?)?; // checks the range
+        let (steps, radius) = (params.int("steps")? as usize, params.float("radius")?);
         if !(radius > 0.0 && radius < 1e3) {
             return Err(UdfError::bad_param(format!("radius must be in (0, 1000), found {radius}")));
         }
-        let crop = (2.0 * radius).ceil() as usize;
-        let peaks = peaks(params)?;
-        let mut masks = Vec::new();
-        for (i, &[py, px]) in peaks.iter().enumerate() {
-            for (shift, (dy, dx)) in (0..=2 * steps).flat_map(|dy| (0..=2 * steps).map(move |dx| (dy, dx))).enumerate()
-            {
-                for (ty, tx) in (0..=2 * crop).flat_map(|ty| (0..=2 * crop).map(move |tx| (ty, tx))) {
-                    let d = ((ty as f64 - crop as f64).powi(2) + (tx as f64 - crop as f64).powi(2)).sqrt();
-                    let (y, x) = (
-                        (py + dy + ty) as isize - (steps + crop) as isize,
-                        (px + dx + tx) as isize - (steps + crop) as isize,
-                    );
-                    if d <= radius && d > 0.0 && (0..sy as isize).contains(&y) && (0..sx as isize).contains(&x) {
-                        masks.push((
-                            i * maps(steps as i64)? as usize + shift,
-                            y as usize * sx + x as usize,
-                            (d / radius) as f32,
-                        ));
-                    }
+        let (crop, peaks, mut masks) = ((2.0 * radius).ceil() as usize, peaks(params)?, Vec::new());
+        for (mask, ([py, px], (dy, dx))) in
+            peaks.iter().flat_map(|&p| grid(2 * steps + 1).map(move |s| (p, s))).enumerate()
+        {
+            for (ty, tx) in grid(2 * crop + 1) {
+                let d = ((ty as f64 - crop as f64).powi(2) + (tx as f64 - crop as f64).powi(2)).sqrt();
+                let inside = |v: usize, n: usize| v.checked_sub(steps + crop).filter(|&v| v < n);
+                if let (Some(y), Some(x)) = (inside(py + dy + ty, sy), inside(px + dx + tx, sx))
+                    && d <= radius
+                {
+                    masks.push((mask, y * sx + x, (d / radius) as f32));
                 }
             }
         }
@@ -86,17 +79,17 @@ impl Udf for SparseCorrelation {
     }
 
     fn process_tile(&mut self, tile: &Tile<'_>, results: &mut Buffers) -> Result<()> {
-        let (origin, shape) = (tile.sig_origin(), tile.sig_shape());
+        let (origin, shape) = (tile.sig_origin(), tile.sig_shape()); // LiberTEM's self.meta.slice
         let data = tile.to_f64()?.into_shape_with_order((tile.frames(), tile.frame_len()))?;
         let mut corr = results.view_mut::<f32>("corr")?; // (frames in tile, masks)
         for &(mask, pixel, weight) in &self.masks {
             let (y, x) = ((pixel / self.frame_width) as u64, (pixel % self.frame_width) as u64);
-            if y < origin[0] || x < origin[1] || y >= origin[0] + shape[0] as u64 || x >= origin[1] + shape[1] as u64 {
-                continue;
-            }
-            let local = (y - origin[0]) as usize * shape[1] + (x - origin[1]) as usize;
-            for f in 0..tile.frames() {
-                corr[[f, mask]] += weight * (1.0 + data[[f, local]].max(0.0)).ln() as f32;
+            let (Some(ly), Some(lx)) = (y.checked_sub(origin[0]), x.checked_sub(origin[1])) else { continue };
+            if (ly as usize) < shape[0] && (lx as usize) < shape[1] {
+                for f in 0..tile.frames() {
+                    let value = data[[f, ly as usize * shape[1] + lx as usize]];
+                    corr[[f, mask]] += weight * (1.0 + value.max(0.0)).ln() as f32;
+                }
             }
         }
         Ok(())
@@ -104,42 +97,49 @@ impl Udf for SparseCorrelation {
 
     /// LiberTEM's `postprocess` with blobfinder's `evaluate_correlations`.
     fn postprocess(&mut self, _: &Context, results: &mut Buffers) -> Result<()> {
-        let corr = results.view::<f32>("corr")?.to_owned();
-        let side = 2 * self.steps + 1;
+        let (corr, side, steps) = (results.view::<f32>("corr")?.to_owned(), 2 * self.steps + 1, self.steps as f64);
         let (mut centers, mut refineds, mut heights, mut elevations) = (vec![], vec![], vec![], vec![]);
-        for (map, &[py, px]) in
-            corr.iter().copied().collect::<Vec<f32>>().chunks(side * side).zip(self.peaks.iter().cycle())
-        {
-            let best = (0..map.len()).fold(0, |b, i| if map[i] > map[b] { i } else { b });
-            let (cy, cx) = (best / side, best % side);
-            let r = 2.min(cy).min(cx).min(side - 1 - cy).min(side - 1 - cx);
-            let window = |f: &dyn Fn(usize, usize) -> f64| -> f64 {
-                (cy - r..=cy + r).flat_map(|y| (cx - r..=cx + r).map(move |x| (y, x))).map(|(y, x)| f(y, x)).sum()
-            };
-            let low = (cy - r..=cy + r)
-                .flat_map(|y| (cx - r..=cx + r).map(move |x| map[y * side + x]))
-                .fold(f32::INFINITY, f32::min);
-            let weight = |y: usize, x: usize| f64::from(map[y * side + x] - low);
-            let total = window(&|y, x| weight(y, x));
-            let (ry, rx) = match r {
-                0 => (cy as f64, cx as f64),
-                _ => (window(&|y, x| weight(y, x) * y as f64) / total, window(&|y, x| weight(y, x) * x as f64) / total),
-            };
-            let height = map[best];
-            let slopes = (0..map.len()).filter_map(|i| {
-                let dist = ((ry - (i / side) as f64).powi(2) + (rx - (i % side) as f64).powi(2)).sqrt();
-                (dist >= 1.5).then(|| (f64::from(height - map[i]) / dist) as f32)
-            });
+        let maps: Vec<f32> = corr.iter().copied().collect();
+        for (map, &[py, px]) in maps.chunks(side * side).zip(self.peaks.iter().cycle()) {
+            let ([cy, cx], [ry, rx], height, elevation) = evaluate(map, side);
             centers.extend([(py + cy) as i32 - self.steps as i32, (px + cx) as i32 - self.steps as i32]);
-            refineds.extend([(py as f64 + ry) as f32 - self.steps as f32, (px as f64 + rx) as f32 - self.steps as f32]);
+            refineds.extend([(py as f64 + ry - steps) as f32, (px as f64 + rx - steps) as f32]);
             heights.push(height);
-            elevations.push(slopes.fold(f32::INFINITY, f32::min).max(0.0));
+            elevations.push(elevation);
         }
         results.assign("centers", &centers)?;
         results.assign("refineds", &refineds)?;
         results.assign("peak_values", &heights)?;
         results.assign("peak_elevations", &elevations)
     }
+}
+
+/// One correlation map `side x side`: the position of its maximum, the centre of mass of
+/// `map − min` in the window of radius `min(2, distance to the border)` around it, the
+/// maximum, and the elevation of the tightest cone from the maximum (module docs).
+fn evaluate(map: &[f32], side: usize) -> ([usize; 2], [f64; 2], f32, f32) {
+    let best = (0..map.len()).fold(0, |b, i| if map[i] > map[b] { i } else { b });
+    let (cy, cx, height) = (best / side, best % side, map[best]);
+    let r = 2.min(cy).min(cx).min(side - 1 - cy).min(side - 1 - cx);
+    let window: Vec<(usize, usize)> = grid(2 * r + 1).map(|(y, x)| (cy + y - r, cx + x - r)).collect();
+    let low = window.iter().map(|&(y, x)| map[y * side + x]).fold(f32::INFINITY, f32::min);
+    let mass = |f: &dyn Fn(usize, usize) -> f64| -> f64 {
+        window.iter().map(|&(y, x)| f64::from(map[y * side + x] - low) * f(y, x)).sum()
+    };
+    let refined = match r {
+        0 => [cy as f64, cx as f64],
+        _ => [mass(&|y, _| y as f64) / mass(&|_, _| 1.0), mass(&|_, x| x as f64) / mass(&|_, _| 1.0)],
+    };
+    let slopes = grid(side).filter_map(|(y, x)| {
+        let dist = ((refined[0] - y as f64).powi(2) + (refined[1] - x as f64).powi(2)).sqrt();
+        (dist >= 1.5).then(|| (f64::from(height - map[y * side + x]) / dist) as f32)
+    });
+    ([cy, cx], refined, height, slopes.fold(f32::INFINITY, f32::min).max(0.0))
+}
+
+/// The positions `(y, x)` of an `n x n` square, in C order.
+fn grid(n: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..n).flat_map(move |y| (0..n).map(move |x| (y, x)))
 }
 
 /// The `peaks` parameter: an `(n, 2)` array of whole, non-negative pixel positions.
