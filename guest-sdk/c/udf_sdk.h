@@ -9,27 +9,23 @@
  *     #include "udf_sdk.h"
  *
  *     static int buffers(const udf_params *p, const udf_dataset *ds, udf_decls *out) {
- *         return udf_decl(out, "intensity", UDF_SIG, UDF_F32, NULL, 0, UDF_NORMAL);
+ *         return udf_decl(out, "intensity", UDF_SIG, ds->input_dtype, NULL, 0, UDF_NORMAL);
  *     }
  *     static int tile(udf_context *ctx, const udf_tile *t, udf_buffers *results) {
- *         udf_view acc = udf_buffer(results, "intensity");     // the tile's part of the frame
- *         for (size_t f = 0; f < t->frames; f++) {
- *             udf_view frame = udf_view_sub(&t->data, f);
- *             for (size_t r = 0; r < udf_view_rows(&acc); r++) {
- *                 float *a = udf_view_row(&acc, r);
- *                 const float *x = udf_view_row(&frame, r);
- *                 for (size_t i = 0; i < udf_view_row_len(&acc); i++) a[i] += x[i];
- *             }
- *         }
- *         return 0;
+ *         // the tile's frames into the tile's part of the frame, whatever the dtype
+ *         return udf_view_accumulate(udf_buffer(results, "intensity"), &t->data, UDF_MERGE_ADD);
  *     }
- *     ...
+ *     static int merge(const udf_merge_context *ctx, udf_buffers *dest, const udf_buffers *src) {
+ *         return udf_merge(dest, src, "intensity", UDF_MERGE_ADD);
+ *     }
  *     static const udf_plugin SUM = {
  *         .description = {.name = "my-sum", .version = "0.1.0", .summary = "Sum of all frames",
- *                         .custom_merge = true},
+ *                         .input_dtype = UDF_F32, .custom_merge = true},
  *         .result_buffers = buffers, .process_tile = tile, .merge = merge,
  *     };
  *     UDF_EXPORT(SUM)
+ *
+ * A function of one frame is a whole plugin with UDF_EXPORT_MAP (below).
  *
  * Conventions: callbacks return 0 on success; on failure they return
  * `udf_fail(kind, fmt, ...)` (which returns -1) and the host receives a typed `udf-error`.

@@ -8,22 +8,19 @@
 //     import * as sdk from './udf-sdk.js';
 //
 //     class Sum extends sdk.Udf {
-//       static description = sdk.description({
-//         name: 'my-sum', version: '0.1.0', summary: 'Sum of all frames', customMerge: true,
-//       });
-//       static resultBuffers(params, dataset) {
-//         return [sdk.buffer.sig('intensity', dataset.inputDtype)];
-//       }
+//       static description = sdk.description({ name: 'my-sum', version: '0.1.0', summary: 'Sum of all frames' });
+//       // dtype: the run's input dtype; 'add': how the default merge combines it
+//       static buffers = [sdk.buffer.sig('intensity', sdk.INPUT, [], 'normal', 'add')];
 //       processTile(tile, results) {
-//         const acc = results.get('intensity');          // the tile's part of the frame
-//         for (let f = 0; f < tile.frames; f++) sdk.iadd(acc, tile.data.sub(f));
-//       }
-//       static merge(ctx, dest, src) {
-//         sdk.iadd(dest.get('intensity'), src.get('intensity'));
+//         results.accumulate('intensity', tile, 'add');  // the tile's part of the frame
 //       }
 //     }
 //
 //     export const udf = sdk.exportUdf(Sum);             // the exported interface `udf`
+//
+// A function of one frame is a whole plugin (LiberTEM's `ctx.map`):
+//
+//     export const udf = sdk.exportMap('row-sums', (frame) => Array.from(frame.rows(), (r) => r.reduce((a, b) => a + b, 0)));
 //
 // Arrays arrive as bytes (the plugin declares `data-access: bytes`) and are viewed as typed
 // arrays (Float32Array, ...) over the same memory, without a copy. Dtypes are NumPy names

@@ -8,22 +8,18 @@ and pure ``merge`` / ``get_results``. A sum plugin::
     import udf_sdk as udf
 
     class Sum(udf.Udf):
-        description = udf.Description("my-sum", "0.1.0", "Sum of all frames", custom_merge=True)
-
-        @staticmethod
-        def result_buffers(params, dataset):
-            return [udf.BufferDecl.sig("intensity", dataset.input_dtype)]
+        description = udf.Description("my-sum", "0.1.0", "Sum of all frames")
+        # dtype: the run's input dtype; merge: how the default merge combines it
+        buffers = [udf.BufferDecl.sig("intensity", udf.INPUT, merge="add")]
 
         def process_tile(self, tile, results):
-            acc = results["intensity"]            # the tile's part of the frame
-            for frame in tile.data:              # tile.data: [frames, *sig slice]
-                udf.iadd(acc, frame)
-
-        @staticmethod
-        def merge(ctx, dest, src):
-            udf.iadd(dest["intensity"], src["intensity"])
+            results.accumulate("intensity", tile, "add")  # the tile's part of the frame
 
     Udf = udf.export(Sum)                        # componentize-py looks for `Udf`
+
+A function of one frame is a whole plugin (LiberTEM's ``ctx.map``)::
+
+    Udf = udf.frame_map("row-sums", lambda frame: [float(sum(row)) for row in frame.rows()])
 
 Arrays arrive as ``bytes`` (the plugin declares ``data-access: bytes``) and are viewed as
 typed ``memoryview`` objects without a copy; there is no NumPy inside wasm. Dtypes are

@@ -5,16 +5,8 @@
 //! Frames arrive as float32 (float64 data is converted).
 
 const udf = @import("udf");
-
-fn rows(ds: *const udf.c.udf_dataset, shape: []u64) usize {
-    shape[0] = ds.sig_shape[0];
-    return 1;
-}
-
+fn rows(ds: *const udf.c.udf_dataset, shape: []u64) usize { shape[0] = ds.sig_shape[0]; return 1; }
 fn rowSums(frame: udf.View, out: []f32) void {
     for (out, 0..) |*o, y| o.* = @floatCast(udf.sum(udf.sub(frame, y)));
 }
-
-comptime {
-    udf.exportMap("row-sums", "Sum of each row of every frame (a frame map), Zig", f32, f32, rows, rowSums);
-}
+comptime { udf.exportMap("row-sums", "Sum of each row of every frame (a frame map), Zig", f32, f32, rows, rowSums); }
