@@ -1,6 +1,7 @@
-//! Build every plugin in `plugins/` and probe in `tests/probes/` for wasm32-wasip2, so
-//! the tests run real components. They go to `target/wasm-plugins/` (a separate target
-//! directory: the outer cargo holds the lock on its own).
+//! Build every plugin in `plugins/` and `plugins/examples/` and probe in `tests/probes/`
+//! for wasm32-wasip2, so the tests run real components. They go to
+//! `target/wasm-plugins/` (a separate target directory: the outer cargo holds the lock on
+//! its own).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -18,6 +19,11 @@ fn main() {
 
     let mut packages = crates_in(&root.join("plugins"));
     let reference: Vec<String> = packages.iter().map(|(_, lib)| lib.clone()).collect();
+    // The gallery of LiberTEM's documented UDFs (plugins/examples/*/).
+    let examples = crates_in(&root.join("plugins/examples"));
+    let example_names: Vec<String> = examples.iter().map(|(_, lib)| lib.clone()).collect();
+    println!("cargo:rustc-env=UDF_EXAMPLE_PLUGIN_NAMES={}", example_names.join(","));
+    packages.extend(examples);
     packages.extend(crates_in(&root.join("tests/probes")));
     let target_dir = root.join("target").join("wasm-plugins");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());

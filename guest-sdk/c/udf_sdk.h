@@ -9,27 +9,23 @@
  *     #include "udf_sdk.h"
  *
  *     static int buffers(const udf_params *p, const udf_dataset *ds, udf_decls *out) {
- *         return udf_decl(out, "intensity", UDF_SIG, UDF_F32, NULL, 0, UDF_NORMAL);
+ *         return udf_decl(out, "intensity", UDF_SIG, ds->input_dtype, NULL, 0, UDF_NORMAL);
  *     }
  *     static int tile(udf_context *ctx, const udf_tile *t, udf_buffers *results) {
- *         udf_view acc = udf_buffer(results, "intensity");     // the tile's part of the frame
- *         for (size_t f = 0; f < t->frames; f++) {
- *             udf_view frame = udf_view_sub(&t->data, f);
- *             for (size_t r = 0; r < udf_view_rows(&acc); r++) {
- *                 float *a = udf_view_row(&acc, r);
- *                 const float *x = udf_view_row(&frame, r);
- *                 for (size_t i = 0; i < udf_view_row_len(&acc); i++) a[i] += x[i];
- *             }
- *         }
- *         return 0;
+ *         // the tile's frames into the tile's part of the frame, whatever the dtype
+ *         return udf_view_accumulate(udf_buffer(results, "intensity"), &t->data, UDF_MERGE_ADD);
  *     }
- *     ...
+ *     static int merge(const udf_merge_context *ctx, udf_buffers *dest, const udf_buffers *src) {
+ *         return udf_merge(dest, src, "intensity", UDF_MERGE_ADD);
+ *     }
  *     static const udf_plugin SUM = {
  *         .description = {.name = "my-sum", .version = "0.1.0", .summary = "Sum of all frames",
- *                         .custom_merge = true},
+ *                         .input_dtype = UDF_F32, .custom_merge = true},
  *         .result_buffers = buffers, .process_tile = tile, .merge = merge,
  *     };
  *     UDF_EXPORT(SUM)
+ *
+ * A function of one frame is a whole plugin with UDF_EXPORT_MAP (below).
  *
  * Conventions: callbacks return 0 on success; on failure they return
  * `udf_fail(kind, fmt, ...)` (which returns -1) and the host receives a typed `udf-error`.
@@ -309,6 +305,39 @@ int udf_result_masked(udf_results *out, const char *name, udf_dtype dtype, const
 int udf_result_buffer(udf_results *out, const udf_buffers *b, const char *name);
 
 /* ------------------------------------------------------------------------------------ */
+/* Operations for every dtype (udf_ops.c): the one switch over dtypes lives in the SDK.
+ * Values of the same dtype combine directly (integer addition wraps, as in NumPy); other
+ * dtypes meet as doubles (complex: their float parts; complex and real do not mix), and
+ * integers saturate. Errors go through udf_fail and return -1. */
+
+/** How two values combine: merge rules and accumulation. */
+typedef enum udf_merge_op {
+    UDF_MERGE_ADD,    /**< a + b (bool: or) */
+    UDF_MERGE_MIN,    /**< the smaller; NaN wins (np.minimum); not for complex */
+    UDF_MERGE_MAX,    /**< the larger; NaN wins (np.maximum); not for complex */
+    UDF_MERGE_ASSIGN, /**< b: copy (and convert) */
+} udf_merge_op;
+
+/** dest = dest op src, elementwise, for two views of the same shape (any dtypes). */
+int udf_view_combine(udf_view dest, udf_view src, udf_merge_op op);
+/** dest = dest op frame for every frame of `frames` ([n, *dest shape]): with
+ *  UDF_MERGE_ADD, `udf_view_accumulate(udf_buffer(results, "sum"), &tile->data, ...)`
+ *  adds a tile's frames to a sig buffer's part under the tile. */
+int udf_view_accumulate(udf_view dest, const udf_view *frames, udf_merge_op op);
+/** Every element = value (complex: value + 0i). */
+int udf_view_fill(udf_view v, double value);
+/** Every element = the identity of `op`: +inf / -inf (integers: their extremes) for
+ *  UDF_MERGE_MIN / UDF_MERGE_MAX, 0 otherwise. */
+int udf_view_fill_identity(udf_view v, udf_merge_op op);
+/** The sum of the elements as a double (complex: of the real parts). */
+double udf_view_sum(const udf_view *v);
+/** out[f] += sum of frame f of the tile, for a nav buffer's view of the tile (T,). */
+int udf_tile_add_frame_sums(const udf_tile *t, udf_view out);
+/** Merge buffer `name` of `src` into `dest` (whole buffers): `udf_merge(dest, src,
+ *  "intensity", UDF_MERGE_ADD)` is LiberTEM's `dest.intensity[:] += src.intensity`. */
+int udf_merge(udf_buffers *dest, const udf_buffers *src, const char *name, udf_merge_op op);
+
+/* ------------------------------------------------------------------------------------ */
 /* The plugin */
 
 typedef struct udf_run_plan {
@@ -348,6 +377,53 @@ const udf_plugin *udf_plugin_get(void);
 /** Export a plugin (a `udf_plugin` variable), once per program. */
 #define UDF_EXPORT(plugin)                                                                                 \
     const udf_plugin *udf_plugin_get(void) { return &(plugin); }
+
+/* ------------------------------------------------------------------------------------ */
+/* Frame maps (udf_map.c): LiberTEM's AutoUDF / ctx.map */
+
+/** A function of one frame. The plugin's nav buffer `result` holds its value per frame. */
+typedef struct udf_map {
+    /** The frame's element type (the preferred input dtype; frames of another input dtype
+     *  are converted to it). */
+    udf_dtype frame_dtype;
+    /** The value's element type. */
+    udf_dtype value_dtype;
+    /** The value's shape for a dataset: writes it to `shape` and returns its number of
+     *  axes. NULL: the value is one number. */
+    size_t (*shape)(const udf_dataset *ds, uint64_t *shape);
+    /** Write the value for `frame` (a view of the signal shape) to `out` (the frame's
+     *  entry of `result`: the value's shape, or (1,)). Returns 0 or udf_fail(...). */
+    int (*f)(const udf_view *frame, udf_view *out);
+} udf_map;
+
+/** Defined by UDF_EXPORT_MAP. */
+const udf_map *udf_map_get(void);
+/* The callbacks UDF_EXPORT_MAP's plugin uses. */
+int udf_map_result_buffers(const udf_params *params, const udf_dataset *dataset, udf_decls *out);
+int udf_map_init(udf_context *ctx);
+void udf_map_finish(udf_context *ctx);
+int udf_map_process_frame(udf_context *ctx, const udf_frame *frame, udf_buffers *results);
+
+/** Export a frame map as the plugin, once per program:
+ *
+ *      static int sum(const udf_view *frame, udf_view *out) {
+ *          *(double *)out->data = udf_view_sum(frame);
+ *          return 0;
+ *      }
+ *      UDF_EXPORT_MAP("frame-sum", "The sum of each frame", UDF_F32, UDF_F64, NULL, sum)
+ */
+#define UDF_EXPORT_MAP(NAME, SUMMARY, FRAME_DTYPE, VALUE_DTYPE, SHAPE, F)                                        \
+    static const udf_map udf_map_value_ = {(FRAME_DTYPE), (VALUE_DTYPE), (SHAPE), (F)};                          \
+    const udf_map *udf_map_get(void) { return &udf_map_value_; }                                               \
+    static const udf_plugin udf_map_plugin_ = {                                                                \
+        .description = {.name = (NAME), .version = "0.1.0", .summary = (SUMMARY), .methods = {UDF_METHOD_FRAME}, \
+                        .n_methods = 1, .input_dtype = (FRAME_DTYPE)},                                         \
+        .result_buffers = udf_map_result_buffers,                                                              \
+        .init = udf_map_init,                                                                                  \
+        .process_frame = udf_map_process_frame,                                                                \
+        .finish = udf_map_finish,                                                                              \
+    };                                                                                                         \
+    UDF_EXPORT(udf_map_plugin_)
 
 #ifdef __cplusplus
 }

@@ -8,22 +8,19 @@
 //     import * as sdk from './udf-sdk.js';
 //
 //     class Sum extends sdk.Udf {
-//       static description = sdk.description({
-//         name: 'my-sum', version: '0.1.0', summary: 'Sum of all frames', customMerge: true,
-//       });
-//       static resultBuffers(params, dataset) {
-//         return [sdk.buffer.sig('intensity', dataset.inputDtype)];
-//       }
+//       static description = sdk.description({ name: 'my-sum', version: '0.1.0', summary: 'Sum of all frames' });
+//       // dtype: the run's input dtype; 'add': how the default merge combines it
+//       static buffers = [sdk.buffer.sig('intensity', sdk.INPUT, [], 'normal', 'add')];
 //       processTile(tile, results) {
-//         const acc = results.get('intensity');          // the tile's part of the frame
-//         for (let f = 0; f < tile.frames; f++) sdk.iadd(acc, tile.data.sub(f));
-//       }
-//       static merge(ctx, dest, src) {
-//         sdk.iadd(dest.get('intensity'), src.get('intensity'));
+//         results.accumulate('intensity', tile, 'add');  // the tile's part of the frame
 //       }
 //     }
 //
 //     export const udf = sdk.exportUdf(Sum);             // the exported interface `udf`
+//
+// A function of one frame is a whole plugin (LiberTEM's `ctx.map`):
+//
+//     export const udf = sdk.exportMap('row-sums', (frame) => Array.from(frame.rows(), (r) => r.reduce((a, b) => a + b, 0)));
 //
 // Arrays arrive as bytes (the plugin declares `data-access: bytes`) and are viewed as typed
 // arrays (Float32Array, ...) over the same memory, without a copy. Dtypes are NumPy names
@@ -246,6 +243,60 @@ export function iadd(dest, src) {
   }
 }
 
+function combineValues(a, b, op) {
+  if (op === 'add') return a + b;
+  if (op === 'assign') return b;
+  if (a !== a) return a; // NaN wins, as with np.minimum / np.maximum
+  if (op === 'min') return a <= b ? a : b;
+  return a >= b ? a : b;
+}
+
+/** `dest = dest op src` elementwise for two views of the same shape; `op`: 'add', 'min',
+ * 'max' (NaN wins, as with np.maximum), 'assign'. Values are converted to `dest`'s type
+ * (typed arrays wrap integers). */
+export function combine(dest, src, op) {
+  if (!MERGES.includes(op)) throw UdfError.internal(`combine: op must be one of ${MERGES.join(', ')}, found ${op}`);
+  if (dest.size !== src.size) throw UdfError.internal(`combine: shapes [${dest.shape}] and [${src.shape}] differ`);
+  if ((op === 'min' || op === 'max') && dest.dtype && isComplex(dest.dtype)) {
+    throw UdfError.internal(`combine: ${dest.dtype} values have no ${op}`);
+  }
+  const big = dest.dtype !== undefined && isBigInt(dest.dtype);
+  const cast = big ? (v) => (typeof v === 'bigint' ? v : BigInt(Math.trunc(Number(v)))) : Number;
+  const d = dest.rows();
+  const s = src.rows();
+  for (;;) {
+    const x = d.next();
+    const y = s.next();
+    if (x.done) break;
+    for (let i = 0; i < x.value.length; i++) x.value[i] = combineValues(cast(x.value[i]), cast(y.value[i]), op);
+  }
+}
+
+/** A view of plain numbers (or BigInts) with `shape`, as a source for `combine`. */
+function valuesView(values, shape) {
+  const big = values.some((v) => typeof v === 'bigint');
+  return new View(big ? BigInt64Array.from(values, BigInt) : Float64Array.from(values, Number), shape);
+}
+
+/** `dest = dest op frame` for every frame of the view `frames` (`[n, ...dest.shape]`). */
+export function accumulate(dest, frames, op) {
+  for (let f = 0; f < frames.shape[0]; f++) combine(dest, frames.sub(f), op);
+}
+
+/** The identity of `op` in `dtype`: +-inf, an integer's extremes, or 0. */
+function identity(dtype, op) {
+  const big = isBigInt(dtype);
+  if (op !== 'min' && op !== 'max') return big ? 0n : 0;
+  if (dtype === 'bool') return op === 'min' ? 1 : 0;
+  if (dtype.startsWith('uint') || dtype.startsWith('int')) {
+    const bits = BigInt(itemsize(dtype) * 8);
+    const [lo, hi] = dtype.startsWith('uint') ? [0n, (1n << bits) - 1n] : [-(1n << (bits - 1n)), (1n << (bits - 1n)) - 1n];
+    const v = op === 'min' ? hi : lo;
+    return big ? v : Number(v);
+  }
+  return op === 'min' ? Infinity : -Infinity;
+}
+
 function arrayBytes(nd) {
   const data = nd.data;
   if (data.tag === 'bytes' || data.tag === 'uint8') return data.val;
@@ -335,13 +386,57 @@ function witDescription(d) {
   };
 }
 
-/** Result buffer declarations: `buffer.nav(name, dtype, extraShape = [], use = 'normal')`
- * (use: 'normal', 'private', 'result-only'). */
+/** Buffer dtype rules besides NumPy names: the run's input dtype, the dataset's dtype, and
+ * `atLeast(name)`, NumPy's `result_type` of the input dtype and `name`. */
+export const INPUT = 'input';
+export const DATASET = 'dataset';
+export const atLeast = (dtype) => `at_least:${dtype}`;
+
+/** NumPy's `result_type` of two dtype names (bool is neutral; uint64 with a signed
+ * integer is float64; integers of up to 16 bits fit float32). */
+export function resultType(a, b) {
+  const kind = (d) => (d === 'bool' ? 'b' : d.startsWith('complex') ? 'c' : d.startsWith('float') ? 'f' : d[0]);
+  const bits = (d) => (kind(d) === 'c' ? itemsize(d) * 4 : itemsize(d) * 8);
+  const [ka, kb] = [kind(a), kind(b)];
+  if (ka === 'b') return b;
+  if (kb === 'b') return a;
+  if ('ui'.includes(ka) && 'ui'.includes(kb)) {
+    if (ka === kb) return bits(a) >= bits(b) ? a : b;
+    const [unsigned, signed] = ka === 'u' ? [a, b] : [b, a];
+    if (bits(signed) > bits(unsigned)) return signed;
+    return bits(unsigned) === 64 ? 'float64' : `int${2 * bits(unsigned)}`;
+  }
+  const need = (d) => ('ui'.includes(kind(d)) ? (bits(d) <= 16 ? 32 : 64) : bits(d));
+  const n = Math.max(need(a), need(b));
+  return ka === 'c' || kb === 'c' ? `complex${2 * n}` : `float${n}`;
+}
+
+const MERGES = ['add', 'min', 'max', 'assign'];
+
+/** Result buffer declarations: `buffer.nav(name, dtype, extraShape = [], use = 'normal',
+ * merge = undefined)`. `dtype`: a NumPy name, `INPUT`, `DATASET` or `atLeast('float32')`;
+ * `extraShape`: an array or `(params, dataset) => [...]`; `use`: 'normal', 'private',
+ * 'result-only'; `merge` ('add', 'min', 'max', 'assign'): how the default `merge` combines
+ * the buffer (nav buffers without one are copied); with 'min' / 'max' it starts at that
+ * rule's identity. */
 export const buffer = {
-  nav: (name, dtype, extraShape = [], use = 'normal') => ({ name, kind: 'nav', dtype, extraShape, use }),
-  sig: (name, dtype, extraShape = [], use = 'normal') => ({ name, kind: 'sig', dtype, extraShape, use }),
-  single: (name, dtype, extraShape = [], use = 'normal') => ({ name, kind: 'single', dtype, extraShape, use }),
+  nav: (name, dtype, extraShape = [], use = 'normal', merge = undefined) => ({ name, kind: 'nav', dtype, extraShape, use, merge }),
+  sig: (name, dtype, extraShape = [], use = 'normal', merge = undefined) => ({ name, kind: 'sig', dtype, extraShape, use, merge }),
+  single: (name, dtype, extraShape = [], use = 'normal', merge = undefined) => ({ name, kind: 'single', dtype, extraShape, use, merge }),
 };
+
+/** A declaration for a run: a NumPy dtype name and an array extra shape. */
+function resolveDecl(d, params, dataset) {
+  let dtype = d.dtype;
+  if (dtype === INPUT) dtype = dataset.inputDtype;
+  else if (dtype === DATASET) dtype = dataset.datasetDtype;
+  else if (dtype.startsWith('at_least:')) dtype = resultType(dataset.inputDtype, dtype.slice(9));
+  const extraShape = typeof d.extraShape === 'function' ? d.extraShape(params, dataset) : d.extraShape;
+  if (d.merge !== undefined && !MERGES.includes(d.merge)) {
+    throw UdfError.internal(`buffer '${d.name}': merge must be one of ${MERGES.join(', ')}, found ${d.merge}`);
+  }
+  return { ...d, dtype, extraShape };
+}
 
 function witDecl(d) {
   return { name: d.name, kind: d.kind, dtype: witDtype(d.dtype), extraShape: u64s(d.extraShape), usage: d.use };
@@ -475,6 +570,35 @@ export class Buffers {
     }
     return view;
   }
+  /** Set every element of the buffer's current view to `value`. */
+  fill(name, value) {
+    const b = this.buffer(name);
+    this.get(name).fill(isBigInt(b.dtype) ? BigInt(value) : value);
+  }
+  /** Combine `source` into the buffer's current view: every frame of a `Tile`, one `Frame`,
+   * or a number for every element (`results.accumulate('n', 1, 'add')`). */
+  accumulate(name, source, op) {
+    const view = this.get(name);
+    if (source instanceof Tile) accumulate(view, source.data, op);
+    else if (source instanceof Frame) combine(view, source.data, op);
+    else combine(view, valuesView(new Array(view.size).fill(source), view.shape), op);
+  }
+  /** Add the sum of each frame of `tile` (its part of the frame) to the buffer's rows for
+   * the tile (a nav buffer). */
+  addFrameSums(name, tile) {
+    const view = this.get(name);
+    const sums = [];
+    for (let f = 0; f < tile.frames; f++) {
+      let s = 0;
+      for (const row of tile.data.sub(f).rows()) for (const v of row) s += Number(v);
+      sums.push(s);
+    }
+    combine(view, valuesView(sums, view.shape), 'add');
+  }
+  /** Merge buffer `name` of `src` into this one, whole. */
+  mergeFrom(src, name, op) {
+    combine(this.whole(name), src.whole(name), op);
+  }
   /** A buffer unchanged, as a result. */
   result(name) {
     const b = this.buffer(name);
@@ -561,6 +685,19 @@ export class Tile {
   coordinates() {
     return Array.from(this.trueNavIndices, (i) => this.ctx.dataset.navCoordinates(Number(i)));
   }
+  /** The tile's part of a sig-shaped view (its last axes the signal shape; leading axes,
+   * e.g. a stack of masks, are kept). */
+  sigPart(view) {
+    const k = this.sigShape.length;
+    const first = view.shape.length - k;
+    const sig = this.ctx.dataset.sigShape;
+    if (first < 0 || view.shape.slice(first).join() !== sig.join()) {
+      throw UdfError.badParam(`an array of shape [${view.shape}] does not end in the signal shape [${sig}]`);
+    }
+    let offset = view.offset;
+    for (let a = 0; a < k; a++) offset += this.sigOrigin[a] * view.strides[first + a];
+    return new View(view.data, [...view.shape.slice(0, first), ...this.sigShape], view.strides, offset, view.dtype);
+  }
   /** Per-frame aux data of this tile's frames: `[frames, ...extra]`. */
   aux(name) {
     const v = this.ctx.params.array(name).view;
@@ -585,6 +722,12 @@ export class Frame {
   flat() {
     return this.data.flat();
   }
+  /** The sum of the frame's values (a Number). */
+  sum() {
+    let s = 0;
+    for (const row of this.data.rows()) for (const v of row) s += Number(v);
+    return s;
+  }
   aux(name) {
     const sub = this.tile.ctx.params.array(name).view.sub(this.tile.navOffset + this.index);
     return sub.shape.length ? sub : new View(sub.data, [1], [1], sub.offset, sub.dtype);
@@ -595,7 +738,8 @@ export class Frame {
 // the plugin base class and the export adapter
 
 /**
- * Base class of a plugin. Set `static description`; implement `static resultBuffers` and one
+ * Base class of a plugin. Set `static description` and `static buffers` (or implement
+ * `static resultBuffers`) and implement one
  * of `processTile(tile, results)`, `processFrame(frame, results)`,
  * `processPartition(tile, results)`. Optional: `static plan(params, dataset)`,
  * `constructor(ctx)` (per partition: task data), `preprocess(ctx, results)`,
@@ -609,12 +753,22 @@ export class Udf {
     return { method: d.methods[0], inputDtype: d.inputDtype, tileDepth: d.tileDepth, tileSize: d.tileSize };
   }
   static resultBuffers(_params, _dataset) {
-    return [];
+    return [...(this.buffers ?? [])];
   }
   preprocess(_ctx, _results) {}
   postprocess(_ctx, _results) {}
-  static merge(_ctx, _dest, _src) {
-    throw UdfError.internal('merge is not implemented');
+  static merge(_ctx, dest, src) {
+    const decls = this.buffers ?? [];
+    if (!decls.length) throw UdfError.internal('merge is not implemented');
+    for (const name of src.names()) {
+      const d = decls.find((b) => b.name === name);
+      if (!d) throw UdfError.internal(`buffer '${name}' is not declared`);
+      const op = d.merge ?? (d.kind === 'nav' ? 'assign' : undefined);
+      if (!op) {
+        throw UdfError.internal(`buffer '${name}' has no merge rule: declare one ('add', 'min', 'max', 'assign') or implement merge`);
+      }
+      dest.mergeFrom(src, name, op);
+    }
   }
   static getResults(_ctx, buffers) {
     return buffers.names().map((n) => buffers.result(n));
@@ -643,19 +797,33 @@ export function exportUdf(Cls) {
     return worker;
   };
   return {
-    describe: guard(() => witDescription(Cls.description)),
+    describe: guard(() => {
+      const decls = Cls.buffers ?? [];
+      const d = { ...Cls.description };
+      d.customMerge ||= decls.some((b) => b.merge !== undefined);
+      d.customResults ||= decls.some((b) => b.use === 'result-only');
+      d.mainPreprocess ||= decls.some((b) => b.merge === 'min' || b.merge === 'max');
+      return witDescription(d);
+    }),
     plan: guard((params, dataset) => {
       const p = Cls.plan(new Params(params), new Dataset(dataset));
       return { method: p.method, inputDtype: preference(p.inputDtype), tiling: tiling(p.tileDepth, p.tileSize) };
     }),
-    resultBuffers: guard((params, dataset) => Cls.resultBuffers(new Params(params), new Dataset(dataset)).map(witDecl)),
+    resultBuffers: guard((params, dataset) => {
+      const [p, ds] = [new Params(params), new Dataset(dataset)];
+      return Cls.resultBuffers(p, ds).map((d) => witDecl(resolveDecl(d, p, ds)));
+    }),
     init: guard((c) => {
       const params = new Params(c.params);
       const dataset = new Dataset(c.dataset);
       const partition = c.partition ? new Partition(c.partition) : undefined;
       const ctx = { params, dataset, partition };
       const frames = partition ? partition.frames : dataset.frames;
-      const buffers = allocate(Cls.resultBuffers(params, dataset), frames, dataset.sigShape);
+      const decls = Cls.resultBuffers(params, dataset).map((d) => resolveDecl(d, params, dataset));
+      const buffers = allocate(decls, frames, dataset.sigShape);
+      for (const d of decls) {
+        if ((d.merge === 'min' || d.merge === 'max') && d.use !== 'result-only') buffers.whole(d.name).fill(identity(d.dtype, d.merge));
+      }
       worker = { ctx, buffers, method: partition ? partition.method : 'partition', udf: null };
       worker.udf = new Cls(ctx);
     }),
@@ -706,4 +874,69 @@ export function exportUdf(Cls) {
       return Cls.getResults(ctx, fromNamed(buffers)).map(witResult);
     }),
   };
+}
+
+// ------------------------------------------------------------------------------------
+// frame maps (LiberTEM's AutoUDF / ctx.map)
+
+const TYPED_DTYPES = [
+  [Float32Array, 'float32'], [Float64Array, 'float64'], [Int8Array, 'int8'], [Int16Array, 'int16'],
+  [Int32Array, 'int32'], [BigInt64Array, 'int64'], [Uint8Array, 'uint8'], [Uint16Array, 'uint16'],
+  [Uint32Array, 'uint32'], [BigUint64Array, 'uint64'],
+];
+
+/** `{dtype, shape, values}` of a frame map's value: a number (float64), a boolean, a BigInt
+ * (int64), a typed array, a `View` or nested arrays. */
+function valueInfo(value) {
+  if (value instanceof View) {
+    const values = [];
+    for (const row of value.rows()) values.push(...row);
+    const dtype = value.dtype ?? 'float64';
+    return { dtype, shape: isComplex(dtype) ? value.shape.slice(0, -1) : value.shape, values };
+  }
+  const typed = TYPED_DTYPES.find(([Ctor]) => value instanceof Ctor);
+  if (typed) return { dtype: typed[1], shape: [value.length], values: Array.from(value) };
+  const shape = [];
+  const values = [];
+  const walk = (v, depth) => {
+    if (Array.isArray(v) || ArrayBuffer.isView(v)) {
+      if (shape.length === depth) shape.push(v.length);
+      else if (shape[depth] !== v.length) throw UdfError.invalidData(`a frame map returned ragged arrays (length ${v.length}, not ${shape[depth]})`);
+      for (const item of v) walk(item, depth + 1);
+    } else values.push(v);
+  };
+  walk(value, 0);
+  if (values.length && values.every((v) => typeof v === 'boolean')) return { dtype: 'bool', shape, values: values.map(Number) };
+  if (values.length && values.every((v) => typeof v === 'bigint')) return { dtype: 'int64', shape, values };
+  return { dtype: 'float64', shape, values: values.map(Number) };
+}
+
+/**
+ * A whole plugin from a function of one frame (LiberTEM's `ctx.map(f=...)`):
+ * `export const udf = sdk.exportMap('row-sums', (frame) => Array.from(frame.rows(), (r) => r.reduce((a, b) => a + b, 0)));`
+ *
+ * `f` gets the frame as a `View` of the signal shape and returns a number, an array or a
+ * `View`; the nav buffer `result` takes that value's dtype and shape, found by calling `f`
+ * on a frame of zeros (as `AutoUDF` does). Options: `summary`, `inputDtype` ('float32').
+ */
+export function exportMap(name, f, { summary = "A frame map (LiberTEM's AutoUDF), JavaScript", inputDtype = 'float32' } = {}) {
+  class FrameMap extends Udf {
+    static description = description({ name, version: '0.1.0', summary, methods: ['frame'], inputDtype });
+    static resultBuffers(_params, dataset) {
+      const dtype = dataset.inputDtype;
+      const bytes = new Uint8Array(product(dataset.sigShape) * itemsize(dtype));
+      const zeros = new View(typed(bytes, dtype), valueShape(dtype, dataset.sigShape), null, 0, dtype);
+      const info = valueInfo(f(zeros));
+      return [buffer.nav('result', info.dtype, info.shape)];
+    }
+    processFrame(frame, results) {
+      const out = results.get('result');
+      const info = valueInfo(f(frame.data));
+      if (info.values.length !== out.size) {
+        throw UdfError.invalidData(`the frame map returned a value of shape [${info.shape}] for frame ${frame.navIndex}, unlike its value for a frame of zeros`);
+      }
+      combine(out, valuesView(info.values, out.shape), 'assign');
+    }
+  }
+  return exportUdf(FrameMap);
 }

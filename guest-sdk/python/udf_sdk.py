@@ -8,22 +8,18 @@ and pure ``merge`` / ``get_results``. A sum plugin::
     import udf_sdk as udf
 
     class Sum(udf.Udf):
-        description = udf.Description("my-sum", "0.1.0", "Sum of all frames", custom_merge=True)
-
-        @staticmethod
-        def result_buffers(params, dataset):
-            return [udf.BufferDecl.sig("intensity", dataset.input_dtype)]
+        description = udf.Description("my-sum", "0.1.0", "Sum of all frames")
+        # dtype: the run's input dtype; merge: how the default merge combines it
+        buffers = [udf.BufferDecl.sig("intensity", udf.INPUT, merge="add")]
 
         def process_tile(self, tile, results):
-            acc = results["intensity"]            # the tile's part of the frame
-            for frame in tile.data:              # tile.data: [frames, *sig slice]
-                udf.iadd(acc, frame)
-
-        @staticmethod
-        def merge(ctx, dest, src):
-            udf.iadd(dest["intensity"], src["intensity"])
+            results.accumulate("intensity", tile, "add")  # the tile's part of the frame
 
     Udf = udf.export(Sum)                        # componentize-py looks for `Udf`
+
+A function of one frame is a whole plugin (LiberTEM's ``ctx.map``)::
+
+    Udf = udf.frame_map("row-sums", lambda frame: [float(sum(row)) for row in frame.rows()])
 
 Arrays arrive as ``bytes`` (the plugin declares ``data-access: bytes``) and are viewed as
 typed ``memoryview`` objects without a copy; there is no NumPy inside wasm. Dtypes are
@@ -31,6 +27,7 @@ NumPy names (``"float32"``). Complex buffers are viewed as their float parts, wi
 trailing axis of length 2 (real, imaginary).
 """
 
+import copy
 import sys
 import traceback
 
@@ -282,6 +279,73 @@ def iadd(dest, src):
         d[:] = array(fmt, map(add, d, s))
 
 
+def _combine_values(a, b, op):
+    if op == "add":
+        return a + b
+    if op == "assign":
+        return b
+    if a != a:  # NaN wins, as with np.minimum / np.maximum
+        return a
+    if op == "min":
+        return a if a <= b else b
+    return a if a >= b else b
+
+
+def _wrap(dtype):
+    """A function that brings a Python number into range of an integer dtype (wrapping, as
+    NumPy's integer arithmetic does), or None for floats."""
+    if dtype == "bool":
+        return lambda v: 1 if v else 0
+    if dtype.startswith("uint") or dtype.startswith("int"):
+        bits = 8 * itemsize(dtype)
+        signed = dtype.startswith("int")
+
+        def wrap(v):
+            v = int(v) & ((1 << bits) - 1)
+            return v - (1 << bits) if signed and v >= 1 << (bits - 1) else v
+
+        return wrap
+    return None
+
+
+def combine(dest, src, op):
+    """``dest = dest op src`` elementwise for two views of the same shape; ``op``: ``"add"``,
+    ``"min"``, ``"max"`` (NaN wins, as with ``np.maximum``), ``"assign"``. Values are
+    converted to ``dest``'s dtype (integers wrap)."""
+    if op not in _MERGES:
+        raise UdfError.internal(f"combine: op must be one of {', '.join(_MERGES)}, found {op!r}")
+    if dest.size != src.size:
+        raise UdfError.internal(f"combine: shapes {dest.shape} and {src.shape} differ")
+    if op in ("min", "max") and dest.dtype and is_complex(dest.dtype):
+        raise UdfError.internal(f"combine: {dest.dtype} values have no {op}")
+    wrap = _wrap(dest.dtype) if dest.dtype else None
+    for d, s_ in zip(dest.rows(), src.rows()):
+        for i, v in enumerate(s_):
+            value = _combine_values(d[i], v, op)
+            d[i] = wrap(value) if wrap else value
+
+
+def accumulate(dest, frames, op):
+    """``dest = dest op frame`` for every frame of the view ``frames`` (``[n, *dest.shape]``),
+    e.g. a tile's frames into a sig buffer's part under the tile."""
+    for frame in frames:
+        combine(dest, frame, op)
+
+
+def _identity(dtype, op):
+    """The identity of ``op`` in ``dtype``: +-inf, an integer's extremes, or 0."""
+    if op not in ("min", "max"):
+        return 0
+    if dtype == "bool":
+        return 1 if op == "min" else 0
+    if dtype.startswith("uint"):
+        return (1 << 8 * itemsize(dtype)) - 1 if op == "min" else 0
+    if dtype.startswith("int"):
+        half = 1 << (8 * itemsize(dtype) - 1)
+        return half - 1 if op == "min" else -half
+    return float("inf") if op == "min" else float("-inf")
+
+
 def _typed(buf, dtype):
     """A writable or read-only 1-D typed memoryview of raw bytes, without a copy."""
     fmt = _DTYPES[dtype][1]
@@ -423,25 +487,82 @@ _KINDS = {"nav": t.BufferKind.NAV, "sig": t.BufferKind.SIG, "single": t.BufferKi
 _USES = {"normal": t.BufferUse.NORMAL, "private": t.BufferUse.PRIVATE, "result_only": t.BufferUse.RESULT_ONLY}
 
 
+#: Buffer dtype rules (``BufferDecl`` dtypes besides NumPy names): the run's input dtype,
+#: the dataset's dtype, and ``at_least(name)``, NumPy's ``result_type`` of the input dtype
+#: and ``name``.
+INPUT = "input"
+DATASET = "dataset"
+
+
+def at_least(dtype):
+    """The buffer dtype ``np.result_type(input dtype, dtype)``."""
+    return "at_least:" + dtype
+
+
+def result_type(a, b):
+    """NumPy's ``result_type`` of two dtype names (bool is neutral; uint64 with a signed
+    integer is float64; integers of up to 16 bits fit float32)."""
+    kinds = {"bool": "b", "float32": "f", "float64": "f", "complex64": "c", "complex128": "c"}
+    kind = lambda d: kinds.get(d, "u" if d.startswith("u") else "i")  # noqa: E731
+    bits = lambda d: {"c": itemsize(d) * 4, "b": 8}.get(kind(d), itemsize(d) * 8)  # noqa: E731
+    ka, kb = kind(a), kind(b)
+    if ka == "b":
+        return b
+    if kb == "b":
+        return a
+    if ka in "ui" and kb in "ui":
+        if ka == kb:
+            return a if bits(a) >= bits(b) else b
+        unsigned, signed = (a, b) if ka == "u" else (b, a)
+        if bits(signed) > bits(unsigned):
+            return signed
+        return "float64" if bits(unsigned) == 64 else f"int{2 * bits(unsigned)}"
+    need = max((32 if bits(d) <= 16 else 64) if kind(d) in "ui" else bits(d) for d in (a, b))
+    return ("complex" + str(2 * need)) if "c" in (ka, kb) else f"float{need}"
+
+
+_MERGES = ("add", "min", "max", "assign")
+
+
 class BufferDecl:
-    """A result buffer: ``BufferDecl.nav/sig/single(name, dtype, extra_shape=(), use="normal")``
-    (``use``: ``"normal"``, ``"private"``, ``"result_only"``)."""
+    """A result buffer: ``BufferDecl.nav/sig/single(name, dtype, extra_shape=(), use="normal",
+    merge=None)``. ``dtype`` is a NumPy name, ``udf.INPUT``, ``udf.DATASET`` or
+    ``udf.at_least("float32")``; ``extra_shape`` a tuple or ``lambda params, dataset: (...)``;
+    ``use``: ``"normal"``, ``"private"``, ``"result_only"``; ``merge`` (``"add"``, ``"min"``,
+    ``"max"``, ``"assign"``) is how the default ``merge`` combines it (nav buffers without
+    one are copied); with ``"min"`` / ``"max"`` it starts at that rule's identity."""
 
-    def __init__(self, name, kind, dtype, extra_shape=(), use="normal"):
+    def __init__(self, name, kind, dtype, extra_shape=(), use="normal", merge=None):
         self.name, self.kind, self.dtype = name, kind, dtype_name(dtype)
-        self.extra_shape, self.use = tuple(extra_shape), use
+        self.extra_shape = extra_shape if callable(extra_shape) else tuple(extra_shape)
+        self.use = use
+        if merge is not None and merge not in _MERGES:
+            raise UdfError.internal(f"buffer '{name}': merge must be one of {', '.join(_MERGES)}, found {merge!r}")
+        self.merge = merge
 
     @staticmethod
-    def nav(name, dtype, extra_shape=(), use="normal"):
-        return BufferDecl(name, "nav", dtype, extra_shape, use)
+    def nav(name, dtype, extra_shape=(), use="normal", merge=None):
+        return BufferDecl(name, "nav", dtype, extra_shape, use, merge)
 
     @staticmethod
-    def sig(name, dtype, extra_shape=(), use="normal"):
-        return BufferDecl(name, "sig", dtype, extra_shape, use)
+    def sig(name, dtype, extra_shape=(), use="normal", merge=None):
+        return BufferDecl(name, "sig", dtype, extra_shape, use, merge)
 
     @staticmethod
-    def single(name, dtype, extra_shape=(), use="normal"):
-        return BufferDecl(name, "single", dtype, extra_shape, use)
+    def single(name, dtype, extra_shape=(), use="normal", merge=None):
+        return BufferDecl(name, "single", dtype, extra_shape, use, merge)
+
+    def resolved(self, params, dataset):
+        """This declaration for a run: a NumPy dtype name and a tuple extra shape."""
+        dtype = self.dtype
+        if dtype == INPUT:
+            dtype = dataset.input_dtype
+        elif dtype == DATASET:
+            dtype = dataset.dataset_dtype
+        elif dtype.startswith("at_least:"):
+            dtype = result_type(dataset.input_dtype, dtype.split(":", 1)[1])
+        extra = self.extra_shape(params, dataset) if callable(self.extra_shape) else self.extra_shape
+        return BufferDecl(self.name, self.kind, dtype, tuple(extra), self.use, self.merge)
 
     def _wit(self):
         return t.BufferDecl(self.name, _KINDS[self.kind], _wit_dtype(self.dtype), list(self.extra_shape),
@@ -618,6 +739,32 @@ class Buffers:
             return View(view.mem, new_shape, view.strides, off, b.dtype)
         return view
 
+    def fill(self, name, value):
+        """Set every element of the buffer's current view to ``value``."""
+        self[name].fill(value)
+
+    def accumulate(self, name, source, op):
+        """Combine ``source`` into the buffer's current view: every frame of a ``Tile``, one
+        ``Frame``, or a number for every element (``results.accumulate("n", 1, "add")``)."""
+        view = self[name]
+        if isinstance(source, Tile):
+            accumulate(view, source.data, op)
+        elif isinstance(source, Frame):
+            combine(view, source.data, op)
+        else:
+            combine(view, View([source] * view.size, view.shape), op)
+
+    def add_frame_sums(self, name, tile):
+        """Add the sum of each frame of ``tile`` (its part of the frame) to the buffer's rows
+        for the tile (a nav buffer: LiberTEM's ``intensity[:] += np.sum(tile, axis=(1, 2))``)."""
+        view = self[name]
+        sums = [sum(v for row in frame.rows() for v in row) for frame in tile.data]
+        combine(view, View(sums, view.shape), "add")
+
+    def merge_from(self, src, name, op):
+        """Merge buffer ``name`` of ``src`` into this one, whole."""
+        combine(self.whole(name), src.whole(name), op)
+
     def _named(self):
         return [t.NamedArray(b.name, t.Ndarray(_wit_dtype(b.dtype), list(b.shape), t.ArrayData_Bytes(bytes(b.raw))))
                 for b in self._buffers.values()]
@@ -711,6 +858,17 @@ class Tile:
     def coordinates(self):
         return [self.ctx.dataset.nav_coordinates(i) for i in self.true_nav_indices]
 
+    def sig_part(self, view):
+        """The tile's part of a sig-shaped view (its last axes the signal shape; leading
+        axes, e.g. a stack of masks, are kept)."""
+        k = len(self.sig_shape)
+        first = len(view.shape) - k
+        if first < 0 or tuple(view.shape[first:]) != tuple(self.ctx.dataset.sig_shape):
+            raise UdfError.bad_param(f"an array of shape {view.shape} does not end in the signal shape "
+                                     f"{self.ctx.dataset.sig_shape}")
+        offset = view.offset + sum(o * s_ for o, s_ in zip(self.sig_origin, view.strides[first:]))
+        return View(view.mem, view.shape[:first] + tuple(self.sig_shape), view.strides, offset, view.dtype)
+
     def aux(self, name):
         """Per-frame aux data of this tile's frames: ``[frames, *extra]``."""
         v = self.ctx.params.array(name).view
@@ -736,6 +894,10 @@ class Frame:
     def flat(self):
         return self.data.flat()
 
+    def sum(self):
+        """The sum of the frame's values."""
+        return sum(v for row in self.data.rows() for v in row)
+
     def aux(self, name):
         v = self.tile.ctx.params.array(name).view
         sub = v._sub((self.tile.nav_offset + self.index,))
@@ -747,14 +909,16 @@ class Frame:
 
 
 class Udf:
-    """Base class of a plugin. Set ``description``; implement ``result_buffers`` (static)
-    and one of ``process_tile(self, tile, results)``, ``process_frame(self, frame, results)``,
+    """Base class of a plugin. Set ``description`` and ``buffers`` (or implement
+    ``result_buffers``, static) and implement one of ``process_tile(self, tile, results)``, ``process_frame(self, frame, results)``,
     ``process_partition(self, tile, results)``. Optional: ``plan`` (static), ``__init__(self,
     ctx)`` (per partition: task data), ``preprocess(self, ctx, results)``, ``postprocess``,
     ``merge(ctx, dest, src)`` (static, with ``custom_merge``), ``get_results(ctx, buffers)``
     (static, with ``custom_results``; returns a list of ``Result``)."""
 
     description = None
+    #: The result buffers (``BufferDecl``), if declared here instead of in ``result_buffers``.
+    buffers = ()
 
     def __init__(self, ctx):
         pass
@@ -763,9 +927,9 @@ class Udf:
     def plan(cls, params, dataset):
         return RunPlan.from_description(cls.description)
 
-    @staticmethod
-    def result_buffers(params, dataset):
-        return []
+    @classmethod
+    def result_buffers(cls, params, dataset):
+        return list(cls.buffers)
 
     def preprocess(self, ctx, results):
         pass
@@ -773,9 +937,20 @@ class Udf:
     def postprocess(self, ctx, results):
         pass
 
-    @staticmethod
-    def merge(ctx, dest, src):
-        raise UdfError.internal("merge is not implemented")
+    @classmethod
+    def merge(cls, ctx, dest, src):
+        if not cls.buffers:
+            raise UdfError.internal("merge is not implemented")
+        rules = {b.name: b for b in cls.buffers}
+        for name in src.names():
+            decl = rules.get(name)
+            if decl is None:
+                raise UdfError.internal(f"buffer '{name}' is not declared")
+            op = decl.merge or ("assign" if decl.kind == "nav" else None)
+            if op is None:
+                raise UdfError.internal(f"buffer '{name}' has no merge rule: declare it with merge='add' (or min, "
+                                        "max, assign), or implement merge")
+            dest.merge_from(src, name, op)
 
     @staticmethod
     def get_results(ctx, buffers):
@@ -816,7 +991,11 @@ def export(cls):
     class Export(_exports.Udf):
         @_guard
         def describe(self):
-            return cls.description._wit()
+            d = copy.copy(cls.description)
+            d.custom_merge = d.custom_merge or any(b.merge for b in cls.buffers)
+            d.custom_results = d.custom_results or any(b.use == "result_only" for b in cls.buffers)
+            d.main_preprocess = d.main_preprocess or any(b.merge in ("min", "max") for b in cls.buffers)
+            return d._wit()
 
         @_guard
         def plan(self, params, dataset):
@@ -824,7 +1003,8 @@ def export(cls):
 
         @_guard
         def result_buffers(self, params, dataset):
-            return [d._wit() for d in cls.result_buffers(Params(params), Dataset(dataset))]
+            params, dataset = Params(params), Dataset(dataset)
+            return [d.resolved(params, dataset)._wit() for d in cls.result_buffers(params, dataset)]
 
         @_guard
         def init(self, ctx):
@@ -832,9 +1012,12 @@ def export(cls):
             dataset = Dataset(ctx.dataset)
             partition = Partition(ctx.partition) if ctx.partition is not None else None
             context = Context(params, dataset, partition)
-            decls = cls.result_buffers(params, dataset)
+            decls = [d.resolved(params, dataset) for d in cls.result_buffers(params, dataset)]
             frames = partition.frames if partition else dataset.frames
             buffers = _allocate(decls, frames, dataset.sig_shape)
+            for d in decls:
+                if d.merge in ("min", "max") and d.use != "result_only":
+                    buffers.whole(d.name).fill(_identity(d.dtype, d.merge))
             state["ctx"] = context
             state["buffers"] = buffers
             state["method"] = partition.method if partition else "partition"
@@ -896,3 +1079,73 @@ def export(cls):
 
     Export.__name__ = "Udf"
     return Export
+
+
+# --------------------------------------------------------------------------------------
+# frame maps (LiberTEM's AutoUDF / ctx.map)
+
+
+def _value_info(value):
+    """``(dtype, shape, flat values)`` of a frame map's value: a number, a ``View`` or nested
+    lists. Like ``np.asarray``: Python floats are float64, ints int64, complex complex128
+    (flattened to (real, imaginary) pairs)."""
+    if isinstance(value, View):
+        values = [v for row in value.rows() for v in row]
+        dtype = value.dtype or "float64"
+        shape = value.shape[:-1] if is_complex(dtype) else value.shape
+        return dtype, tuple(shape), values
+    shape, flat = [], []
+
+    def walk(v, depth):
+        if isinstance(v, (list, tuple)):
+            if len(shape) == depth:
+                shape.append(len(v))
+            elif shape[depth] != len(v):
+                raise UdfError.invalid_data(f"a frame map returned ragged lists (length {len(v)}, not {shape[depth]})")
+            for item in v:
+                walk(item, depth + 1)
+        else:
+            flat.append(v)
+
+    walk(value, 0)
+    if any(isinstance(v, complex) for v in flat):
+        return "complex128", tuple(shape), [p for v in flat for p in (complex(v).real, complex(v).imag)]
+    if any(isinstance(v, float) for v in flat):
+        return "float64", tuple(shape), [float(v) for v in flat]
+    if flat and all(isinstance(v, bool) for v in flat):
+        return "bool", tuple(shape), [int(v) for v in flat]
+    return "int64", tuple(shape), [int(v) for v in flat]
+
+
+def frame_map(name, f, summary="A frame map (LiberTEM's AutoUDF), Python", input_dtype="float32"):
+    """A whole plugin from a function of one frame (LiberTEM's ``ctx.map(f=...)``):
+    ``Udf = udf.frame_map("row-sums", lambda frame: [sum(row) for row in frame.rows()])``.
+
+    ``f`` gets the frame as a ``View`` of the signal shape and returns a number, a ``View`` or
+    nested lists; the nav buffer ``result`` takes that value's dtype and shape, found by
+    calling ``f`` on a frame of zeros (as ``AutoUDF`` does)."""
+
+    class FrameMap(Udf):
+        description = Description(name, "0.1.0", summary, methods=["frame"], input_dtype=input_dtype)
+
+        @staticmethod
+        def result_buffers(params, dataset):
+            dtype = dataset.input_dtype
+            n = 1
+            for d in dataset.sig_shape:
+                n *= d
+            zeros = View(_typed(bytearray(n * itemsize(dtype)), dtype), _value_shape(dtype, dataset.sig_shape),
+                         dtype=dtype)
+            value_dtype, shape, _ = _value_info(f(zeros))
+            return [BufferDecl.nav("result", value_dtype, shape)]
+
+        def process_frame(self, frame, results):
+            out = results["result"]
+            _, shape, values = _value_info(f(frame.data))
+            if len(values) != out.size:
+                raise UdfError.invalid_data(f"the frame map returned a value of shape {shape} for frame "
+                                            f"{frame.nav_index}, unlike its value for a frame of zeros")
+            combine(out, View(values, out.shape), "assign")
+
+    FrameMap.__name__ = name
+    return export(FrameMap)

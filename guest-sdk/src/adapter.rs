@@ -17,7 +17,14 @@ use std::cell::RefCell;
 use std::marker::PhantomData;
 
 /// Implements the exported interface for `T`; see [`export_udf!`](crate::export_udf).
-pub struct Adapter<T>(PhantomData<T>);
+/// `V` carries the plugin crate's version.
+pub struct Adapter<T, V>(PhantomData<(T, V)>);
+
+/// The version of the crate that exports a plugin (set by [`export_udf!`](crate::export_udf)).
+pub trait CrateVersion {
+    /// `CARGO_PKG_VERSION` of the plugin crate.
+    const VERSION: &'static str;
+}
 
 /// The state of an instance between `init` and `export-buffers`.
 struct Worker<T> {
@@ -51,10 +58,14 @@ fn with_worker<T: Udf, R>(f: impl FnOnce(&mut Worker<T>) -> Result<R>) -> Result
     })
 }
 
-impl<T: Udf> Guest for Adapter<T> {
+impl<T: Udf, V: CrateVersion + 'static> Guest for Adapter<T, V> {
     fn describe() -> Description {
         install_panic_hook();
-        T::describe()
+        let mut description = T::describe();
+        if description.version.is_empty() {
+            description.version = V::VERSION.to_owned();
+        }
+        description
     }
 
     fn plan(params: Vec<Param>, dataset: DatasetMeta) -> Result<RunPlan> {
@@ -72,7 +83,11 @@ impl<T: Udf> Guest for Adapter<T> {
         let ctx = Context { params: Params::new(ctx.params), dataset: ctx.dataset, partition: ctx.partition };
         let decls = T::result_buffers(&ctx.params, &ctx.dataset)?;
         let frames = ctx.partition.as_ref().map_or_else(|| ctx.dataset.frames(), |p| p.frames);
-        let buffers = Buffers::allocate(&decls, frames, &ctx.dataset.sig_shape)?;
+        let mut buffers = Buffers::allocate(&decls, frames, &ctx.dataset.sig_shape)?;
+        let declaration = T::declare();
+        if declaration.is_declared() {
+            declaration.initialise(&mut buffers)?;
+        }
         let method = ctx.partition.as_ref().map_or(Method::Partition, |p| p.method);
         let udf = T::new(&ctx)?;
         let worker: Box<dyn Any> = Box::new(Worker { udf, ctx, buffers, method });

@@ -234,6 +234,17 @@ impl Buffers {
         self.buffers[index].view_mut(&self.unit)
     }
 
+    /// A read-only typed view of a whole buffer, whatever the current unit.
+    pub fn whole<T: Element>(&self, name: &str) -> Result<ArrayViewD<'_, T>> {
+        self.buffers[self.index(name)?].view(&Unit::Whole)
+    }
+
+    /// A mutable typed view of a whole buffer, whatever the current unit.
+    pub fn whole_mut<T: Element>(&mut self, name: &str) -> Result<ArrayViewMutD<'_, T>> {
+        let index = self.index(name)?;
+        self.buffers[index].view_mut(&Unit::Whole)
+    }
+
     /// Mutable access to several distinct buffers at once:
     /// `let [sum, n] = results.many_mut(["sum", "n"])?;`
     pub fn many_mut<const N: usize>(&mut self, names: [&str; N]) -> Result<[BufferMut<'_>; N]> {

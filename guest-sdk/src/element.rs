@@ -396,3 +396,100 @@ pub fn dtype_from_name(name: &str) -> Option<Dtype> {
     ];
     ALL.into_iter().find(|&d| dtype_name(d) == name)
 }
+
+/// NumPy's `result_type` of two dtypes: the smallest dtype both convert to safely
+/// (`bool` is neutral; `uint64` with a signed integer is `float64`; integers of up to
+/// 16 bits fit `float32`, wider ones need `float64`).
+pub fn result_type(a: Dtype, b: Dtype) -> Dtype {
+    use Dtype::*;
+    // (kind, bits): 0 bool, 1 unsigned, 2 signed, 3 float, 4 complex (bits of one part).
+    fn class(d: Dtype) -> (u8, u32) {
+        match d {
+            Boolean => (0, 8),
+            Uint8 => (1, 8),
+            Uint16 => (1, 16),
+            Uint32 => (1, 32),
+            Uint64 => (1, 64),
+            Int8 => (2, 8),
+            Int16 => (2, 16),
+            Int32 => (2, 32),
+            Int64 => (2, 64),
+            Float32 => (3, 32),
+            Float64 => (3, 64),
+            Complex64 => (4, 32),
+            Complex128 => (4, 64),
+        }
+    }
+    fn int(signed: bool, bits: u32) -> Dtype {
+        match (signed, bits) {
+            (false, 8) => Uint8,
+            (false, 16) => Uint16,
+            (false, 32) => Uint32,
+            (false, _) => Uint64,
+            (true, 8) => Int8,
+            (true, 16) => Int16,
+            (true, 32) => Int32,
+            (true, _) => Int64,
+        }
+    }
+    let ((ka, ba), (kb, bb)) = (class(a), class(b));
+    match (ka, kb) {
+        (0, _) => b,
+        (_, 0) => a,
+        (1, 1) | (2, 2) => int(ka == 2, ba.max(bb)),
+        (1, 2) | (2, 1) => {
+            let (unsigned, signed) = if ka == 1 { (ba, bb) } else { (bb, ba) };
+            if signed > unsigned {
+                int(true, signed)
+            } else if unsigned < 64 {
+                int(true, unsigned * 2)
+            } else {
+                Float64
+            }
+        }
+        _ => {
+            // At least one float or complex: the precision every operand needs.
+            let need = |kind: u8, bits: u32| if kind <= 2 { if bits <= 16 { 32 } else { 64 } } else { bits };
+            let bits = need(ka, ba).max(need(kb, bb));
+            match (ka == 4 || kb == 4, bits) {
+                (true, 32) => Complex64,
+                (true, _) => Complex128,
+                (false, 32) => Float32,
+                (false, _) => Float64,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn result_type_follows_numpy() {
+        use Dtype::*;
+        // np.result_type for each pair (checked against NumPy 1.26).
+        let cases = [
+            (Boolean, Uint16, Uint16),
+            (Uint16, Float32, Float32),
+            (Int16, Float32, Float32),
+            (Int32, Float32, Float64),
+            (Uint64, Float32, Float64),
+            (Uint8, Int8, Int16),
+            (Uint16, Int32, Int32),
+            (Uint32, Int32, Int64),
+            (Uint64, Int64, Float64),
+            (Int64, Uint8, Int64),
+            (Float32, Float64, Float64),
+            (Complex64, Float64, Complex128),
+            (Complex64, Uint16, Complex64),
+            (Complex64, Int32, Complex128),
+            (Float32, Float32, Float32),
+            (Boolean, Boolean, Boolean),
+        ];
+        for (a, b, expected) in cases {
+            assert_eq!(result_type(a, b), expected, "{a:?} {b:?}");
+            assert_eq!(result_type(b, a), expected, "{b:?} {a:?}");
+        }
+    }
+}

@@ -223,6 +223,16 @@ impl DatasetMeta {
         self.roi_count.unwrap_or_else(|| self.nav_len())
     }
 
+    /// The nav shape as a nav result sees it: the dataset's nav shape, or `[roi count]`
+    /// with a ROI (LiberTEM's `self.meta.dataset_shape.nav`, or
+    /// `(np.count_nonzero(self.meta.roi),)`).
+    pub fn compressed_nav_shape(&self) -> Vec<u64> {
+        match self.roi_count {
+            Some(n) => vec![n],
+            None => self.nav_shape.clone(),
+        }
+    }
+
     /// Un-flatten a true flat nav index into nav coordinates.
     pub fn nav_coordinates(&self, mut flat: u64) -> Vec<u64> {
         let mut coords = vec![0; self.nav_shape.len()];

@@ -2,22 +2,40 @@
 
 use crate::bindings::udf::plugin::types::{BufferDecl, DatasetMeta, Description, PartitionMeta, RunPlan};
 use crate::buffers::{Buffers, ResultOut};
+use crate::declaration::Declaration;
 use crate::error::{Result, UdfError};
 use crate::params::{Context, Params};
 use crate::tile::{Frame, Tile};
 
 /// A user-defined function, LiberTEM style.
 ///
-/// Implement [`describe`](Udf::describe), [`result_buffers`](Udf::result_buffers),
-/// [`new`](Udf::new) and one of the `process_*` methods; export it with
-/// [`export_udf!`](crate::export_udf). A fresh value is created with `new` for every
-/// partition, so fields are per-partition state (LiberTEM's task data).
+/// Implement [`declare`](Udf::declare) (or, the long way, [`describe`](Udf::describe)
+/// and [`result_buffers`](Udf::result_buffers)), [`new`](Udf::new) and one of the
+/// `process_*` methods; export it with [`export_udf!`](crate::export_udf). A fresh value
+/// is created with `new` for every partition, so fields are per-partition state
+/// (LiberTEM's task data).
 ///
 /// `merge` and `get_results` take no `self`: they run on the main side as pure
 /// functions of the buffers they are given.
 pub trait Udf: Sized + 'static {
+    /// The plugin in one place: name, summary, params, method, input dtype and buffers
+    /// with their merge rules ([`Declaration`]). The default implementations of
+    /// `describe`, `result_buffers` and `merge` use it; a plugin that implements those
+    /// itself need not declare.
+    fn declare() -> Declaration {
+        Declaration::undeclared()
+    }
+
     /// Name, version, summary, params, methods and preferences. Must be constant.
-    fn describe() -> Description;
+    /// Defaults to the [`declare`](Udf::declare)d description.
+    ///
+    /// # Panics
+    /// If the plugin implements neither `describe` nor `declare`.
+    fn describe() -> Description {
+        let declaration = Self::declare();
+        assert!(declaration.is_declared(), "the plugin implements neither Udf::declare nor Udf::describe");
+        declaration.description()
+    }
 
     /// Run-time choice of method, input dtype and tiling (LiberTEM's `get_method`,
     /// `get_preferred_input_dtype`, `get_tiling_preferences`). Defaults to the
@@ -29,7 +47,14 @@ pub trait Udf: Sized + 'static {
     }
 
     /// Declare the result buffers (LiberTEM's `get_result_buffers`). Must be deterministic.
-    fn result_buffers(params: &Params, dataset: &DatasetMeta) -> Result<Vec<BufferDecl>>;
+    /// Defaults to the [`declare`](Udf::declare)d buffers.
+    fn result_buffers(params: &Params, dataset: &DatasetMeta) -> Result<Vec<BufferDecl>> {
+        let declaration = Self::declare();
+        if !declaration.is_declared() {
+            return Err(UdfError::internal("the plugin implements neither Udf::declare nor Udf::result_buffers"));
+        }
+        declaration.buffers(params, dataset)
+    }
 
     /// Create the per-partition state from the params (LiberTEM's `__init__` plus
     /// `get_task_data`). On the main side (`main_preprocess`) `ctx.partition()` is `None`.
@@ -68,9 +93,14 @@ pub trait Udf: Sized + 'static {
 
     /// Merge a partition's buffers `src` into the merged state `dest` (declare with
     /// `Description::custom_merge`). Nav buffers of both cover only that partition.
+    /// Defaults to the [`declare`](Udf::declare)d merge rules ([`Declaration::merge`]).
     fn merge(ctx: &MergeContext, dest: &mut Buffers, src: &Buffers) -> Result<()> {
-        let _ = (ctx, dest, src);
-        Err(UdfError::internal("merge is not implemented"))
+        let _ = ctx;
+        let declaration = Self::declare();
+        if !declaration.is_declared() {
+            return Err(UdfError::internal("merge is not implemented"));
+        }
+        declaration.merge_buffers(dest, src)
     }
 
     /// Compute the final results from the merged buffers (declare with
@@ -203,5 +233,25 @@ mod tests {
         let all = ctx(None);
         let flat = ndarray::Array::from_vec((0..6).map(f64::from).collect()).into_dyn();
         assert_eq!(all.expand_nav(&flat.view(), 0.0).unwrap().shape(), &[2, 3]);
+    }
+
+    /// A plugin that declares nothing.
+    struct Bare;
+
+    impl Udf for Bare {
+        fn new(_: &Context) -> Result<Self> {
+            Ok(Bare)
+        }
+    }
+
+    #[test]
+    fn a_plugin_without_declaration_or_description_fails_clearly() {
+        let meta = ctx(None).dataset;
+        let err = Bare::result_buffers(&Params::default(), &meta).unwrap_err();
+        assert!(err.message.contains("neither Udf::declare nor Udf::result_buffers"), "{}", err.message);
+        let panic = std::panic::catch_unwind(Bare::describe).unwrap_err();
+        let message =
+            panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
+        assert!(message.unwrap_or_default().contains("neither Udf::declare nor Udf::describe"));
     }
 }

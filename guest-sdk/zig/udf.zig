@@ -148,3 +148,121 @@ pub fn getF64(v: View, i: usize) f64 {
 
 /// The C allocator (wasi-libc's malloc), for task data.
 pub const allocator = @import("std").heap.c_allocator;
+
+// ------------------------------------------------------------------------------------
+// Operations for every dtype (udf_sdk.h, udf_ops.c): no dispatch over dtypes in plugins.
+
+/// How two values combine (`udf_merge_op`): add, min, max (NaN wins), assign.
+pub const Merge = enum(c_uint) {
+    add = c.UDF_MERGE_ADD,
+    min = c.UDF_MERGE_MIN,
+    max = c.UDF_MERGE_MAX,
+    assign = c.UDF_MERGE_ASSIGN,
+};
+
+/// `dest = dest op src` elementwise, for two views of the same shape (any dtypes).
+pub fn combine(dest: View, src: View, op: Merge) c_int {
+    return c.udf_view_combine(dest, src, @intFromEnum(op));
+}
+
+/// `dest = dest op frame` for every frame of `frames` (`[n, *dest shape]`), e.g. a tile's
+/// frames into a sig buffer's part under the tile.
+pub fn accumulate(dest: View, frames: View, op: Merge) c_int {
+    return c.udf_view_accumulate(dest, &frames, @intFromEnum(op));
+}
+
+/// Every element = `value`.
+pub fn fill(v: View, value: f64) c_int {
+    return c.udf_view_fill(v, value);
+}
+
+/// Every element = the identity of `op` (-inf / +inf for max / min).
+pub fn fillIdentity(v: View, op: Merge) c_int {
+    return c.udf_view_fill_identity(v, @intFromEnum(op));
+}
+
+/// The sum of the elements as f64 (complex: of the real parts).
+pub fn sum(v: View) f64 {
+    return c.udf_view_sum(&v);
+}
+
+/// Merge buffer `name` of `src` into `dest` by `op` (whole buffers).
+pub fn merge(dest: ?*c.udf_buffers, src: ?*const c.udf_buffers, name: [*:0]const u8, op: Merge) c_int {
+    return c.udf_merge(dest, src, name, @intFromEnum(op));
+}
+
+/// The dtype of a Zig element type.
+pub fn dtypeOf(comptime T: type) c_uint {
+    return switch (T) {
+        u8 => c.UDF_U8,
+        u16 => c.UDF_U16,
+        u32 => c.UDF_U32,
+        u64 => c.UDF_U64,
+        i8 => c.UDF_I8,
+        i16 => c.UDF_I16,
+        i32 => c.UDF_I32,
+        i64 => c.UDF_I64,
+        f32 => c.UDF_F32,
+        f64 => c.UDF_F64,
+        else => @compileError("no dtype for " ++ @typeName(T)),
+    };
+}
+
+/// Export a frame map (LiberTEM's AutoUDF) as the plugin, from a `comptime` block:
+///
+///     fn rows(ds: *const udf.c.udf_dataset, shape: []u64) usize { shape[0] = ds.sig_shape[0]; return 1; }
+///     fn rowSums(frame: udf.View, out: []f32) void {
+///         for (out, 0..) |*o, y| o.* = @floatCast(udf.sum(udf.sub(frame, y)));
+///     }
+///     comptime { udf.exportMap("row-sums", "Sum of each row", f32, f32, rows, rowSums); }
+///
+/// `Frame` is the frame's element type (other input dtypes are converted to it), `Value`
+/// the value's; `shape` writes the value's shape for a dataset and returns its number of
+/// axes (`null`: one number); `f` writes the value of `frame` to `out`. The plugin's nav
+/// buffer `result` holds the values.
+pub fn exportMap(
+    comptime name: [*:0]const u8,
+    comptime summary: [*:0]const u8,
+    comptime Frame: type,
+    comptime Value: type,
+    comptime shape: ?fn (ds: *const c.udf_dataset, shape: []u64) usize,
+    comptime f: fn (frame: View, out: []Value) void,
+) void {
+    const S = struct {
+        fn call(frame: [*c]const c.udf_view, out: [*c]c.udf_view) callconv(.c) c_int {
+            f(frame.*, flat(Value, out.*).?);
+            return 0;
+        }
+        fn shapeOf(ds: [*c]const c.udf_dataset, out: [*c]u64) callconv(.c) usize {
+            return shape.?(ds, out[0..c.UDF_MAX_DIMS]);
+        }
+        const map = c.udf_map{
+            .frame_dtype = dtypeOf(Frame),
+            .value_dtype = dtypeOf(Value),
+            .shape = if (shape == null) null else shapeOf,
+            .f = call,
+        };
+        fn getMap() callconv(.c) *const c.udf_map {
+            return &map;
+        }
+        const plugin = c.udf_plugin{
+            .description = .{
+                .name = name,
+                .version = "0.1.0",
+                .summary = summary,
+                .methods = .{ c.UDF_METHOD_FRAME, 0, 0 },
+                .n_methods = 1,
+                .input_dtype = dtypeOf(Frame),
+            },
+            .result_buffers = c.udf_map_result_buffers,
+            .init = c.udf_map_init,
+            .process_frame = c.udf_map_process_frame,
+            .finish = c.udf_map_finish,
+        };
+        fn getPlugin() callconv(.c) *const c.udf_plugin {
+            return &plugin;
+        }
+    };
+    @export(&S.getMap, .{ .name = "udf_map_get" });
+    @export(&S.getPlugin, .{ .name = "udf_plugin_get" });
+}

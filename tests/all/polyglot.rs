@@ -498,3 +498,78 @@ fn python_plugins_run_in_the_clis_small_instance_pool() {
     let s = results.udfs[0].buffer("intensity").unwrap();
     assert_close(&to_f64(&s.data), &sum_frames(&data.rounded(Ty::F32), None), 1e-5, "python sum, small pool");
 }
+
+/// The frame maps of every language (`plugins/polyglot/<language>/map`): the sum of every
+/// row of each frame, with the shape found on a frame of zeros; C and Zig maps take
+/// float32 frames (float64 data is converted), Python and JavaScript values are float64.
+#[test]
+fn frame_maps_in_every_language_give_the_row_sums_of_each_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = fixtures::mk_uniform(&[5, 6], &[7, 9], 32);
+    let roi: Vec<bool> = (0..30).map(|i| i % 4 != 2).collect();
+    for language in LANGUAGES {
+        let map = load_polyglot(language, "map");
+        let value_dtype = if matches!(language, "c" | "zig") { DType::F32 } else { DType::F64 };
+        for ty in [Ty::F32, Ty::F64] {
+            let path = write_npy(dir.path(), &data, ty);
+            // Rows of the frame as the map sees it: float32 for C and Zig, else as stored.
+            let frame_ty = if value_dtype == DType::F32 { Ty::F32 } else { ty };
+            let stored = data.rounded(ty).rounded(frame_ty);
+            for roi in [None, Some(roi.clone())] {
+                let what = format!("{language} {ty:?} roi={}", roi.is_some());
+                let options =
+                    RunOptions { partitions: Some(4), roi: roi.clone().map(Roi::from_mask), ..Default::default() };
+                let results = run_on(&path, &OpenOptions::default(), vec![(map.clone(), Params::default())], options)
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+                let r = &results.udfs[0];
+                assert_eq!(r.name, "row-sums", "{what}");
+                let b = r.buffer("result").expect("result");
+                assert_eq!((b.dtype(), b.extra_shape.clone()), (value_dtype, vec![7]), "{what}");
+                let expected: Vec<f64> = (0..30)
+                    .filter(|&n| roi.as_ref().is_none_or(|r| r[n]))
+                    .flat_map(|n| stored.frame(n).chunks(9).map(|row| row.iter().sum::<f64>()))
+                    .collect();
+                assert_close(&to_f64(&b.raw), &expected, 1e-6, &what);
+            }
+        }
+    }
+}
+
+/// MaxUDF in every language (`plugins/polyglot/<language>/max`), written with the SDKs'
+/// operations for every dtype and (Python, JavaScript) a declared merge rule: the maximum
+/// over the selected frames, -inf where none is selected.
+#[test]
+fn max_in_every_language_is_the_maximum_over_the_selected_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    // Negative values: a maximum that starts at zero instead of -inf would show.
+    let mut data = fixtures::mk_uniform(&[5, 7], &[19, 23], 33);
+    data.values.iter_mut().for_each(|v| *v = -100.0 * *v - 1.0);
+    let path = write_npy(dir.path(), &data, Ty::F32);
+    let stored = data.rounded(Ty::F32);
+    let rois: [Option<Vec<bool>>; 3] = [None, Some((0..35).map(|i| i % 3 == 0).collect()), Some(vec![false; 35])];
+    for language in LANGUAGES {
+        let max = load_polyglot(language, "max");
+        for roi in &rois {
+            for (partitions, tile) in [(1, vec![3, 5, 7]), (3, vec![4, 19, 4]), (7, vec![1, 19, 23])] {
+                let what = format!("{language} partitions={partitions} tile={tile:?} roi={roi:?}");
+                let options = RunOptions {
+                    partitions: Some(partitions),
+                    tile_shape: Some(tile),
+                    roi: roi.clone().map(Roi::from_mask),
+                    ..Default::default()
+                };
+                let results = run_on(&path, &OpenOptions::default(), vec![(max.clone(), Params::default())], options)
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+                let b = results.udfs[0].buffer("maxbuf").expect("maxbuf");
+                assert_eq!((b.dtype(), b.data.shape().to_vec()), (DType::F32, vec![19, 23]), "{what}");
+                let mut expected = vec![f64::NEG_INFINITY; 19 * 23];
+                for n in (0..35).filter(|&n| roi.as_ref().is_none_or(|r| r[n])) {
+                    for (e, &v) in expected.iter_mut().zip(stored.frame(n)) {
+                        *e = e.max(v);
+                    }
+                }
+                assert_eq!(to_f64(&b.data), expected, "{what}");
+            }
+        }
+    }
+}
