@@ -45,7 +45,16 @@ pub(crate) fn config_for(name: &str) -> Config {
         }
         _ => Params::default(),
     };
-    Config { params, ..Config::default() }
+    // LiberTEM's saturation example counts detector values at the maximum: integer data.
+    let data = if name == "example_saturation" {
+        conformance::DataSource::Synthetic(conformance::Synthetic {
+            dtype: udf_host::dtype::DType::U16,
+            ..conformance::Synthetic::default()
+        })
+    } else {
+        Config::default().data
+    };
+    Config { params, data, ..Config::default() }
 }
 
 fn reference_plugins() -> Vec<&'static str> {
@@ -432,4 +441,45 @@ fn cli_checks_a_real_dataset_and_missing_params_are_user_errors() {
     let (code, message) = cli(&[&aux, "--check", "determinism"]).unwrap_err();
     assert_eq!(code, exit::USER_ERROR);
     assert!(message.contains("aux"), "{message}");
+}
+
+/// The gallery's parameters where a port needs some (the rest run on their defaults).
+fn gallery_config(name: &str) -> Config {
+    let array = |shape: &[usize], values: Vec<f64>| {
+        ParamValue::Array(std::sync::Arc::new(udf_host::array::NdArray::from_vec(shape, values).expect("shape")))
+    };
+    let peaks = || array(&[3, 2], vec![4.0, 4.0, 8.0, 8.0, 11.0, 5.0]);
+    let params = match name {
+        // One factor per position of the suite's 4 x 6 scan.
+        "example_aux_scale" => {
+            udf_host_tests::params(&[("scale", array(&[4, 6], (0..24).map(|i| 1.0 + f64::from(i) / 8.0).collect()))])
+        }
+        "example_correlate_peaks" | "example_sparse_correlation" => udf_host_tests::params(&[("peaks", peaks())]),
+        _ => Params::default(),
+    };
+    // LiberTEM's saturation example counts detector values at the maximum: integer data.
+    let data = if name == "example_saturation" {
+        conformance::DataSource::Synthetic(conformance::Synthetic {
+            dtype: udf_host::dtype::DType::U16,
+            ..conformance::Synthetic::default()
+        })
+    } else {
+        Config::default().data
+    };
+    Config { params, data, ..Config::default() }
+}
+
+#[test]
+fn every_gallery_port_conforms() {
+    // The ports of LiberTEM's documentation examples (plugins/examples/, issue 21) are
+    // correct plugins: the kit must not raise a false alarm on any of them (issue 24).
+    let mut failures = Vec::new();
+    for name in env!("UDF_EXAMPLE_PLUGIN_NAMES").split(',') {
+        let report =
+            conformance::check_plugin(load(name), &gallery_config(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        if !report.passed {
+            failures.push(format!("{name} does not conform:\n{}", report.to_text(false)));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
