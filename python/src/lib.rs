@@ -4,6 +4,7 @@
 
 mod convert;
 mod engine;
+mod session;
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
@@ -77,6 +78,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<engine::Dataset>()?;
     m.add_class::<engine::RunHandle>()?;
     m.add_class::<engine::Buffer>()?;
+    m.add_class::<session::Plugin>()?;
+    m.add_class::<session::Instance>()?;
     m.add_function(wrap_pyfunction!(describe_wasm, m)?)?;
     m.add_function(wrap_pyfunction!(describe_builtin, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_names, m)?)?;
