@@ -116,9 +116,7 @@ fn parse_method(name: &str) -> PyResult<Method> {
 
 /// A bool array (C-contiguous) as a list of bools.
 fn bools(array: &Bound<'_, PyUntypedArray>, what: &str) -> PyResult<Vec<bool>> {
-    ndarray_from_numpy(array)?
-        .to_bools()
-        .ok_or_else(|| PyValueError::new_err(format!("{what} must be a bool array")))
+    ndarray_from_numpy(array)?.to_bools().ok_or_else(|| PyValueError::new_err(format!("{what} must be a bool array")))
 }
 
 /// Each `name -> array` of a dict as a named buffer (a copy).
@@ -170,6 +168,9 @@ impl CallSite<'_> {
         )
     }
 }
+
+/// A buffer declaration for Python: `(name, kind, dtype, extra_shape, use)`.
+type DeclTuple = (String, &'static str, &'static str, Vec<usize>, &'static str);
 
 /// A loaded wasm plugin, for `udf_host.libertem.WasmUDF`.
 #[pyclass(module = "udf_host._native", frozen)]
@@ -282,13 +283,12 @@ impl Plugin {
 
     /// The result buffers for a run: `(name, kind, dtype, extra_shape, use)` with kind
     /// `nav`/`sig`/`single`, a NumPy dtype name and use `normal`/`private`/`result-only`.
-    #[allow(clippy::type_complexity)]
     fn result_buffers(
         &self,
         py: Python<'_>,
         params: &Bound<'_, PyDict>,
         dataset: DatasetArg,
-    ) -> PyResult<Vec<(String, &'static str, &'static str, Vec<usize>, &'static str)>> {
+    ) -> PyResult<Vec<DeclTuple>> {
         let params = self.resolve(params)?;
         let meta = dataset.meta()?;
         let decls = py
@@ -343,10 +343,8 @@ impl Plugin {
 
     /// Merge a partition's buffers `src` into `dest` (nav buffers: the partition's rows;
     /// others whole) with the plugin's custom merge; returns the new `dest` arrays.
-    #[allow(clippy::too_many_arguments)]
     fn merge<'py>(
         &self,
-        py: Python<'py>,
         params: &Bound<'py, PyDict>,
         dataset: DatasetArg,
         partition: PartitionArg,
@@ -354,6 +352,7 @@ impl Plugin {
         dest: &Bound<'py, PyDict>,
         src: &Bound<'py, PyDict>,
     ) -> PyResult<Bound<'py, PyDict>> {
+        let py = params.py();
         let params = self.resolve(params)?;
         let dataset = dataset.meta()?;
         let partition = partition.meta()?;
@@ -368,10 +367,12 @@ impl Plugin {
                     BufferViewMut { name, dtype, shape, bytes: array.bytes_mut() }
                 })
                 .collect();
-            let ctx = MergeContext { params: &params, dataset: &dataset, partition: &partition, valid_nav_mask: &valid };
+            let ctx =
+                MergeContext { params: &params, dataset: &dataset, partition: &partition, valid_nav_mask: &valid };
             self.udf.merge(ctx, &mut views, &src)
         });
-        let site = CallSite { udf: &self.name, source: self.udf.source(), at: at("merge", Some(partition.index), None) };
+        let site =
+            CallSite { udf: &self.name, source: self.udf.source(), at: at("merge", Some(partition.index), None) };
         merged.map_err(|e| site.error(py, e))?;
         buffers_to_dict(py, dest)
     }
@@ -402,7 +403,10 @@ impl Plugin {
         let out = PyList::empty(py);
         for entry in entries {
             let array = to_numpy(py, entry.array)?;
-            out.append(PyTuple::new(py, [entry.name.into_pyobject(py)?.into_any(), array, entry.valid.into_pyobject(py)?])?)?;
+            out.append(PyTuple::new(
+                py,
+                [entry.name.into_pyobject(py)?.into_any(), array, entry.valid.into_pyobject(py)?],
+            )?)?;
         }
         Ok(out)
     }
@@ -455,9 +459,8 @@ impl Instance {
             running.with_dependent_mut(|_, runner| f(runner.as_mut())).map_err(Some)
         });
         outcome.map_err(|e| match e {
-            Some(error) => {
-                CallSite { udf: &self.udf, source: &self.source, at: at(method, self.partition, frames) }.error(py, error)
-            }
+            Some(error) => CallSite { udf: &self.udf, source: &self.source, at: at(method, self.partition, frames) }
+                .error(py, error),
             None => PyValueError::new_err(format!("the instance of '{}' is closed (exported or failed)", self.udf)),
         })
     }
@@ -475,7 +478,6 @@ impl Instance {
     /// index of every frame, `scheme_index` the slice's index in the tiling scheme.
     fn process(
         &self,
-        py: Python<'_>,
         tile: &Bound<'_, PyUntypedArray>,
         origin: u64,
         sig_origin: Vec<usize>,
@@ -483,6 +485,7 @@ impl Instance {
         true_nav_indices: Vec<u64>,
         scheme_index: usize,
     ) -> PyResult<()> {
+        let py = tile.py();
         let data = ndarray_from_numpy(tile)?;
         let sig = SigSlice { origin: sig_origin, shape: sig_shape };
         let frames = true_nav_indices.len();

@@ -64,6 +64,14 @@ def dask(lt):
     ctx.close()
 
 
+@pytest.fixture(scope="module")
+def threads(lt):
+    """LiberTEM's thread-pool executor: partitions of one run at the same time in this process."""
+    ctx = lt[0].Context.make_with("threads", cpus=2)
+    yield ctx
+    ctx.close()
+
+
 @pytest.fixture(params=["inline", "dask"])
 def context(request):
     return request.getfixturevalue(request.param)
@@ -116,7 +124,9 @@ def assert_agree(ours: dict, theirs: dict, what: str):
 
 
 @pytest.mark.parametrize("roi", [None, ROI], ids=["all", "roi"])
-def test_the_plugins_agree_with_libertems_udfs(lt, context, roi):
+@pytest.mark.parametrize("executor", ["inline", "dask", "threads"])
+def test_the_plugins_agree_with_libertems_udfs(lt, request, executor, roi):
+    context = request.getfixturevalue(executor)
     ds = context.load("memory", data=DATA, sig_dims=2, num_partitions=3)
     udfs = [udf for pair in pairs(lt) for udf in pair]
     results = context.run_udf(dataset=ds, udf=udfs, roi=roi)
@@ -245,3 +255,34 @@ def test_udf_host_does_not_import_libertem_and_says_what_is_missing():
     )
     done = subprocess.run([sys.executable, "-c", hidden], check=True, cwd=ROOT, capture_output=True, text=True)
     assert "udf_host.libertem needs LiberTEM" in done.stdout and "pip install" in done.stdout, done.stdout
+
+
+def test_dask_workers_load_each_plugin_once_by_its_hash(lt, dask):
+    from udf_host import libertem as adapter
+
+    udf = wasm("sumsig")
+    sha = udf._kwargs["_udf_host_sha256"]
+    ds = dask.load("memory", data=DATA, sig_dims=2, num_partitions=4)
+
+    def loaded():
+        return {sha: id(p) for sha, p in adapter._PLUGINS.items()}
+
+    client = dask.executor.client
+    dask.run_udf(dataset=ds, udf=udf)
+    first = client.run(loaded)
+    assert any(sha in plugins for plugins in first.values()), first
+    res = dask.run_udf(dataset=ds, udf=wasm("sumsig"))
+    np.testing.assert_allclose(res["intensity"].data, DATA.sum(axis=(2, 3)), rtol=RTOL)
+    # Each worker process keeps the plugin it loaded: the same object in the next run.
+    again = client.run(loaded)
+    for worker, plugins in first.items():
+        if sha in plugins:
+            assert again[worker][sha] == plugins[sha], worker
+
+
+def test_a_failure_on_a_dask_worker_reaches_the_client_as_udferror(lt, dask):
+    ds = dask.load("memory", data=DATA, sig_dims=2, num_partitions=3)
+    with pytest.raises(udf_host.UDFError, match="probe panics at frame 9") as caught:
+        dask.run_udf(dataset=ds, udf=wasm("probe_trap", mode="panic", frame=9))
+    e = caught.value
+    assert (e.plugin, e.call, e.frames, e.kind) == ("trap", "process", (9, 9), "trap")
