@@ -68,14 +68,14 @@ _PLUGINS_LOCK = threading.Lock()
 _METHODS = {"tile": UDFMethod.TILE, "frame": UDFMethod.FRAME, "partition": UDFMethod.PARTITION}
 
 
-def _plugin(sha256: str, source: str, wasm: bytes):
+def _load(sha256: str, source: str, wasm: bytes):
+    """The loaded plugin and its description (loaded on first use in this process)."""
     with _PLUGINS_LOCK:
-        plugin = _PLUGINS.get(sha256)
-        if plugin is None:
+        if sha256 not in _PLUGINS:
             plugin = _native.Plugin(source, wasm, sha256)
-            _PLUGINS[sha256] = plugin
             _DESCRIPTIONS[sha256] = plugin.describe()
-        return plugin
+            _PLUGINS[sha256] = plugin
+        return _PLUGINS[sha256], _DESCRIPTIONS[sha256]
 
 
 class WasmUDF(UDF):
@@ -119,12 +119,11 @@ class WasmUDF(UDF):
 
     @property
     def _plugin(self):
-        return _plugin(self._kwargs[_SHA256], self._kwargs[_SOURCE], self._kwargs[_WASM])
+        return _load(self._kwargs[_SHA256], self._kwargs[_SOURCE], self._kwargs[_WASM])[0]
 
     @property
     def _description(self) -> dict:
-        self._plugin
-        return _DESCRIPTIONS[self._kwargs[_SHA256]]
+        return _load(self._kwargs[_SHA256], self._kwargs[_SOURCE], self._kwargs[_WASM])[1]
 
     def describe(self) -> str:
         """What `udf-host inspect` prints for the plugin."""
