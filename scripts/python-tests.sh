@@ -13,6 +13,11 @@ fi
 # The package's dependency (numpy), pytest and Dask's distributed (test_dask.py); the
 # wheel itself without dependencies, so pip builds it exactly once.
 "$venv/bin/python" -m pip install --quiet pytest "numpy>=1.23" "distributed==2026.8.0"
+# LiberTEM for udf_host.libertem's tests (python/tests/test_libertem.py). It brings numba,
+# scipy, scikit-image, ...: about 4 minutes and 1 GB the first time, nothing once
+# installed. Where it cannot be installed those tests skip, saying so.
+"$venv/bin/python" -m pip install --quiet "libertem==0.16.0" "distributed==2026.8.0" ||
+    echo "warning: LiberTEM 0.16.0 could not be installed: python/tests/test_libertem.py will skip" >&2
 echo "==> building the udf_host wheel (dev profile) into $venv"
 MATURIN_PEP517_ARGS="--profile dev" "$venv/bin/python" -m pip install --quiet --force-reinstall --no-deps ./python
 cargo build --quiet -p udf-host

@@ -5,6 +5,7 @@
 mod convert;
 mod distributed;
 mod engine;
+mod session;
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
@@ -83,6 +84,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(distributed::install_plugin, m)?)?;
     m.add_function(wrap_pyfunction!(distributed::has_plugin, m)?)?;
     m.add_function(wrap_pyfunction!(distributed::run_partition, m)?)?;
+    m.add_class::<session::Plugin>()?;
+    m.add_class::<session::Instance>()?;
     m.add_function(wrap_pyfunction!(describe_wasm, m)?)?;
     m.add_function(wrap_pyfunction!(describe_builtin, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_names, m)?)?;
