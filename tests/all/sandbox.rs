@@ -44,31 +44,44 @@ mod hostile {
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
     use udf_host::dataset::OpenOptions;
-    use udf_host::exec::{RunError, RunOptions};
+    use udf_host::exec::{RunError, RunOptions, RunResults};
     use udf_host::log::LogRecord;
-    use udf_host::udf::{CallError, ParamValue};
+    use udf_host::udf::{CallError, ParamValue, Udf};
     use udf_host::wasm::{ComponentCache, LoadErrorKind, RuntimeOptions, WasmRuntime};
     use udf_host_tests::fixtures::{self, Ty};
     use udf_host_tests::{params, plugin, run_on, runtime_options};
 
-    /// Run the hostile probe with `attack` under `options`; also return the log lines.
-    fn attack(attack: &str, options: RuntimeOptions) -> (Result<udf_host::exec::RunResults, RunError>, Vec<String>) {
+    /// What a run of the hostile probe gave: the result, the log lines (with their
+    /// plugin and partition), and the runtime (for its memory budget).
+    struct Outcome {
+        result: Result<RunResults, RunError>,
+        lines: Vec<LogRecord>,
+        runtime: WasmRuntime,
+    }
+
+    /// Run the hostile probe with `attack` in call `at` (and `others` beside it) over 16
+    /// frames of 4 x 4 under `options` and `run`.
+    fn run_attack(attack: &str, at: &str, options: RuntimeOptions, run: RunOptions) -> Outcome {
         let lines = Arc::new(Mutex::new(Vec::new()));
         let sink = lines.clone();
-        let options = RuntimeOptions {
-            logger: Arc::new(move |r: &LogRecord| sink.lock().unwrap().push(r.message.clone())),
-            ..options
-        };
+        let options = RuntimeOptions { logger: Arc::new(move |r: &LogRecord| sink.lock().unwrap().push(r.clone())), ..options };
         let runtime = WasmRuntime::new(options).unwrap();
         let (udf, _) = runtime.load(&plugin("probe_hostile")).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("d.npy");
-        fixtures::write_npy(&path, &fixtures::mk_random(&[8], &[4, 4], 1), Ty::F32);
-        let p = params(&[("attack", ParamValue::Text(attack.into()))]);
-        let options = RunOptions { partitions: Some(1), ..Default::default() };
-        let result = run_on(&path, &OpenOptions::default(), vec![(Arc::new(udf), p)], options);
+        fixtures::write_npy(&path, &fixtures::mk_random(&[16], &[4, 4], 1), Ty::F32);
+        let p = params(&[("attack", ParamValue::Text(attack.into())), ("at", ParamValue::Text(at.into()))]);
+        let result = run_on(&path, &OpenOptions::default(), vec![(Arc::new(udf) as Arc<dyn Udf>, p)], run);
         let lines = lines.lock().unwrap().clone();
-        (result, lines)
+        Outcome { result, lines, runtime }
+    }
+
+    /// Run the hostile probe with `attack` under `options`, one partition; also return
+    /// the log lines.
+    fn attack(attack: &str, options: RuntimeOptions) -> (Result<RunResults, RunError>, Vec<String>) {
+        let run = RunOptions { partitions: Some(1), ..Default::default() };
+        let outcome = run_attack(attack, "", options, run);
+        (outcome.result, outcome.lines.into_iter().map(|r| r.message).collect())
     }
 
     #[track_caller]
@@ -83,17 +96,26 @@ mod hostile {
         assert!(started.elapsed() < Duration::from_secs(180), "{attack_name}: bounded time");
     }
 
+    /// The error of a run that must fail, as text.
+    #[track_caller]
+    fn failure(outcome: &Outcome) -> String {
+        match &outcome.result {
+            Ok(_) => panic!("the run succeeded"),
+            Err(e) => e.to_string(),
+        }
+    }
+
     #[test]
     fn behaving_baseline() {
         let results = attack("none", runtime_options()).0.unwrap();
-        assert_eq!(results.udfs[0].buffer("x").unwrap().data.shape(), &[8]);
+        assert_eq!(results.udfs[0].buffer("x").unwrap().data.shape(), &[16]);
     }
 
     #[test]
     fn malformed_exports_are_rejected() {
         contract("huge-export", "sent 41943040 values");
-        contract("wrong-shape", "exported as float32 [9], but is declared as float32 [8]");
-        contract("wrong-dtype", "exported as float64 [8], but is declared as float32 [8]");
+        contract("wrong-shape", "exported as float32 [17], but is declared as float32 [16]");
+        contract("wrong-dtype", "exported as float64 [16], but is declared as float32 [16]");
         contract("undeclared", "exported buffer 'y' was never declared");
         contract("missing", "buffer 'x' was declared but not exported");
     }
@@ -105,11 +127,12 @@ mod hostile {
     }
 
     #[test]
-    fn huge_error_messages_are_truncated() {
+    fn huge_error_messages_are_refused_before_the_host_copies_them() {
+        // 64 MiB of message from `process`, which may hand back only an error message.
         let err = attack("huge-error", runtime_options()).0.unwrap_err();
         let msg = err.to_string();
         assert!(msg.len() < 8 * 1024, "{} bytes", msg.len());
-        assert!(msg.contains("bytes cut]"), "says it was cut");
+        assert!(msg.contains("returned more data than the host accepts from an error message"), "{msg}");
     }
 
     #[test]
@@ -146,5 +169,168 @@ mod hostile {
         assert_eq!(err.kind, LoadErrorKind::Compile);
         assert!(err.to_string().contains("did not compile within"), "{err}");
         assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    // Issue 15, item 1: a plugin that sleeps (std::thread::sleep) or polls a timer never
+    // blocks the host on a real timer: timers are due at once, and a plugin that waits
+    // for the frozen clock to move loops in wasm, where --timeout stops it.
+    #[test]
+    fn sleeping_and_polling_never_block_on_a_real_timer() {
+        let timeout = Duration::from_millis(500);
+        for (attack, at) in [("sleep", "process"), ("poll", "process"), ("sleep", "merge"), ("poll", "init")] {
+            let options = RuntimeOptions { timeout, ..runtime_options() };
+            let run = RunOptions { partitions: Some(2), threads: Some(2), ..Default::default() };
+            let started = Instant::now();
+            let outcome = run_attack(attack, at, options, run);
+            let elapsed = started.elapsed();
+            let msg = failure(&outcome);
+            assert!(msg.contains("timed out") && msg.contains(at), "{attack} in {at}: {msg}");
+            // Each sleep asks for 10 ms and the loop wants a second of them: a real timer
+            // would keep the host far past the timeout (and a real clock would end the loop).
+            assert!(elapsed < 4 * timeout + Duration::from_secs(2), "{attack} in {at}: took {elapsed:?}");
+        }
+    }
+
+    #[test]
+    fn a_plugin_that_naps_for_an_hour_goes_on_at_once_and_is_counted() {
+        for at in ["init", "process", "export_buffers"] {
+            let run = RunOptions { partitions: Some(2), ..Default::default() };
+            let started = Instant::now();
+            let results = run_attack("nap", at, runtime_options(), run).result.unwrap();
+            assert!(started.elapsed() < Duration::from_secs(60), "{at}: no real hour");
+            let waits: u64 = results.udfs[0].instances.iter().map(|(_, s)| s.timer_waits).sum();
+            assert_eq!(waits, 2, "{at}: one nap per partition instance");
+        }
+    }
+
+    // Item 2: the total memory budget covers every instance's linear memory (and what
+    // their calls return), and is given back.
+    #[test]
+    fn a_small_budget_fits_well_behaved_instances_and_is_given_back() {
+        let options = RuntimeOptions { max_memory: 64 << 20, max_memory_total: 32 << 20, ..runtime_options() };
+        let run = RunOptions { partitions: Some(8), threads: Some(4), ..Default::default() };
+        let outcome = run_attack("none", "", options, run);
+        let results = outcome.result.unwrap();
+        assert_eq!(results.udfs[0].buffer("x").unwrap().data.shape(), &[16]);
+        assert_eq!(outcome.runtime.budget().used(), 0, "every instance gave its memory back");
+    }
+
+    #[test]
+    fn a_full_budget_refuses_memory_with_a_message_naming_it() {
+        // Less total than one instance may have: the first growth beyond it traps.
+        let options = RuntimeOptions { max_memory: 64 << 20, max_memory_total: 24 << 20, ..runtime_options() };
+        let run = RunOptions { partitions: Some(1), threads: Some(1), ..Default::default() };
+        let outcome = run_attack("allocate", "process", options, run);
+        let msg = failure(&outcome);
+        assert!(msg.contains("total memory budget of 24 MiB") && msg.contains("--max-memory-total"), "{msg}");
+    }
+
+    #[test]
+    fn many_tiny_arrays_are_refused_within_the_budget() {
+        for at in ["export_buffers", "merge", "get_results"] {
+            let options = RuntimeOptions { max_memory: 64 << 20, max_memory_total: 256 << 20, ..runtime_options() };
+            let run = RunOptions { partitions: Some(2), threads: Some(2), ..Default::default() };
+            let outcome = run_attack("many", at, options, run);
+            let msg = failure(&outcome);
+            assert!(
+                msg.contains("at most 1024") || msg.contains("returned more data") || msg.contains("timed out"),
+                "{at}: {msg}"
+            );
+            assert_eq!(outcome.runtime.budget().used(), 0, "{at}: every reservation was given back");
+        }
+    }
+
+    // Item 3: declarations are capped and checked in linear time.
+    #[test]
+    fn fifty_thousand_buffers_are_refused_at_once() {
+        let started = Instant::now();
+        let outcome = run_attack("oversized", "result_buffers", runtime_options(), RunOptions::default());
+        let msg = failure(&outcome);
+        assert!(msg.contains("result_buffers") && msg.contains("declares 50000 buffers; at most 1024"), "{msg}");
+        assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
+        let outcome = run_attack("odd", "result_buffers", runtime_options(), RunOptions::default());
+        assert!(failure(&outcome).contains("extra shape of 40 axes; at most 32"), "{}", failure(&outcome));
+    }
+
+    // Item 4: names that clash with another buffer's files are refused when declared.
+    #[test]
+    fn clashing_and_unusable_names_are_refused_when_declared() {
+        let outcome = run_attack("misnamed", "result_buffers", runtime_options(), RunOptions::default());
+        let msg = failure(&outcome);
+        assert!(msg.contains("result_buffers") && msg.contains("\"x.valid\" is not usable"), "{msg}");
+        let outcome = run_attack("misnamed", "export_buffers", runtime_options(), RunOptions::default());
+        let msg = failure(&outcome);
+        assert!(msg.contains("export_buffers") && msg.contains("never declared"), "{msg}");
+    }
+
+    // Item 5: with keep_going, a plugin's custom valid mask cannot mark the frames of a
+    // failed partition valid.
+    #[test]
+    fn the_hosts_valid_mask_wins_over_the_plugins() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.npy");
+        fixtures::write_npy(&path, &fixtures::mk_random(&[16], &[4, 4], 1), Ty::F32);
+        let (udf, _) = WasmRuntime::new(runtime_options()).unwrap().load(&plugin("probe_hostile")).unwrap();
+        let p = params(&[("attack", ParamValue::Text("valid-lies".into()))]);
+        let spec = udf_host::exec::UdfSpec { udf: Arc::new(udf), params: p };
+        let data = udf_host::dataset::open(&path, &OpenOptions::default()).unwrap();
+        let run = RunOptions { partitions: Some(4), threads: Some(1), keep_going: true, ..Default::default() };
+        let mut iter = udf_host::exec::Run::plan(data, vec![spec], run).unwrap().iter();
+        let steps: Vec<_> = iter.by_ref().collect();
+        assert_eq!(steps.iter().filter(|s| s.is_err()).count(), 1, "partition 1 fails at frame 5: {steps:?}");
+        let results = iter.results().unwrap();
+        let x = results.udfs[0].buffer("x").unwrap();
+        let expected: Vec<bool> = (0..16).map(|f| !(4..8).contains(&f)).collect();
+        assert_eq!(x.valid.to_bools().unwrap(), expected, "the plugin said all are valid; frames 4..8 failed");
+        assert!(!x.all_valid);
+    }
+
+    // Item 8: text a plugin controls reaches messages with its control characters escaped.
+    #[test]
+    fn control_characters_of_plugins_are_escaped() {
+        let outcome = run_attack("odd", "process", runtime_options(), RunOptions::default());
+        let msg = failure(&outcome);
+        assert!(!msg.contains('\x1b') && !msg.contains('\r'), "{msg:?}");
+        assert!(msg.contains("bad input\\n\\u{1b}[2K\\rerror: udf-host itself failed"), "{msg}");
+    }
+
+    // Item 9: the log tail keeps the last lines after the cap (a late panic's message is
+    // in the error), and the run's total output is capped.
+    #[test]
+    fn a_panic_after_ten_thousand_log_lines_still_reaches_the_error() {
+        let run = RunOptions { partitions: Some(1), ..Default::default() };
+        let outcome = run_attack("late-panic", "", runtime_options(), run);
+        let msg = failure(&outcome);
+        assert!(msg.contains("late panic after 20000 lines"), "{msg}");
+        assert!(msg.contains("line 19999"), "the last lines: {msg}");
+        assert!(!outcome.lines.iter().any(|l| l.message.contains("late panic")), "the panic goes with the error only");
+    }
+
+    #[test]
+    fn the_log_of_a_whole_run_is_capped() {
+        // 8 instances of 10 000 lines of 10 KiB: 800 MiB without the run's cap.
+        let run = RunOptions { partitions: Some(8), threads: Some(2), ..Default::default() };
+        let outcome = run_attack("spam", "", runtime_options(), run);
+        outcome.result.unwrap();
+        let bytes: usize = outcome.lines.iter().map(|l| l.message.len()).sum();
+        assert!(bytes <= udf_host::wasm::MAX_RUN_LOG_BYTES, "{bytes} bytes logged");
+        let notices = outcome.lines.iter().filter(|l| l.message.contains("the plugins of this run logged more")).count();
+        assert_eq!(notices, 1, "one notice for the run");
+    }
+
+    // Item 10: contract errors name the lifecycle call and are the plugin's (not the user's).
+    #[test]
+    fn contract_errors_name_the_call_and_are_not_user_errors() {
+        for (attack, at, needle) in [
+            ("odd", "plan", "failed in plan: broke the contract: it chose the partition method"),
+            ("misnamed", "result_buffers", "failed in result_buffers: broke the contract"),
+            ("misnamed", "merge", "failed in merge, partition"),
+            ("misnamed", "get_results", "failed in get_results: broke the contract"),
+        ] {
+            let outcome = run_attack(attack, at, runtime_options(), RunOptions::default());
+            let err = outcome.result.err().unwrap();
+            assert!(!err.is_user_error(), "{attack} in {at}: {err}");
+            assert!(err.to_string().contains(needle), "{attack} in {at}: {err}");
+        }
     }
 }

@@ -411,9 +411,13 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             let mut failure = run_failure(e);
             let note = dtype_note(&failure.error, &planned);
             failure.error = failure.error.context(format!(
-                "the run stopped; what is complete is in {} (results.json lists the failures){note}",
+                "the run stopped; what is complete is in {} (results.json lists the failures)",
                 args.out.display()
             ));
+            if !note.is_empty() {
+                // After the whole chain: the note explains its last part.
+                failure.error = anyhow!("{}{note}", super::error_text(&failure.error));
+            }
             Err(failure)
         }
         (None, false, false) => Err(Failure {

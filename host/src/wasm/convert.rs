@@ -422,3 +422,78 @@ pub fn buffer_decl_from_wit(b: wit::BufferDecl) -> Result<BufferDecl, CallError>
         },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, ty: wit::ParamType, default: Option<wit::ParamValueResult>) -> wit::ParamSpec {
+        wit::ParamSpec { name: name.into(), ty, doc: String::new(), default, nav_aux: false }
+    }
+
+    fn description(params: Vec<wit::ParamSpec>) -> wit::Description {
+        wit::Description {
+            name: "p".into(),
+            version: "1.0".into(),
+            summary: "s".into(),
+            params,
+            methods: vec![wit::Method::Tile],
+            input_dtype: wit::DtypePreference::Native,
+            tiling: wit::TilingPreferences { depth: wit::TileDepth::Default, total_size: wit::TileSize::BestFit },
+            custom_merge: false,
+            custom_results: false,
+            main_preprocess: false,
+            data_access: wit::DataAccess::Typed,
+        }
+    }
+
+    fn refused(d: wit::Description) -> String {
+        match description_from_wit(d) {
+            Err(CallError::Contract(m)) => m,
+            other => panic!("expected a contract error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_million_parameters_are_refused_at_once() {
+        let params = (0..1_000_000).map(|i| spec(&format!("p{i}"), wit::ParamType::Int, None)).collect();
+        let started = std::time::Instant::now();
+        assert!(refused(description(params)).contains("1000000 parameters; at most 256"));
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    }
+
+    #[test]
+    fn text_is_capped_and_escaped() {
+        let mut d = description(Vec::new());
+        d.version = "9".repeat(32 << 20);
+        assert!(refused(d).contains("the version is 33554432 bytes long; at most 64"));
+        let mut d = description(Vec::new());
+        d.summary = "sum\x1b[31m of\nall".into();
+        assert_eq!(description_from_wit(d).unwrap().summary, "sum\\u{1b}[31m of\\nall");
+    }
+
+    #[test]
+    fn parameters_must_be_unique_usable_and_of_their_declared_type() {
+        let int = |name: &str| spec(name, wit::ParamType::Int, None);
+        assert!(refused(description(vec![int("a"), int("b"), int("a")])).contains("parameter 'a' twice"));
+        assert!(refused(description(vec![int("x.y")])).contains("\"x.y\" is not usable"));
+        let text_default = spec("n", wit::ParamType::Int, Some(wit::ParamValueResult::Text("3".into())));
+        assert!(refused(description(vec![text_default])).contains("parameter 'n' is declared int but its default is text"));
+        // An integer is a float, as on the command line.
+        let float = spec("r", wit::ParamType::Float, Some(wit::ParamValueResult::Int(3)));
+        assert!(description_from_wit(description(vec![float])).is_ok());
+    }
+
+    #[test]
+    fn names_and_methods_are_checked() {
+        let mut d = description(Vec::new());
+        d.name = "results.json".into();
+        assert!(refused(d).contains("is not usable"));
+        let mut d = description(Vec::new());
+        d.methods.clear();
+        assert!(refused(d).contains("implements no method"));
+        let mut d = description(Vec::new());
+        d.methods = vec![wit::Method::Frame, wit::Method::Frame];
+        assert_eq!(description_from_wit(d).unwrap().methods, vec![Method::Frame]);
+    }
+}

@@ -468,3 +468,67 @@ pub struct HostData;
 impl HasData for HostData {
     type Data<'a> = &'a mut HostState;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collecting() -> (Logger, Arc<Mutex<Vec<String>>>) {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        (Arc::new(move |r: &LogRecord| sink.lock().unwrap().push(r.message.clone())), lines)
+    }
+
+    fn log(logger: Logger, run: Arc<RunLog>) -> PluginLog {
+        PluginLog::new(LogOrigin { plugin: Arc::from("p"), partition: Some(0) }, logger, run)
+    }
+
+    #[test]
+    fn the_tail_keeps_the_last_lines_after_the_cap() {
+        let (logger, lines) = collecting();
+        let mut log = log(logger, Arc::default());
+        for i in 0..MAX_LOG_LINES + 500 {
+            log.push(LogLevel::Info, &format!("line {i}"));
+        }
+        let sent = lines.lock().unwrap().clone();
+        assert_eq!(sent.len(), MAX_LOG_LINES + 1, "the lines up to the cap and one notice");
+        assert!(sent.last().unwrap().contains("dropping the rest"));
+        assert_eq!(log.tail().last().unwrap(), &format!("line {}", MAX_LOG_LINES + 499));
+    }
+
+    #[test]
+    fn the_run_caps_the_log_of_all_its_instances() {
+        let (logger, lines) = collecting();
+        let run = Arc::new(RunLog::default());
+        let line = "x".repeat(MAX_LOG_LINE);
+        for _ in 0..8 {
+            let mut log = log(logger.clone(), run.clone());
+            for _ in 0..1000 {
+                log.push(LogLevel::Info, &line);
+            }
+        }
+        let sent = lines.lock().unwrap().clone();
+        let bytes: usize = sent.iter().map(String::len).sum();
+        assert!(bytes <= MAX_RUN_LOG_BYTES, "{bytes} bytes");
+        assert_eq!(sent.iter().filter(|l| l.contains("logged more than")).count(), 1);
+    }
+
+    #[test]
+    fn panic_messages_go_with_the_error_not_to_the_log() {
+        let (logger, lines) = collecting();
+        let mut log = log(logger, Arc::default());
+        log.push(LogLevel::Error, "panic: panicked at src/lib.rs:4:5:\nboom");
+        log.push(LogLevel::Warn, "thread '<unnamed>' panicked at src/lib.rs:4:5:");
+        log.push(LogLevel::Info, "an ordinary line");
+        assert_eq!(lines.lock().unwrap().clone(), vec!["an ordinary line".to_owned()]);
+        let tail = log.tail();
+        assert_eq!(tail[0], "panic: panicked at src/lib.rs:4:5:\\nboom", "kept (escaped) for the error");
+    }
+
+    #[test]
+    fn messages_are_cut_and_escaped() {
+        let cut = truncate_message(&"é".repeat(MAX_LOG_LINE));
+        assert!(cut.len() < MAX_LOG_LINE + 32 && cut.ends_with("bytes cut]"), "{}", cut.len());
+        assert_eq!(truncate_message("a\x1b[2Jb"), "a\\u{1b}[2Jb");
+    }
+}

@@ -18,7 +18,7 @@
 //!   once, so the run completes (and the conformance kit flags the sleep)
 //! - `oversized`: arrays far larger than declared (data calls), 50 000 declared buffers
 //!   (`result_buffers`), else an error with a 64 MiB message
-//! - `many`: 400 000 tiny arrays (data calls; for the host's memory budget, with
+//! - `many`: 200 000 tiny arrays (data calls; for the host's memory budget and the count cap, with
 //!   `--max-memory 64M`), else as `oversized`
 //! - `odd`: float64 arrays of the wrong shape (data calls), an extra shape of 40 axes
 //!   (`result_buffers`), an undeclared method (`plan`), else an error message full of
@@ -143,7 +143,7 @@ fn hostile_arrays(attack: &str, call: &str, rows: u64) -> Option<Result<Vec<Name
     };
     Some(Ok(match attack {
         "oversized" => vec![array("x", Dtype::Float32, vec![rows], ArrayData::Float32(vec![0.0; 16 << 20]))],
-        "many" => many(400_000),
+        "many" => many(200_000),
         "odd" => {
             vec![array("x", Dtype::Float64, vec![rows + 3, 2], ArrayData::Float64(vec![0.5; (rows as usize + 3) * 2]))]
         }
