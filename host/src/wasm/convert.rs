@@ -478,7 +478,9 @@ mod tests {
         assert!(refused(description(vec![int("a"), int("b"), int("a")])).contains("parameter 'a' twice"));
         assert!(refused(description(vec![int("x.y")])).contains("\"x.y\" is not usable"));
         let text_default = spec("n", wit::ParamType::Int, Some(wit::ParamValueResult::Text("3".into())));
-        assert!(refused(description(vec![text_default])).contains("parameter 'n' is declared int but its default is text"));
+        assert!(
+            refused(description(vec![text_default])).contains("parameter 'n' is declared int but its default is text")
+        );
         // An integer is a float, as on the command line.
         let float = spec("r", wit::ParamType::Float, Some(wit::ParamValueResult::Int(3)));
         assert!(description_from_wit(description(vec![float])).is_ok());

@@ -527,6 +527,7 @@ impl Udf for WasmUdf {
         };
         self.with_main_instance(|shared, instance| {
             instance.call_data(shared, get_results, |entries| {
+                check_count("get_results", entries.len())?;
                 entries
                     .into_iter()
                     .map(|e| {
@@ -538,6 +539,18 @@ impl Udf for WasmUdf {
             })
         })
     }
+}
+
+/// A data call returned no more arrays than a plugin may declare buffers (checked before
+/// any is converted).
+fn check_count(call: &str, count: usize) -> Result<(), CallError> {
+    if count > rules::MAX_BUFFERS {
+        return Err(CallError::Contract(format!(
+            "{call} returned {count} arrays; a plugin declares at most {} buffers",
+            rules::MAX_BUFFERS
+        )));
+    }
+    Ok(())
 }
 
 /// One partition's instance.
@@ -629,13 +642,7 @@ impl PartitionRunner for WasmPartition<'_> {
             export.call(store, ()).map(|(r,)| r)
         };
         self.instance.call_data(&self.udf.shared, export, |arrays| {
-            if arrays.len() > rules::MAX_BUFFERS {
-                return Err(CallError::Contract(format!(
-                    "export_buffers returned {} arrays; a plugin declares at most {} buffers",
-                    arrays.len(),
-                    rules::MAX_BUFFERS
-                )));
-            }
+            check_count("export_buffers", arrays.len())?;
             arrays
                 .into_iter()
                 .map(|a| {

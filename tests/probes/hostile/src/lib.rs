@@ -33,6 +33,7 @@
 //! - `huge-error`: returns an error with a 64 MiB message from `process`
 //! - `huge-decl`: declares a buffer with an absurd extra shape
 //! - `spam`: logs 100 000 lines of 10 KiB each, then behaves
+//! - `chatty`: logs 2 000 lines of 4 000 bytes each (8 MB), then behaves
 //! - `late-panic`: logs 20 000 lines, then panics in `process` (the panic's message must
 //!   still reach the error)
 //! - `recurse`: overflows the stack in `process`
@@ -243,6 +244,13 @@ impl Guest for Hostile {
             "spam" => {
                 let line = "s".repeat(10 << 10);
                 for _ in 0..100_000 {
+                    log(LogLevel::Info, &line);
+                }
+                Ok(())
+            }
+            "chatty" => {
+                let line = "c".repeat(4000);
+                for _ in 0..2000 {
                     log(LogLevel::Info, &line);
                 }
                 Ok(())
