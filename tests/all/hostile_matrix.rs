@@ -4,7 +4,8 @@
 //! every attack in every call:
 //!
 //! - exit code 2 (a plugin failed);
-//! - bounded time: at most twice `--timeout` beyond a well-behaved run's time;
+//! - bounded time: at most twice `--timeout` beyond a well-behaved run's time (counted
+//!   twice: starting a process and loading the plugin take longer on a busy machine);
 //! - bounded host memory: peak RSS at most `--max-memory-total` beyond a well-behaved
 //!   run's, plus a fixed margin;
 //! - no half-written or lying output: nothing at all when planning failed, else a complete
@@ -117,8 +118,16 @@ struct Bounds {
 }
 
 impl Bounds {
+    /// Check a case's exit; `run` runs it (again: a case that took too long is given
+    /// one more try, for a busy machine's sake; a plugin that holds the host does so
+    /// every time).
     #[track_caller]
-    fn check(&self, case: &str, exit: &Exit) {
+    fn check<T>(&self, case: &str, mut run: impl FnMut(usize) -> (Exit, T)) -> T {
+        let (mut exit, mut output) = run(0);
+        if exit.elapsed > self.time {
+            eprintln!("{case}: took {:?}, more than {:?}; once more", exit.elapsed, self.time);
+            (exit, output) = run(1);
+        }
         assert_eq!(exit.code, Some(2), "{case}: exit code; stderr:\n{}", exit.stderr);
         assert!(exit.elapsed <= self.time, "{case}: took {:?}, more than {:?}", exit.elapsed, self.time);
         assert!(
@@ -127,6 +136,7 @@ impl Bounds {
             exit.peak_rss >> 20,
             self.rss >> 20
         );
+        output
     }
 }
 
@@ -145,7 +155,7 @@ fn bounds(setup: &Setup) -> Bounds {
         &TIMEOUT.to_string(),
     ]);
     assert_eq!(conformance.code, Some(0), "{}", conformance.stderr);
-    let time = run.elapsed.max(conformance.elapsed) + Duration::from_secs_f64(2.0 * TIMEOUT);
+    let time = 2 * run.elapsed.max(conformance.elapsed) + Duration::from_secs_f64(2.0 * TIMEOUT);
     let rss = run.peak_rss.max(conformance.peak_rss) + (BUDGET_MIB << 20) + MARGIN;
     Bounds { time, rss }
 }
@@ -233,8 +243,7 @@ fn every_attack_in_every_call_fails_cleanly_in_bounded_time_and_memory() {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     let Some(&(attack, at)) = cases.get(i) else { break };
                     let case = format!("run: {attack} in {at}");
-                    let (exit, out) = setup.run(attack, at, &format!("case-{i}"));
-                    bounds.check(&case, &exit);
+                    let out = bounds.check(&case, |try_| setup.run(attack, at, &format!("case-{i}-{try_}")));
                     let summary = check_output(&setup, &out, false);
                     let planning = at == "plan" || at == "result_buffers";
                     assert_eq!(summary.is_none(), planning, "{case}: output only when processing began");
@@ -256,8 +265,11 @@ fn the_conformance_kit_fails_every_attack_in_bounded_time_and_memory() {
     // Each attack once, in a call of its own: every attack and every call is covered.
     for (i, attack) in ATTACKS.iter().enumerate() {
         let at = CALLS[(i * 4) % CALLS.len()];
-        let exit = setup.conformance(attack, at);
-        bounds.check(&format!("conformance: {attack} in {at}"), &exit);
-        assert!(exit.stderr.contains("conformance check(s) failed"), "{attack} in {at}: {}", exit.stderr);
+        let stderr = bounds.check(&format!("conformance: {attack} in {at}"), |_| {
+            let exit = setup.conformance(attack, at);
+            let stderr = exit.stderr.clone();
+            (exit, stderr)
+        });
+        assert!(stderr.contains("conformance check(s) failed"), "{attack} in {at}: {stderr}");
     }
 }

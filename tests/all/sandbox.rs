@@ -186,8 +186,7 @@ mod hostile {
             let elapsed = started.elapsed();
             let msg = failure(&outcome);
             assert!(msg.contains("timed out") && msg.contains(at), "{attack} in {at}: {msg}");
-            // Each sleep asks for 10 ms and the loop wants a second of them: a real timer
-            // would keep the host far past the timeout (and a real clock would end the loop).
+            // Each sleep asks for an hour: a real timer would keep the host that long.
             assert!(elapsed < 4 * timeout + Duration::from_secs(2), "{attack} in {at}: took {elapsed:?}");
         }
     }
@@ -389,5 +388,207 @@ mod conformance_kit {
         let buffers = report.check("declarations.buffers").unwrap();
         assert_eq!(buffers.status, Status::Fail, "{buffers:?}");
         assert!(buffers.summary.contains("\"x.valid\" is not usable"), "{}", buffers.summary);
+    }
+}
+
+/// What the command line says and writes when plugins fail (issue 15, items 6, 10, 11).
+mod command_line {
+    use crate::cli::{cli, s};
+    use udf_host::cli::exit;
+    use udf_host_tests::fixtures::{self, Ty};
+    use udf_host_tests::plugin;
+    use udf_host_tests::reference::to_f64;
+
+    fn read_json(path: &std::path::Path) -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    fn input(dir: &std::path::Path) -> (std::path::PathBuf, fixtures::Data) {
+        let data = fixtures::mk_random(&[4, 4], &[4, 4], 5);
+        let path = dir.join("in.npy");
+        fixtures::write_npy(&path, &data, Ty::F32);
+        (path, data)
+    }
+
+    // Item 6: a failing get_results costs the other plugins nothing.
+    #[test]
+    fn a_failing_get_results_keeps_the_other_plugins_results() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, data) = input(dir.path());
+        let out = dir.path().join("out");
+        let (code, msg) = cli(&[
+            "run",
+            &s(&plugin("probe_hostile")),
+            &s(&plugin("sumsig")),
+            &s(&path),
+            "--out",
+            &s(&out),
+            "-p",
+            "hostile.attack=fail-results",
+        ])
+        .unwrap_err();
+        assert_eq!(code, exit::PLUGIN_FAILURE, "{msg}");
+        assert!(msg.contains("failed in get_results") && msg.contains("get_results fails on purpose"), "{msg}");
+        let summary = read_json(&out.join("results.json"));
+        assert_eq!(summary["status"], "failed");
+        let failures = summary["failures"].as_array().unwrap();
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert_eq!(failures[0]["udf"], "hostile");
+        assert_eq!(failures[0]["at"]["method"], "get_results");
+        assert_eq!(failures[0]["partition"], serde_json::Value::Null);
+        let names: Vec<&str> =
+            summary["udfs"].as_array().unwrap().iter().map(|u| u["name"].as_str().unwrap()).collect();
+        assert_eq!(names, vec!["sumsig"], "the failed plugin has no results");
+        assert!(!out.join("hostile").exists());
+        let sumsig = to_f64(&udf_host::npy::read_array(&out.join("sumsig/intensity.npy")).unwrap());
+        let expected: Vec<f64> = (0..16).map(|f| data.frame(f).iter().map(|&v| f64::from(v as f32)).sum()).collect();
+        udf_host_tests::reference::assert_close(&sumsig, &expected, 1e-5, "sumsig");
+        assert!(!out.join("sumsig/intensity.valid.npy").exists(), "complete: every position valid");
+    }
+
+    // Item 6: a failed merge is listed (it stops the run; what is complete is written).
+    #[test]
+    fn a_failed_merge_is_listed_among_the_failures() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _) = input(dir.path());
+        let out = dir.path().join("out");
+        let (code, msg) = cli(&[
+            "run",
+            &s(&plugin("probe_hostile")),
+            &s(&plugin("sumsig")),
+            &s(&path),
+            "--out",
+            &s(&out),
+            "-p",
+            "hostile.attack=trap",
+            "-p",
+            "hostile.at=merge",
+            "--threads",
+            "1",
+            "--partitions",
+            "4",
+        ])
+        .unwrap_err();
+        assert_eq!(code, exit::PLUGIN_FAILURE, "{msg}");
+        let summary = read_json(&out.join("results.json"));
+        assert_eq!(summary["status"], "failed");
+        let failures = summary["failures"].as_array().unwrap();
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert_eq!(failures[0]["at"]["method"], "merge");
+        assert_eq!(failures[0]["partition"], 0);
+        assert!(failures[0]["error"].as_str().unwrap().contains("hostile: trap in merge"), "{failures:?}");
+        // The partition was merged into sumsig: its frames are valid there.
+        let valid = udf_host::npy::read_array(&out.join("sumsig/intensity.valid.npy")).unwrap().to_bools().unwrap();
+        assert_eq!(valid, (0..16).map(|f| f < 4).collect::<Vec<_>>());
+    }
+
+    // Item 10: a contract error of a plugin is exit 2 and names the call.
+    #[test]
+    fn contract_errors_are_plugin_failures_naming_the_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _) = input(dir.path());
+        let out = dir.path().join("out");
+        let (code, msg) = cli(&[
+            "run",
+            &s(&plugin("probe_hostile")),
+            &s(&path),
+            "--out",
+            &s(&out),
+            "-p",
+            "attack=misnamed",
+            "-p",
+            "at=result_buffers",
+        ])
+        .unwrap_err();
+        assert_eq!(code, exit::PLUGIN_FAILURE, "{msg}");
+        assert!(msg.contains("failed in result_buffers: broke the contract"), "{msg}");
+        assert!(!out.exists(), "nothing written");
+    }
+
+    // Item 11: the second instance of a plugin is NAME-2, for --param too.
+    #[test]
+    fn the_second_instance_of_a_plugin_takes_params_by_its_run_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _) = input(dir.path());
+        let out = dir.path().join("out");
+        let hostile = s(&plugin("probe_hostile"));
+        let (code, msg) = cli(&[
+            "run",
+            &hostile,
+            &hostile,
+            &s(&path),
+            "--out",
+            &s(&out),
+            "-p",
+            "hostile-2.attack=odd",
+            "-p",
+            "hostile-2.at=process",
+        ])
+        .unwrap_err();
+        assert_eq!(code, exit::PLUGIN_FAILURE, "{msg}");
+        assert!(msg.contains("'hostile-2'") && msg.contains("failed in process"), "only the second one fails: {msg}");
+        let out = dir.path().join("out2");
+        let (code, msg) =
+            cli(&["run", &hostile, &s(&path), "--out", &s(&out), "-p", "hostile-3.attack=odd"]).unwrap_err();
+        assert_eq!(code, exit::USER_ERROR);
+        assert!(msg.contains("no plugin named 'hostile-3'") && msg.contains("plugins: hostile"), "{msg}");
+    }
+
+    // Item 11: a Rust panic's message shows once, with the plugin's own frames readable.
+    #[test]
+    fn a_panic_is_reported_once_with_readable_frames() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _) = input(dir.path());
+        let (code, msg) =
+            cli(&["run", &s(&plugin("probe_trap")), &s(&path), "--out", &s(&dir.path().join("out")), "-p", "frame=3"])
+                .unwrap_err();
+        assert_eq!(code, exit::PLUGIN_FAILURE, "{msg}");
+        assert_eq!(msg.matches("probe panics at frame 3").count(), 1, "{msg}");
+        assert!(!msg.contains("_ZN") && !msg.contains("::h"), "demangled, without hashes: {msg}");
+        assert!(
+            msg.contains("(in <probe_trap::Trap as udf_sdk::udf::Udf>::process_frame"),
+            "its own frame first: {msg}"
+        );
+    }
+
+    // Item 11: a plugin failing on an input dtype another plugin raised is told so.
+    #[test]
+    fn a_dtype_raised_by_another_plugin_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _) = input(dir.path());
+        let (code, msg) = cli(&[
+            "run",
+            &s(&plugin("probe_slow")),
+            &s(&plugin("sum")),
+            &s(&path),
+            "--out",
+            &s(&dir.path().join("out")),
+            "-p",
+            "sum.dtype=float64",
+        ])
+        .unwrap_err();
+        assert_eq!(code, exit::PLUGIN_FAILURE, "{msg}");
+        assert!(msg.contains("not float32"), "{msg}");
+        assert!(
+            msg.contains("'slow' asks for float32 input, but 'sum' raised the run's input dtype to float64"),
+            "{msg}"
+        );
+    }
+
+    // Item 11: the OS error of a missing dataset once; the dataset first is a usage error.
+    #[test]
+    fn usage_errors_read_well() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _) = input(dir.path());
+        let out = s(&dir.path().join("out"));
+        let args = ["udf-host", "run", &s(&plugin("sum")), "missing.npy", "--out", &out];
+        let failure = udf_host::cli::execute(args).unwrap_err();
+        assert_eq!(failure.code, exit::USER_ERROR);
+        let text = udf_host::cli::error_text(&failure.error);
+        assert!(text.contains("missing.npy"), "{text}");
+        assert_eq!(text.matches("(os error 2)").count(), 1, "{text}");
+        let (code, msg) = cli(&["run", &s(&path), &s(&plugin("sum")), "--out", &out]).unwrap_err();
+        assert_eq!(code, exit::USER_ERROR);
+        assert!(msg.contains("must be the dataset: udf-host run PLUGIN... DATA"), "{msg}");
     }
 }

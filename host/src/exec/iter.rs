@@ -297,10 +297,18 @@ impl RunIter {
         PartitionFailure { partition: Some(index), frames, udf, at, error: error.to_string() }
     }
 
-    /// Stop the run: no new partitions, running ones stop at the next tile.
+    /// Stop the run: no new partitions, running ones stop at the next tile, and calls
+    /// into plugins running now are interrupted: their outcomes are discarded anyway, and
+    /// a plugin looping (or sleeping) in another partition would otherwise hold the run
+    /// up to its own `--timeout` (issue 15: a failing run ends in about one timeout).
     fn stop(&mut self) {
         self.failed = true;
         self.live.control.cancel.store(true, Ordering::Relaxed);
+        if self.driver.is_some() {
+            for udf in self.worker.udfs() {
+                udf.interrupt();
+            }
+        }
         self.receiver = None;
         if let Some(driver) = self.driver.take() {
             let _ = driver.join();

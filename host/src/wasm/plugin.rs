@@ -37,6 +37,8 @@ pub struct WasmUdf {
     exports: Exports<ComponentExportIndex>,
     /// Instance for the main-side calls, created on first use, dropped after a trap.
     main: Mutex<Option<Instance>>,
+    /// Bumped by [`Udf::interrupt`]: running calls of this plugin's instances trap.
+    interrupts: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// The exports of `udf` called without the bindings.
@@ -104,6 +106,7 @@ impl WasmUdf {
             pre,
             exports,
             main: Mutex::new(None),
+            interrupts: Arc::default(),
         };
         let description = udf
             .with_main(CallKind::Declaration, |plugin, store| plugin.udf_plugin_udf().call_describe(store).map(Ok))
@@ -116,14 +119,16 @@ impl WasmUdf {
 
     fn instantiate(&self, partition: Option<usize>) -> Result<Instance, CallError> {
         let origin = LogOrigin { plugin: self.name.clone(), partition };
-        let mut store = Store::new(&self.shared.engine, HostState::new(&self.shared, origin));
+        let state = HostState::new(&self.shared, origin, self.interrupts.clone());
+        let mut store = Store::new(&self.shared.engine, state);
         store.limiter(|s| &mut s.limits);
         if self.shared.epochs {
-            // Every tick, check the call's deadline and whether the runtime was interrupted.
+            // Every tick, check the call's deadline and whether the runtime or the plugin
+            // was interrupted.
             let interrupts = self.shared.interrupts.clone();
             store.epoch_deadline_callback(move |ctx| {
                 let state = ctx.data();
-                if interrupts.load(Ordering::Relaxed) != state.interrupt_generation {
+                if state.interrupts(&interrupts) != state.interrupt_generation {
                     return Err(Interrupted.into());
                 }
                 if Instant::now() >= state.call_deadline {
@@ -285,7 +290,7 @@ impl std::error::Error for Interrupted {}
 fn arm(shared: &Shared, store: &mut Store<HostState>) {
     let state = store.data_mut();
     state.call_deadline = Instant::now() + shared.options.timeout;
-    state.interrupt_generation = shared.interrupts.load(Ordering::Relaxed);
+    state.interrupt_generation = state.interrupts(&shared.interrupts);
     store.set_epoch_deadline(1);
 }
 
@@ -398,8 +403,10 @@ impl Udf for WasmUdf {
         UdfOrigin::Wasm { path: self.path.clone(), sha256: self.sha256.clone() }
     }
 
+    /// Stop the calls of this plugin's instances running now (not those of other
+    /// plugins of the runtime: another run may use them).
     fn interrupt(&self) {
-        self.shared.interrupts.fetch_add(1, Ordering::SeqCst);
+        self.interrupts.fetch_add(1, Ordering::SeqCst);
     }
 
     fn plan(&self, params: &Params, dataset: &DatasetMeta) -> Result<RunPlan, CallError> {

@@ -225,8 +225,11 @@ pub struct HostState {
     pub stats: crate::udf::InstanceStats,
     /// When the current call must end (`--timeout`), checked on every epoch tick.
     pub call_deadline: std::time::Instant,
-    /// The runtime's interrupt count when the current call started.
+    /// The interrupt count (the runtime's and the plugin's) when the current call
+    /// started.
     pub interrupt_generation: u64,
+    /// Bumped by `WasmUdf::interrupt`: stops the calls of this plugin's instances only.
+    pub udf_interrupts: Arc<std::sync::atomic::AtomicU64>,
     /// What the current call may return (its hostcall fuel), for messages.
     pub call_kind: CallKind,
     pub log: Arc<Mutex<PluginLog>>,
@@ -237,7 +240,7 @@ pub struct HostState {
 impl HostState {
     /// State with the runtime's limits (memory per instance, the total budget, the log
     /// caps) and no capabilities.
-    pub fn new(shared: &Shared, origin: LogOrigin) -> Self {
+    pub fn new(shared: &Shared, origin: LogOrigin, udf_interrupts: Arc<std::sync::atomic::AtomicU64>) -> Self {
         let log = Arc::new(Mutex::new(PluginLog::new(origin, shared.options.logger.clone(), shared.run_log.clone())));
         let inner = wasmtime::StoreLimitsBuilder::new()
             .memory_size(shared.options.max_memory)
@@ -250,11 +253,17 @@ impl HostState {
             stats: crate::udf::InstanceStats::default(),
             call_deadline: std::time::Instant::now(),
             interrupt_generation: 0,
+            udf_interrupts,
             call_kind: CallKind::Control,
             wasi: deny_all_wasi(&log),
             table,
             log,
         }
+    }
+
+    /// The interrupts so far: the runtime's (`runtime`) and this plugin's.
+    pub fn interrupts(&self, runtime: &std::sync::atomic::AtomicU64) -> u64 {
+        runtime.load(Ordering::Relaxed).wrapping_add(self.udf_interrupts.load(Ordering::Relaxed))
     }
 
     pub fn log_tail(&self) -> Vec<String> {

@@ -10,10 +10,10 @@
 //! The lifecycle matrix (`at` = the call):
 //!
 //! - `trap`: panics; `loop`: loops forever; `allocate`: allocates until memory runs out
-//! - `sleep`: waits for the clock to move, sleeping 10 ms at a time (`std::thread::sleep`);
-//!   `poll`: the same, polling a monotonic-clock subscription (`wasi:io/poll`); under
-//!   the frozen clock both loop until `--timeout`, but must never block the host on a
-//!   real timer
+//! - `sleep`: waits for the clock to move, sleeping an hour at a time
+//!   (`std::thread::sleep`); `poll`: the same, polling a monotonic-clock subscription
+//!   (`wasi:io/poll`); under the frozen clock both loop until `--timeout`, but must never
+//!   block the host on a real timer (which would hold it for an hour)
 //! - `nap`: sleeps one hour once (`std::thread::sleep`), then behaves: timers are due at
 //!   once, so the run completes (and the conformance kit flags the sleep)
 //! - `oversized`: arrays far larger than declared (data calls), 50 000 declared buffers
@@ -99,14 +99,14 @@ fn strike(attack: &str, call: &str) -> Result<(), UdfError> {
         "sleep" => {
             let started = Instant::now();
             while started.elapsed() < Duration::from_secs(1) {
-                std::thread::sleep(Duration::from_millis(10));
+                std::thread::sleep(Duration::from_secs(3600));
             }
             Ok(())
         }
         "poll" => {
             let started = Instant::now();
             while started.elapsed() < Duration::from_secs(1) {
-                let timer = wasi::clocks::monotonic_clock::subscribe_duration(10_000_000);
+                let timer = wasi::clocks::monotonic_clock::subscribe_duration(3_600_000_000_000);
                 let ready = wasi::io::poll::poll(&[&timer]);
                 std::hint::black_box(ready);
             }
