@@ -111,10 +111,23 @@ impl Setup {
     }
 }
 
-/// The bounds of a case, from well-behaved runs measured first.
+/// The bounds of a case, from well-behaved runs measured first, and the worst seen.
 struct Bounds {
     time: Duration,
     rss: u64,
+    worst: std::sync::Mutex<(Duration, u64)>,
+}
+
+impl Drop for Bounds {
+    fn drop(&mut self) {
+        let (time, rss) = *self.worst.lock().unwrap();
+        eprintln!(
+            "hostile matrix: slowest case {time:?} (bound {:?}), largest peak RSS {} MiB (bound {} MiB)",
+            self.time,
+            rss >> 20,
+            self.rss >> 20
+        );
+    }
 }
 
 impl Bounds {
@@ -127,6 +140,10 @@ impl Bounds {
         if exit.elapsed > self.time {
             eprintln!("{case}: took {:?}, more than {:?}; once more", exit.elapsed, self.time);
             (exit, output) = run(1);
+        }
+        {
+            let mut worst = self.worst.lock().unwrap();
+            *worst = (worst.0.max(exit.elapsed), worst.1.max(exit.peak_rss));
         }
         assert_eq!(exit.code, Some(2), "{case}: exit code; stderr:\n{}", exit.stderr);
         assert!(exit.elapsed <= self.time, "{case}: took {:?}, more than {:?}", exit.elapsed, self.time);
@@ -157,7 +174,14 @@ fn bounds(setup: &Setup) -> Bounds {
     assert_eq!(conformance.code, Some(0), "{}", conformance.stderr);
     let time = 2 * run.elapsed.max(conformance.elapsed) + Duration::from_secs_f64(2.0 * TIMEOUT);
     let rss = run.peak_rss.max(conformance.peak_rss) + (BUDGET_MIB << 20) + MARGIN;
-    Bounds { time, rss }
+    eprintln!(
+        "hostile matrix: well-behaved run {:?} {} MiB, conformance {:?} {} MiB",
+        run.elapsed,
+        run.peak_rss >> 20,
+        conformance.elapsed,
+        conformance.peak_rss >> 20
+    );
+    Bounds { time, rss, worst: Default::default() }
 }
 
 /// The output of a run (`complete`: it succeeded): nothing but `out` beside the input,

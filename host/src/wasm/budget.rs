@@ -19,10 +19,16 @@
 //!
 //! Other calls return only an error message or a description: they get a small fixed
 //! allowance ([`CallKind`]) that is not counted.
+//!
+//! The lists of arrays a data call returns are [`Capped`]: their length is checked
+//! against [`rules::MAX_BUFFERS`] before a single element is lifted, so a list of
+//! millions of tiny arrays costs the host neither memory nor time.
 
+use crate::udf::rules;
 use std::cell::RefCell;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+use wasmtime::ValRaw;
 use wasmtime::component::__internal::{CanonicalAbiInfo, InstanceType, InterfaceType, LiftContext};
 use wasmtime::component::{ComponentType, Lift};
 
@@ -271,6 +277,57 @@ unsafe impl<T: Lift> Lift for Budgeted<T> {
     fn linear_lift_from_memory(cx: &mut LiftContext<'_>, ty: InterfaceType, bytes: &[u8]) -> wasmtime::Result<Self> {
         admit(cx)?;
         T::linear_lift_from_memory(cx, ty, bytes).map(Budgeted)
+    }
+}
+
+/// A list a data call returns: at most [`rules::MAX_BUFFERS`] elements, checked before
+/// any is lifted (a plugin declares no more buffers than that).
+pub struct Capped<T>(pub Vec<T>);
+
+/// A data call returned a longer list than [`Capped`] allows.
+#[derive(Debug)]
+pub struct TooMany(pub usize);
+
+impl std::fmt::Display for TooMany {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "returned {} arrays; a plugin declares at most {} buffers", self.0, rules::MAX_BUFFERS)
+    }
+}
+
+impl std::error::Error for TooMany {}
+
+fn check_len(len: u32) -> wasmtime::Result<()> {
+    let len = len as usize;
+    if len > rules::MAX_BUFFERS {
+        return Err(TooMany(len).into());
+    }
+    Ok(())
+}
+
+// SAFETY: the component type, ABI and flat representation of `list<T>` (a pointer and a
+// length), as wasmtime's `Vec<T>`, whose checks the type goes through.
+unsafe impl<T: ComponentType> ComponentType for Capped<T> {
+    type Lower = [ValRaw; 2];
+
+    const ABI: CanonicalAbiInfo = CanonicalAbiInfo::POINTER_PAIR;
+
+    fn typecheck(ty: &InterfaceType, types: &InstanceType<'_>) -> wasmtime::Result<()> {
+        <[T] as ComponentType>::typecheck(ty, types)
+    }
+}
+
+// SAFETY: lifts exactly as `Vec<T>` does, after reading the list's length (the second of
+// the pointer pair, a 32-bit value, as wasmtime reads it) and refusing long lists.
+unsafe impl<T: Lift> Lift for Capped<T> {
+    fn linear_lift_from_flat(cx: &mut LiftContext<'_>, ty: InterfaceType, src: &Self::Lower) -> wasmtime::Result<Self> {
+        check_len(src[1].get_u32())?;
+        Vec::<T>::linear_lift_from_flat(cx, ty, src).map(Capped)
+    }
+
+    fn linear_lift_from_memory(cx: &mut LiftContext<'_>, ty: InterfaceType, bytes: &[u8]) -> wasmtime::Result<Self> {
+        let len = bytes.get(4..8).and_then(|b| <[u8; 4]>::try_from(b).ok()).map(u32::from_le_bytes);
+        check_len(len.ok_or_else(|| wasmtime::format_err!("a list's pointer pair is 8 bytes"))?)?;
+        Vec::<T>::linear_lift_from_memory(cx, ty, bytes).map(Capped)
     }
 }
 

@@ -2,13 +2,12 @@
 //! a main-side instance for the pure functions (plan, buffers, merge, results).
 
 use super::bindings::{UdfPlugin, UdfPluginPre, udf::plugin::types as wit};
-use super::budget::{Budgeted, CallKind, LiftOutcome, lift_counted};
+use super::budget::{Budgeted, CallKind, Capped, LiftOutcome, TooMany, lift_counted};
 use super::convert::*;
 use super::fill::{GuestArrayData, GuestTile, ProcessParams, ProcessResults};
 use super::state::{BudgetExceeded, HostState, LogOrigin};
 use super::{LoadError, LoadErrorKind, Shared, WIT_PACKAGE, WIT_VERSION};
 use crate::log::escape_control;
-use crate::udf::rules;
 use crate::udf::{
     BufferDecl, BufferViewMut, CallError, DataAccess, DatasetMeta, Description, InitContext, InstanceStats,
     MergeContext, NamedBuffer, Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile, TileReadError,
@@ -54,11 +53,11 @@ struct Exports<F> {
     get_results: F,
 }
 
-type ExportResults = (Budgeted<Result<Vec<wit::NamedArrayResult>, wit::UdfError>>,);
+type ExportResults = (Budgeted<Result<Capped<wit::NamedArrayResult>, wit::UdfError>>,);
 type MergeParams<'a> = (wit::MergeContext<'a>, &'a [wit::NamedArrayParam<'a>], &'a [wit::NamedArrayParam<'a>]);
 type MergeResults = ExportResults;
 type ResultsParams<'a> = (wit::ResultsContext<'a>, &'a [wit::NamedArrayParam<'a>]);
-type ResultsResults = (Budgeted<Result<Vec<wit::ResultEntry>, wit::UdfError>>,);
+type ResultsResults = (Budgeted<Result<Capped<wit::ResultEntry>, wit::UdfError>>,);
 
 /// A store and the plugin instantiated in it.
 struct Instance {
@@ -302,6 +301,8 @@ fn trap(shared: &Shared, error: wasmtime::Error, log_tail: Vec<String>, kind: Ca
         "interrupted".to_owned()
     } else if let Some(budget) = error.downcast_ref::<BudgetExceeded>() {
         budget.to_string()
+    } else if let Some(too_many) = error.downcast_ref::<TooMany>() {
+        too_many.to_string()
     } else if let Some(code) = error.downcast_ref::<wasmtime::Trap>() {
         match code {
             wasmtime::Trap::Interrupt => {
@@ -470,7 +471,7 @@ impl Udf for WasmUdf {
             merge.call(store, (merge_ctx, &dest_wit, &src_wit)).map(|(r,)| r)
         };
         self.with_main_instance(|shared, instance| {
-            instance.call_data(shared, merge, |merged| {
+            instance.call_data(shared, merge, |Capped(merged)| {
                 if merged.len() != dest.len() {
                     return Err(CallError::Contract(format!(
                         "merge returned {} buffers for {} given",
@@ -533,8 +534,7 @@ impl Udf for WasmUdf {
             get_results.call(store, (results_ctx, &bufs)).map(|(r,)| r)
         };
         self.with_main_instance(|shared, instance| {
-            instance.call_data(shared, get_results, |entries| {
-                check_count("get_results", entries.len())?;
+            instance.call_data(shared, get_results, |Capped(entries)| {
                 entries
                     .into_iter()
                     .map(|e| {
@@ -546,18 +546,6 @@ impl Udf for WasmUdf {
             })
         })
     }
-}
-
-/// A data call returned no more arrays than a plugin may declare buffers (checked before
-/// any is converted).
-fn check_count(call: &str, count: usize) -> Result<(), CallError> {
-    if count > rules::MAX_BUFFERS {
-        return Err(CallError::Contract(format!(
-            "{call} returned {count} arrays; a plugin declares at most {} buffers",
-            rules::MAX_BUFFERS
-        )));
-    }
-    Ok(())
 }
 
 /// One partition's instance.
@@ -648,8 +636,7 @@ impl PartitionRunner for WasmPartition<'_> {
             let export = unsafe { TypedFunc::<(), ExportResults>::new_unchecked(exports.export_buffers) };
             export.call(store, ()).map(|(r,)| r)
         };
-        self.instance.call_data(&self.udf.shared, export, |arrays| {
-            check_count("export_buffers", arrays.len())?;
+        self.instance.call_data(&self.udf.shared, export, |Capped(arrays)| {
             arrays
                 .into_iter()
                 .map(|a| {
