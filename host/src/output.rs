@@ -144,23 +144,6 @@ pub fn extend_summary(summary: &mut Value, more: Value) {
     }
 }
 
-/// Write `results`, their `previews`, `summary` (the content of `results.json`) and the
-/// report page to `dir`. `previews_on`: whether previews were asked for (the page says
-/// how to get them otherwise). [`stage`] then [`Staged::commit`].
-///
-/// # Errors
-/// [`OutputError::Exists`] if `dir` exists and `force` is false; I/O errors.
-pub fn write_results(
-    dir: &Path,
-    results: &RunResults,
-    summary: &Value,
-    previews: &[Preview],
-    previews_on: bool,
-    force: bool,
-) -> Result<(), OutputError> {
-    stage(dir, results, summary, previews, previews_on, force)?.commit()
-}
-
 /// Results written into a temporary directory beside their destination, not yet in
 /// place: [`commit`](Self::commit) renames them into place; dropping it deletes them. If
 /// the process exits meanwhile (a second Ctrl-C), [`cleanup::undo_all`] deletes them.
@@ -173,7 +156,10 @@ pub struct Staged {
     registration: Option<cleanup::Registration>,
 }
 
-/// Write everything into a temporary directory beside `dir` (see [`write_results`]).
+/// Write `results`, their `previews`, `summary` (the content of `results.json`) and the
+/// report page into a temporary directory beside `dir`; [`Staged::commit`] puts them in
+/// place. `previews_on`: whether previews were asked for (the page says how to get them
+/// otherwise).
 ///
 /// # Errors
 /// [`OutputError::Exists`] if `dir` exists and `force` is false; I/O errors (nothing

@@ -410,26 +410,29 @@ mod command_line {
         (path, data)
     }
 
+    /// `udf-host run hostile sumsig` on `path` into `out` with `extra` options; it must fail
+    /// (exit 2). Its message and `results.json`.
+    fn hostile_beside_sumsig(
+        path: &std::path::Path,
+        out: &std::path::Path,
+        extra: &[&str],
+    ) -> (String, serde_json::Value) {
+        let (hostile, sumsig, path, out_s) = (s(&plugin("probe_hostile")), s(&plugin("sumsig")), s(path), s(out));
+        let mut args = vec!["run", &hostile, &sumsig, &path, "--out", &out_s];
+        args.extend_from_slice(extra);
+        let (code, msg) = cli(&args).unwrap_err();
+        assert_eq!(code, exit::PLUGIN_FAILURE, "{msg}");
+        (msg, read_json(&out.join("results.json")))
+    }
+
     // Item 6: a failing get_results costs the other plugins nothing.
     #[test]
     fn a_failing_get_results_keeps_the_other_plugins_results() {
         let dir = tempfile::tempdir().unwrap();
         let (path, data) = input(dir.path());
         let out = dir.path().join("out");
-        let (code, msg) = cli(&[
-            "run",
-            &s(&plugin("probe_hostile")),
-            &s(&plugin("sumsig")),
-            &s(&path),
-            "--out",
-            &s(&out),
-            "-p",
-            "hostile.attack=fail-results",
-        ])
-        .unwrap_err();
-        assert_eq!(code, exit::PLUGIN_FAILURE, "{msg}");
+        let (msg, summary) = hostile_beside_sumsig(&path, &out, &["-p", "hostile.attack=fail-results"]);
         assert!(msg.contains("failed in get_results") && msg.contains("get_results fails on purpose"), "{msg}");
-        let summary = read_json(&out.join("results.json"));
         assert_eq!(summary["status"], "failed");
         let failures = summary["failures"].as_array().unwrap();
         assert_eq!(failures.len(), 1, "{failures:?}");
@@ -452,25 +455,8 @@ mod command_line {
         let dir = tempfile::tempdir().unwrap();
         let (path, _) = input(dir.path());
         let out = dir.path().join("out");
-        let (code, msg) = cli(&[
-            "run",
-            &s(&plugin("probe_hostile")),
-            &s(&plugin("sumsig")),
-            &s(&path),
-            "--out",
-            &s(&out),
-            "-p",
-            "hostile.attack=trap",
-            "-p",
-            "hostile.at=merge",
-            "--threads",
-            "1",
-            "--partitions",
-            "4",
-        ])
-        .unwrap_err();
-        assert_eq!(code, exit::PLUGIN_FAILURE, "{msg}");
-        let summary = read_json(&out.join("results.json"));
+        let extra = ["-p", "hostile.attack=trap", "-p", "hostile.at=merge", "--threads", "1", "--partitions", "4"];
+        let (_, summary) = hostile_beside_sumsig(&path, &out, &extra);
         assert_eq!(summary["status"], "failed");
         let failures = summary["failures"].as_array().unwrap();
         assert_eq!(failures.len(), 1, "{failures:?}");
