@@ -127,15 +127,30 @@ impl MemoryBudget {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Take `bytes` (linear memory growth); `false` if that would exceed the limit.
+    /// Take `bytes` (linear memory growth); `false` if that would exceed the limit. While
+    /// lifts hold reservations (given back within moments), waits for them first: a
+    /// transient lift must not make another instance's growth fail.
     pub(crate) fn try_take(&self, bytes: usize) -> bool {
+        let deadline = Instant::now() + LIFT_PATIENCE;
         let mut usage = self.usage();
-        match usage.used.checked_add(bytes) {
-            Some(total) if total <= self.limit => {
-                usage.used = total;
-                true
+        loop {
+            match usage.used.checked_add(bytes) {
+                Some(total) if total <= self.limit => {
+                    usage.used = total;
+                    return true;
+                }
+                _ => {}
             }
-            _ => false,
+            let now = Instant::now();
+            // A plugin growing while its own call's results are lifted (its post-return)
+            // would wait for itself.
+            if usage.lifting == 0 || now >= deadline || lifting_here() {
+                return false;
+            }
+            usage = match self.released.wait_timeout(usage, deadline - now) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
         }
     }
 
@@ -219,6 +234,11 @@ struct Gate {
 
 thread_local! {
     static GATE: RefCell<Option<Gate>> = const { RefCell::new(None) };
+}
+
+/// Whether this thread holds a lift reservation now.
+fn lifting_here() -> bool {
+    GATE.with(|g| g.borrow().as_ref().is_some_and(|g| g.outcome.reservation.is_some()))
 }
 
 /// Run `call` (a data call whose store has `fuel` hostcall fuel) with its [`Budgeted`]
@@ -368,6 +388,22 @@ mod tests {
         drop(first);
         assert_eq!(waiting.join().unwrap(), 50, "all of it once the first lift gave its share back");
         assert_eq!(budget.used(), 0);
+    }
+
+    #[test]
+    fn growth_waits_for_a_lift_to_give_back() {
+        let budget = MemoryBudget::new(100);
+        assert!(budget.try_take(20));
+        let lift = budget.reserve_lift(80);
+        let growing = {
+            let budget = budget.clone();
+            std::thread::spawn(move || budget.try_take(30))
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        drop(lift);
+        assert!(growing.join().unwrap(), "the growth fits once the lift is over");
+        assert_eq!(budget.used(), 50);
+        assert!(!budget.try_take(60), "without lifts in flight, a growth that does not fit fails at once");
     }
 
     #[test]
