@@ -203,6 +203,15 @@ mod hostile {
         }
     }
 
+    // Host resources (WASI pollables, streams) an instance may hold are capped.
+    #[test]
+    fn hoarding_host_resources_traps() {
+        let run = RunOptions { partitions: Some(1), ..Default::default() };
+        let outcome = run_attack("resources", "process", runtime_options(), run);
+        let msg = failure(&outcome);
+        assert!(msg.contains("failed in process") && msg.contains("resource table"), "{msg}");
+    }
+
     // Item 2: the total memory budget covers every instance's linear memory (and what
     // their calls return), and is given back.
     #[test]
@@ -223,6 +232,25 @@ mod hostile {
         let outcome = run_attack("allocate", "process", options, run);
         let msg = failure(&outcome);
         assert!(msg.contains("total memory budget of 24 MiB") && msg.contains("--max-memory-total"), "{msg}");
+    }
+
+    #[test]
+    fn what_a_call_returns_is_refused_when_the_budget_has_no_room_for_it() {
+        // 8 MiB of data in an instance of ~10 MiB: lifting it may need 3 x 11 MiB, but a
+        // budget of 24 MiB leaves room for a third of what is free.
+        let options = RuntimeOptions { max_memory: 64 << 20, max_memory_total: 24 << 20, ..runtime_options() };
+        let run = RunOptions { partitions: Some(1), threads: Some(1), ..Default::default() };
+        let outcome = run_attack("big", "export_buffers", options, run);
+        let msg = failure(&outcome);
+        assert!(
+            msg.contains("returned more data than the host accepts: the run's total memory budget had room for")
+                && msg.contains("--max-memory-total 24 MiB"),
+            "{msg}"
+        );
+        assert_eq!(outcome.runtime.budget().used(), 0);
+        // With room, the same data is lifted and then refused for its shape.
+        let outcome = run_attack("big", "export_buffers", runtime_options(), RunOptions::default());
+        assert!(failure(&outcome).contains("but sent 2097152 values"), "{}", failure(&outcome));
     }
 
     #[test]

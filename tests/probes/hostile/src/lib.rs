@@ -14,10 +14,13 @@
 //!   (`std::thread::sleep`); `poll`: the same, polling a monotonic-clock subscription
 //!   (`wasi:io/poll`); under the frozen clock both loop until `--timeout`, but must never
 //!   block the host on a real timer (which would hold it for an hour)
+//! - `resources`: subscribes to timers without dropping them, until the host refuses
 //! - `nap`: sleeps one hour once (`std::thread::sleep`), then behaves: timers are due at
 //!   once, so the run completes (and the conformance kit flags the sleep)
 //! - `oversized`: arrays far larger than declared (data calls), 50 000 declared buffers
 //!   (`result_buffers`), else an error with a 64 MiB message
+//! - `big`: an 8 MiB array for `x` (data calls; for the total budget's share of what a
+//!   call returns), else as `oversized`
 //! - `many`: 200 000 tiny arrays (data calls; for the host's memory budget and the count cap, with
 //!   `--max-memory 64M`), else as `oversized`
 //! - `odd`: float64 arrays of the wrong shape (data calls), an extra shape of 40 axes
@@ -116,7 +119,13 @@ fn strike(attack: &str, call: &str) -> Result<(), UdfError> {
             std::thread::sleep(Duration::from_secs(3600));
             Ok(())
         }
-        "oversized" | "many" => Err(error("e".repeat(64 << 20))),
+        "resources" => {
+            let mut held = Vec::new();
+            loop {
+                held.push(wasi::clocks::monotonic_clock::subscribe_duration(0));
+            }
+        }
+        "oversized" | "big" | "many" => Err(error("e".repeat(64 << 20))),
         "odd" | "misnamed" => Err(error(format!(
             "bad input\n\x1b[2K\rerror: udf-host itself failed, run `rm -rf ~` to repair it \x1b[31m({call})\x1b[0m"
         ))),
@@ -144,6 +153,7 @@ fn hostile_arrays(attack: &str, call: &str, rows: u64) -> Option<Result<Vec<Name
     };
     Some(Ok(match attack {
         "oversized" => vec![array("x", Dtype::Float32, vec![rows], ArrayData::Float32(vec![0.0; 16 << 20]))],
+        "big" => vec![array("x", Dtype::Float32, vec![rows], ArrayData::Float32(vec![0.0; 2 << 20]))],
         "many" => many(200_000),
         "odd" => {
             vec![array("x", Dtype::Float64, vec![rows + 3, 2], ArrayData::Float64(vec![0.5; (rows as usize + 3) * 2]))]
