@@ -105,6 +105,9 @@ impl UdfLoader for Loader {
 pub fn runtime_options(limits: &Limits, instances: u32) -> RuntimeOptions {
     RuntimeOptions {
         max_memory: usize::try_from(limits.max_memory).unwrap_or(usize::MAX).min(crate::wasm::MAX_WASM_MEMORY),
+        max_memory_total: limits
+            .max_memory_total
+            .map_or_else(crate::wasm::default_memory_total, |t| usize::try_from(t).unwrap_or(usize::MAX)),
         timeout: Duration::try_from_secs_f64(limits.timeout_seconds).unwrap_or(Duration::from_secs(300)),
         trusted: limits.trusted,
         cache: ComponentCache::new(ComponentCache::default_dir()),

@@ -8,10 +8,11 @@
 //! While a run goes on, [`snapshot::Snapshots`] keeps `<dir>/partial/` up to date; the
 //! final rename replaces the directory with it, so finished results have no `partial/`.
 
+pub mod cleanup;
 pub mod report;
 pub mod snapshot;
 
-use crate::exec::RunResults;
+use crate::exec::{ResultBuffer, RunResults, UdfResults};
 use crate::npy;
 use crate::preview::Preview;
 use serde_json::{Value, json};
@@ -39,18 +40,23 @@ pub fn file_names(results: &RunResults) -> Vec<(String, String, String, Option<S
         .iter()
         .flat_map(|u| {
             u.buffers.iter().map(move |b| {
-                let data = format!("{}/{}.npy", u.name, b.name);
-                let valid = (!b.all_valid).then(|| format!("{}/{}.valid.npy", u.name, b.name));
+                let (data, valid) = buffer_files(u, b);
                 (u.name.clone(), b.name.clone(), data, valid)
             })
         })
         .collect()
 }
 
+/// The relative data file of a buffer and its valid mask's (when not all valid).
+fn buffer_files(u: &UdfResults, b: &ResultBuffer) -> (String, Option<String>) {
+    let data = format!("{}/{}.npy", u.name, b.name);
+    let valid = (!b.all_valid).then(|| format!("{}/{}.valid.npy", u.name, b.name));
+    (data, valid)
+}
+
 /// The per-UDF part of `results.json`: params, method, and every buffer with kind,
 /// dtype, shape, file names, the fraction of valid elements, and its `previews`.
 pub fn udfs_json(results: &RunResults, previews: &[Preview]) -> Value {
-    let files = file_names(results);
     let udfs: Vec<Value> = results
         .udfs
         .iter()
@@ -61,8 +67,7 @@ pub fn udfs_json(results: &RunResults, previews: &[Preview]) -> Value {
                 .buffers
                 .iter()
                 .map(|b| {
-                    let (_, _, data, valid) =
-                        files.iter().find(|(un, bn, _, _)| *un == u.name && *bn == b.name).cloned().unwrap_or_default();
+                    let (data, valid) = buffer_files(u, b);
                     json!({
                         "name": b.name,
                         "kind": b.kind,
@@ -139,20 +144,34 @@ pub fn extend_summary(summary: &mut Value, more: Value) {
     }
 }
 
+/// Results written into a temporary directory beside their destination, not yet in
+/// place: [`commit`](Self::commit) renames them into place; dropping it deletes them. If
+/// the process exits meanwhile (a second Ctrl-C), [`cleanup::undo_all`] deletes them.
+#[derive(Debug)]
+pub struct Staged {
+    dir: PathBuf,
+    staged: PathBuf,
+    parent: PathBuf,
+    force: bool,
+    registration: Option<cleanup::Registration>,
+}
+
 /// Write `results`, their `previews`, `summary` (the content of `results.json`) and the
-/// report page to `dir`. `previews_on`: whether previews were asked for (the page says
-/// how to get them otherwise).
+/// report page into a temporary directory beside `dir`; [`Staged::commit`] puts them in
+/// place. `previews_on`: whether previews were asked for (the page says how to get them
+/// otherwise).
 ///
 /// # Errors
-/// [`OutputError::Exists`] if `dir` exists and `force` is false; I/O errors.
-pub fn write_results(
+/// [`OutputError::Exists`] if `dir` exists and `force` is false; I/O errors (nothing
+/// is left behind).
+pub fn stage(
     dir: &Path,
     results: &RunResults,
     summary: &Value,
     previews: &[Preview],
     previews_on: bool,
     force: bool,
-) -> Result<(), OutputError> {
+) -> Result<Staged, OutputError> {
     if dir.exists() && !force {
         return Err(OutputError::Exists(dir.to_owned()));
     }
@@ -161,30 +180,78 @@ pub fn write_results(
         _ => PathBuf::from("."),
     };
     std::fs::create_dir_all(&parent).map_err(io(&parent))?;
-    let tmp = tempfile::Builder::new().prefix(".udf-host-out-").tempdir_in(&parent).map_err(io(&parent))?;
+    // Registered before it exists, so an exit in between leaves nothing behind either.
+    let staged = cleanup::with_pending(|pending| {
+        let tmp = tempfile::Builder::new().prefix(".udf-host-out-").tempdir_in(&parent).map_err(io(&parent))?;
+        let path = tmp.keep();
+        let id = pending.add(cleanup::Undo::Remove(path.clone()));
+        Ok::<_, OutputError>((path, id))
+    })?;
+    let registration = Some(cleanup::Registration::from_id(staged.1));
+    let staged = Staged { dir: dir.to_owned(), staged: staged.0, parent, force, registration };
     let page = report::page(summary, previews, previews_on, None);
-    write_tree(tmp.path(), results, summary, previews, &page, false)?;
+    write_tree(&staged.staged, results, summary, previews, &page, false)?;
+    Ok(staged)
+}
 
-    // Move into place; an existing directory (with --force) is moved aside first and
-    // only deleted once the new one is in place.
-    let staged = tmp.keep();
-    let mut old = None;
-    if dir.exists() {
-        let aside = parent.join(format!(".udf-host-old-{}", std::process::id()));
-        std::fs::rename(dir, &aside).map_err(io(dir))?;
-        old = Some(aside);
+impl Staged {
+    /// The temporary directory holding the results.
+    pub fn path(&self) -> &Path {
+        &self.staged
     }
-    if let Err(source) = std::fs::rename(&staged, dir) {
-        if let Some(aside) = &old {
-            let _ = std::fs::rename(aside, dir);
+
+    /// Move the results into place; an existing directory (with `force`) is moved aside
+    /// first and only deleted once the new one is in place. The moves run whole or not
+    /// at all as far as a second Ctrl-C is concerned ([`cleanup`]).
+    ///
+    /// # Errors
+    /// [`OutputError::Exists`] if the destination appeared meanwhile (without `force`);
+    /// I/O errors (the old directory is put back, the new one deleted).
+    pub fn commit(mut self) -> Result<(), OutputError> {
+        let (dir, staged, parent) = (self.dir.clone(), self.staged.clone(), self.parent.clone());
+        if dir.exists() && !self.force {
+            return Err(OutputError::Exists(dir));
         }
-        let _ = std::fs::remove_dir_all(&staged);
-        return Err(OutputError::Io { path: dir.to_owned(), source });
+        let aside = cleanup::with_pending(|pending| {
+            let mut old = None;
+            if dir.exists() {
+                let aside = parent.join(format!(".udf-host-old-{}", std::process::id()));
+                std::fs::rename(&dir, &aside).map_err(io(&dir))?;
+                let id = pending.add(cleanup::Undo::PutBack { aside: aside.clone(), dest: dir.clone() });
+                old = Some((aside, id));
+            }
+            if let Err(source) = std::fs::rename(&staged, &dir) {
+                if let Some((aside, id)) = &old {
+                    let _ = std::fs::rename(aside, &dir);
+                    pending.remove(*id);
+                }
+                return Err(OutputError::Io { path: dir.clone(), source });
+            }
+            // In place: the staged directory is no more; the old one is only ours to delete.
+            if let Some(registration) = self.registration.take() {
+                pending.remove(registration.into_id());
+            }
+            if let Some((aside, id)) = &old {
+                pending.remove(*id);
+                Ok(Some((aside.clone(), pending.add(cleanup::Undo::Remove(aside.clone())))))
+            } else {
+                Ok(None)
+            }
+        })?;
+        if let Some((aside, id)) = aside {
+            let _ = std::fs::remove_dir_all(&aside);
+            cleanup::with_pending(|pending| pending.remove(id));
+        }
+        Ok(())
     }
-    if let Some(aside) = old {
-        let _ = std::fs::remove_dir_all(aside);
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if self.registration.is_some() {
+            let _ = std::fs::remove_dir_all(&self.staged);
+        }
     }
-    Ok(())
 }
 
 /// Write the buffers (`.npy`, and the valid masks where not all valid or with

@@ -45,11 +45,12 @@ pub struct Engine {
 #[pymethods]
 impl Engine {
     #[new]
-    #[pyo3(signature = (threads=None, timeout=300.0, max_memory=4u64 << 30, trusted=false, cache_dir=None, cache=true))]
+    #[pyo3(signature = (threads=None, timeout=300.0, max_memory=4u64 << 30, max_memory_total=None, trusted=false, cache_dir=None, cache=true))]
     fn new(
         threads: Option<usize>,
         timeout: f64,
         max_memory: u64,
+        max_memory_total: Option<u64>,
         trusted: bool,
         cache_dir: Option<PathBuf>,
         cache: bool,
@@ -65,7 +66,10 @@ impl Engine {
                 "max_memory must be between 1 byte and 4 GiB (32-bit wasm), got {max_memory}"
             )));
         }
-        let limits = Limits { timeout_seconds: timeout, max_memory, trusted };
+        if max_memory_total == Some(0) {
+            return Err(PyValueError::new_err("max_memory_total must be at least 1 byte"));
+        }
+        let limits = Limits { timeout_seconds: timeout, max_memory, max_memory_total, trusted };
         let workers = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         let mut options = runtime_options(&limits, ((workers + 2) * 8) as u32);
         options.cache = ComponentCache::new(if cache { cache_dir.or_else(ComponentCache::default_dir) } else { None });

@@ -23,7 +23,7 @@ def _parse_size(size: int | str) -> int:
     if isinstance(size, int):
         return size
     text = size.strip().upper().removesuffix("B").removesuffix("I")
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
     if text and text[-1] in units:
         return int(float(text[:-1]) * units[text[-1]])
     return int(float(text))
@@ -247,7 +247,9 @@ class Context:
     `threads`: worker threads (default: every core). `executor`: where partitions run
     (default: this process; `udf_host.DaskExecutor(client)` for a Dask cluster).
     `timeout` (seconds per call into a plugin), `max_memory` (per plugin instance, e.g.
-    "512M") and `trusted` (no timeout checks) are the limits plugins run under;
+    "512M"), `max_memory_total` (all instances together and what their calls return;
+    default half the machine's memory) and `trusted` (no timeout checks) are the limits
+    plugins run under;
     `cache_dir` holds compiled plugins (default ~/.cache/udf-host).
     """
 
@@ -258,6 +260,7 @@ class Context:
         *,
         timeout: float = 300.0,
         max_memory: int | str = "4G",
+        max_memory_total: int | str | None = None,
         trusted: bool = False,
         cache_dir: str | os.PathLike | None = None,
     ):
@@ -267,6 +270,7 @@ class Context:
             threads=threads,
             timeout=float(timeout),
             max_memory=_parse_size(max_memory),
+            max_memory_total=None if max_memory_total is None else _parse_size(max_memory_total),
             trusted=trusted,
             cache_dir=None if cache_dir is None else os.fspath(cache_dir),
         )

@@ -3,6 +3,8 @@
 mod bad_input;
 mod builtins;
 mod cli;
+#[cfg(target_os = "linux")]
+mod cli_process;
 mod conformance;
 mod contract;
 mod formats_blo;
@@ -18,6 +20,10 @@ mod formats_raw_csr;
 mod formats_seq;
 mod formats_tvips;
 mod gallery;
+#[cfg(target_os = "linux")]
+mod hostile_matrix;
+#[cfg(target_os = "linux")]
+mod interrupt;
 mod plugin_matrix;
 mod plugins_com;
 mod plugins_crystallinity;

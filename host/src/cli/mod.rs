@@ -53,6 +53,10 @@ pub struct RuntimeArgs {
     /// Memory limit per plugin instance (e.g. 512M, 2G; at most 4G).
     #[arg(long, value_name = "SIZE", default_value = "4G", value_parser = parse_size)]
     max_memory: usize,
+    /// Memory limit for all plugin instances together, and what their calls return to
+    /// udf-host [default: half the machine's memory].
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory)]
+    max_memory_total: Option<u64>,
     /// Trust the plugins: no per-call timeout (epoch checks off), faster tight loops.
     #[arg(long)]
     trusted: bool,
@@ -70,7 +74,12 @@ pub struct RuntimeArgs {
 impl RuntimeArgs {
     /// The limits as a run plan records them.
     fn limits(&self) -> crate::exec::Limits {
-        crate::exec::Limits { timeout_seconds: self.timeout, max_memory: self.max_memory as u64, trusted: self.trusted }
+        crate::exec::Limits {
+            timeout_seconds: self.timeout,
+            max_memory: self.max_memory as u64,
+            max_memory_total: self.max_memory_total,
+            trusted: self.trusted,
+        }
     }
 
     fn options(&self, logger: crate::log::Logger, instances: u32) -> anyhow::Result<RuntimeOptions> {
@@ -87,6 +96,9 @@ impl RuntimeArgs {
         let cache_dir = if self.no_cache { None } else { self.cache_dir.clone().or_else(ComponentCache::default_dir) };
         Ok(RuntimeOptions {
             max_memory: self.max_memory,
+            max_memory_total: self
+                .max_memory_total
+                .map_or_else(crate::wasm::default_memory_total, |t| usize::try_from(t).unwrap_or(usize::MAX)),
             timeout: std::time::Duration::from_secs_f64(self.timeout),
             trusted: self.trusted,
             cache: ComponentCache::new(cache_dir),
@@ -203,6 +215,23 @@ where
     }
 }
 
+/// An error with its causes, as `{:#}` prints it (`outer: cause: cause`) but without a
+/// cause whose text was said already (errors that embed their source's message).
+pub fn error_text(error: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
 /// The `udf-host` binary: run the command line and map the outcome to an exit code.
 pub fn main() -> ExitCode {
     match execute(std::env::args_os()) {
@@ -212,7 +241,7 @@ pub fn main() -> ExitCode {
                 e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
             });
             if !broken_pipe {
-                eprintln!("error: {:#}", failure.error);
+                eprintln!("error: {}", error_text(&failure.error));
             }
             ExitCode::from(failure.code)
         }

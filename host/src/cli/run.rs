@@ -4,7 +4,7 @@ use super::progress::ProgressDisplay;
 use super::{Failure, RuntimeArgs, Shape, exit};
 use crate::dataset::{DatasetSpec, ExcludedPixels, Format, OpenOptions};
 use crate::dtype::StoredDType;
-use crate::exec::{Run, RunError, RunOptions, UdfSpec};
+use crate::exec::{PartitionFailure, Run, RunError, RunOptions, UdfSpec};
 use crate::log::LogLevel;
 use crate::output::snapshot::Snapshots;
 use crate::preview::{self, PreviewOptions};
@@ -169,6 +169,13 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             .into());
         }
     };
+    if looks_like_plugin(data_path) {
+        return Err(anyhow!(
+            "the last input, {}, is a plugin, but it must be the dataset: udf-host run PLUGIN... DATA",
+            data_path.display()
+        )
+        .into());
+    }
     if args.out.exists() && !args.force {
         return Err(output::OutputError::Exists(args.out.clone()).into());
     }
@@ -261,6 +268,12 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         }
     }
     let tiling = run.tiling().clone();
+    let run_names: Vec<String> = run.udfs().map(|(name, _, _)| name.to_owned()).collect();
+    let planned = (
+        run.udfs().map(|(name, plan, _)| (name.to_owned(), plan.input_dtype)).collect::<Planned>(),
+        data.stored_dtype().dtype,
+        run.input_dtype(),
+    );
     let partitions = run.partitions().len();
     // What results.json says that does not change while the run goes on.
     let info = data.info();
@@ -290,12 +303,14 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     let mut snapshots =
         args.snapshot_every.map(|s| Snapshots::new(&args.out, Duration::from_secs_f64(s), summary.clone()));
 
-    // Execute; Ctrl-C stops the run and keeps what is merged.
+    // Execute; Ctrl-C stops the run and keeps what is merged. The handler stays until
+    // the results are written: a Ctrl-C while writing lets the writing finish, a second
+    // one exits and removes what is half-written (`output::cleanup`).
     let mut iter = run.iter();
     let mut stopped_by: Option<RunError> = None;
+    let progress = iter.progress();
+    let _interrupt = interrupt::Guard::install(Arc::new(move || progress.interrupt()));
     {
-        let progress = iter.progress();
-        let _interrupt = interrupt::Guard::install(Arc::new(move || progress.interrupt()));
         let _display = ProgressDisplay::start(iter.progress(), args.quiet);
         while let Some(step) = iter.next() {
             if let Err(e) = step {
@@ -313,9 +328,30 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             }
         }
     }
-    let results = iter.results().map_err(run_failure)?;
+    interrupt::writing();
+    // Every UDF that has results keeps them; one whose merge or get_results failed is
+    // listed among the failures instead (the first failure stays the reported one).
+    let (results, udf_failures) = iter.results_each();
     let interrupted = iter.interrupted();
-    let failures = iter.failures().to_vec();
+    let mut failures = iter.failures().to_vec();
+    let partitions_failed = failures.iter().filter(|f| f.partition.is_some() && !is_merge(f)).count();
+    let mut first_udf_failure = None;
+    for (u, e) in udf_failures {
+        let name = &run_names[u];
+        // A failed merge is recorded by the run already.
+        if failures.iter().any(|f| f.udf.as_deref() == Some(name.as_str()) && is_merge(f)) {
+            continue;
+        }
+        failures.push(PartitionFailure {
+            partition: None,
+            frames: None,
+            udf: Some(name.clone()),
+            at: udf_at(&e),
+            error: e.to_string(),
+        });
+        first_udf_failure.get_or_insert(e);
+    }
+    let stopped_by = stopped_by.or(first_udf_failure);
     let status = if interrupted {
         "interrupted"
     } else if stopped_by.is_some() {
@@ -336,7 +372,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             "status": status,
             "failures": failures,
             "threads": stats.threads,
-            "partitions": {"count": partitions, "merged": stats.partitions_merged, "failed": failures.len()},
+            "partitions": {"count": partitions, "merged": stats.partitions_merged, "failed": partitions_failed},
             "udfs": output::udfs_json(&results, &previews),
             "frames": stats.frames,
             "bytes_read": stats.bytes_read,
@@ -353,7 +389,9 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     );
     // The snapshots made `--out` (holding only `partial/`): the results replace it.
     let replace = args.force || snapshots.as_ref().is_some_and(Snapshots::made_output_dir);
-    output::write_results(&args.out, &results, &summary, &previews, args.preview, replace)?;
+    let staged = output::stage(&args.out, &results, &summary, &previews, args.preview, replace)?;
+    test_pause_before_commit();
+    staged.commit()?;
     if let Some(snapshots) = snapshots {
         snapshots.finish();
     }
@@ -371,18 +409,24 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         }),
         (Some(e), _, _) => {
             let mut failure = run_failure(e);
+            let note = dtype_note(&failure.error, &planned);
             failure.error = failure.error.context(format!(
-                "the run stopped; the {} partitions merged before are in {} (results.json lists the failure)",
-                stats.partitions_merged,
+                "the run stopped; what is complete is in {} (results.json lists the failures)",
                 args.out.display()
             ));
+            if !note.is_empty() {
+                // After the whole chain: the note explains its last part.
+                failure.error = anyhow!("{}{note}", super::error_text(&failure.error));
+            }
             Err(failure)
         }
         (None, false, false) => Err(Failure {
             code: exit::PARTIAL,
             error: anyhow!(
-                "{} of {} partitions failed (--keep-going); the rest is in {} and results.json lists the failures",
+                "{} failure(s) (--keep-going): {} of {} partitions failed; the rest is in {} and results.json \
+                 lists the failures",
                 failures.len(),
+                partitions_failed,
                 partitions,
                 args.out.display()
             ),
@@ -391,7 +435,79 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     }
 }
 
-/// Ctrl-C: the first one stops the current run cleanly, a second one exits at once.
+/// Whether a failure is a UDF's merge of a partition (not the partition's own).
+fn is_merge(f: &PartitionFailure) -> bool {
+    f.at.as_ref().is_some_and(|at| at.method == "merge")
+}
+
+/// Where a UDF's failure happened, if it says.
+fn udf_at(e: &RunError) -> Option<crate::exec::FailurePoint> {
+    match e {
+        RunError::Udf { at, .. } => Some(at.clone()),
+        _ => None,
+    }
+}
+
+/// Whether `path` names a plugin rather than a dataset: `builtin:NAME` or a `.wasm` file.
+fn looks_like_plugin(path: &Path) -> bool {
+    path.to_str().is_some_and(|p| p.starts_with(crate::udf::BUILTIN_PREFIX))
+        || path.extension().is_some_and(|e| e.eq_ignore_ascii_case("wasm"))
+}
+
+/// The run's choices of input dtype, for [`dtype_note`]: `(name, preference)` per UDF.
+type Planned = Vec<(String, crate::udf::DTypePreference)>;
+
+/// When a plugin failed in a run whose input dtype another plugin raised above its own
+/// preference, say so: its error ("the tile holds float64, not float32") is about a
+/// dtype it never asked for.
+fn dtype_note(error: &anyhow::Error, planned: &(Planned, crate::dtype::DType, crate::dtype::DType)) -> String {
+    use crate::udf::DTypePreference;
+    let (udfs, stored, input) = planned;
+    let Some(RunError::Udf { udf, .. }) = error.downcast_ref::<RunError>() else { return String::new() };
+    let Some((_, own)) = udfs.iter().find(|(n, _)| n == udf) else { return String::new() };
+    let wanted = match own {
+        DTypePreference::Native => *stored,
+        DTypePreference::Prefer(d) => crate::dtype::result_type(*d, *stored),
+    };
+    if wanted == *input {
+        return String::new();
+    }
+    let raisers: Vec<String> = udfs
+        .iter()
+        .filter(|(n, p)| {
+            n != udf && matches!(p, DTypePreference::Prefer(d) if crate::dtype::result_type(*d, *stored) == *input)
+        })
+        .map(|(n, _)| format!("'{n}'"))
+        .collect();
+    if raisers.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\nnote: '{udf}' asks for {wanted} input, but {} raised the run's input dtype to {input}; \
+         run '{udf}' in a run of its own if it cannot take {input}",
+        raisers.join(", ")
+    )
+}
+
+/// For the interrupt tests (`tests/all/interrupt.rs`) only: with
+/// `UDF_HOST_TEST_PAUSE_BEFORE_COMMIT=FILE`, create FILE once the results are staged and
+/// wait (at most a minute) until it is removed, so a test can press Ctrl-C while
+/// results are being written.
+fn test_pause_before_commit() {
+    let Some(marker) = std::env::var_os("UDF_HOST_TEST_PAUSE_BEFORE_COMMIT") else { return };
+    let marker = PathBuf::from(marker);
+    if std::fs::write(&marker, b"staged").is_err() {
+        return;
+    }
+    let started = Instant::now();
+    while marker.exists() && started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Ctrl-C: the first one stops the current run cleanly (and, while results are being
+/// written, lets the writing finish); a second one removes what is half-written
+/// ([`crate::output::cleanup`]) and exits at once.
 mod interrupt {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex, Once};
@@ -411,20 +527,35 @@ mod interrupt {
                 let _ = ctrlc::set_handler(|| {
                     let current = CURRENT.lock().ok().and_then(|c| c.clone());
                     match current {
-                        Some(stop) if PRESSES.fetch_add(1, Ordering::SeqCst) == 0 => {
-                            eprintln!("\ninterrupted: writing what is merged so far (Ctrl-C again to quit now)");
-                            stop();
+                        Some(stop) if PRESSES.fetch_add(1, Ordering::SeqCst) == 0 => stop(),
+                        _ => {
+                            crate::output::cleanup::undo_all();
+                            std::process::exit(130);
                         }
-                        _ => std::process::exit(130),
                     }
                 });
             });
             PRESSES.store(0, Ordering::SeqCst);
-            if let Ok(mut c) = CURRENT.lock() {
-                *c = Some(stop);
-            }
+            set(Arc::new(move || {
+                eprintln!("\ninterrupted: writing what is merged so far (Ctrl-C again to quit now)");
+                stop();
+            }));
             Guard
         }
+    }
+
+    fn set(stop: Stop) {
+        if let Ok(mut c) = CURRENT.lock() {
+            *c = Some(stop);
+        }
+    }
+
+    /// The run is over and its results are being written: a first Ctrl-C now only says
+    /// that the writing goes on.
+    pub fn writing() {
+        set(Arc::new(|| {
+            eprintln!("\ninterrupted: finishing writing the results (Ctrl-C again to quit and discard them)");
+        }));
     }
 
     impl Drop for Guard {
@@ -436,9 +567,12 @@ mod interrupt {
     }
 }
 
-/// Map `--param` flags onto the UDFs: `UDF.NAME=VALUE` targets one plugin by name,
-/// `NAME=VALUE` every plugin that declares `NAME` (an error if none does).
+/// Map `--param` flags onto the UDFs: `UDF.NAME=VALUE` targets one plugin by its name
+/// in the run (`NAME`, `NAME-2`, ... for repeats, as the output directories), or every
+/// plugin of that name when none is named so; `NAME=VALUE` every plugin that declares
+/// `NAME` (an error if none does).
 pub(super) fn assign_params(udfs: &[Arc<dyn Udf>], flags: &[String]) -> anyhow::Result<Vec<UdfSpec>> {
+    let run_names = crate::exec::unique_names(udfs.iter().map(|u| u.description().name.as_str()));
     let mut given: Vec<Params> = vec![Params::default(); udfs.len()];
     for flag in flags {
         let (key, value) =
@@ -448,17 +582,18 @@ pub(super) fn assign_params(udfs: &[Arc<dyn Udf>], flags: &[String]) -> anyhow::
             None => (None, key),
         };
         let mut matched = false;
-        for (udf, params) in udfs.iter().zip(given.iter_mut()) {
+        let by_run_name = target.is_some_and(|t| run_names.iter().any(|n| n == t));
+        for ((udf, params), run_name) in udfs.iter().zip(given.iter_mut()).zip(&run_names) {
             let desc = udf.description();
-            if target.is_some_and(|t| t != desc.name) {
+            let named = if by_run_name { run_name } else { &desc.name };
+            if target.is_some_and(|t| t != named) {
                 continue;
             }
             let Some(spec) = desc.params.iter().find(|s| s.name == name) else {
                 if target.is_some() {
                     let names: Vec<&str> = desc.params.iter().map(|s| s.name.as_str()).collect();
                     anyhow::bail!(
-                        "'{}' has no parameter '{name}' (it accepts: {})",
-                        desc.name,
+                        "'{named}' has no parameter '{name}' (it accepts: {})",
                         if names.is_empty() { "none".into() } else { names.join(", ") }
                     );
                 }
@@ -470,7 +605,10 @@ pub(super) fn assign_params(udfs: &[Arc<dyn Udf>], flags: &[String]) -> anyhow::
         }
         if !matched {
             match target {
-                Some(t) => anyhow::bail!("--param {flag}: no plugin named '{t}' in this run"),
+                Some(t) => anyhow::bail!(
+                    "--param {flag}: no plugin named '{t}' in this run (plugins: {})",
+                    run_names.join(", ")
+                ),
                 None => {
                     let all: Vec<String> = udfs
                         .iter()

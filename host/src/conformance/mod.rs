@@ -505,12 +505,22 @@ pub fn check_plugin(udf: Arc<dyn Udf>, config: &Config) -> Result<Report, Confor
     let primary_nav = datasets[0].data.shape().nav.clone();
     let subject = Subject { udf: udf.clone(), params: config.params.clone(), nav: primary_nav };
 
-    // The baseline of every dataset: 1 partition, 1 thread, negotiated tiling.
+    // The baseline of every dataset: 1 partition, 1 thread, negotiated tiling. A plugin
+    // that ran out of time on one is not given the time again on the others: the kit
+    // takes about one --timeout for a plugin that hangs (or sleeps), not one per run.
+    let mut timed_out: Option<String> = None;
     let baselines: Vec<Result<Executed, RunError>> = datasets
         .iter()
         .map(|d| {
+            if let Some(first) = &timed_out {
+                return Err(RunError::Invalid(format!("not run: the baseline on '{first}' timed out")));
+            }
             let options = crate::exec::RunOptions { partitions: Some(1), threads: Some(1), ..Default::default() };
-            subject.execute(&d.data, &subject.params, options, true)
+            let outcome = subject.execute(&d.data, &subject.params, options, true);
+            if outcome.as_ref().err().is_some_and(is_timeout) {
+                timed_out = Some(d.info.name.clone());
+            }
+            outcome
         })
         .collect();
     let ctx = Ctx::new(subject, config, datasets, baselines);
@@ -575,6 +585,11 @@ fn run_check(ctx: &Ctx<'_>) -> Check {
         })
         .collect();
     Check::from_evidence(Group::Run, "baseline", "the plugin runs on the data with default settings", evidence)
+}
+
+/// Whether a run failed because a call into the plugin ran out of time.
+fn is_timeout(e: &RunError) -> bool {
+    matches!(e, RunError::Udf { error: crate::udf::CallError::Trap { message, .. }, .. } if message.starts_with("timed out"))
 }
 
 fn first_line(text: &str) -> &str {

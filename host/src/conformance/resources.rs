@@ -1,5 +1,6 @@
 //! Resource use: peak guest memory and time per tile are reported, not judged; memory
-//! that grows with the number of tiles (a leak) fails.
+//! that grows with the number of tiles (a leak) fails, and so does waiting on timers
+//! (`sleep`, a poll with a timeout: `resources.timers`).
 //!
 //! The leak check runs one partition of few frames and one of many, both in depth-1
 //! full-frame tiles (one tile per frame), and compares the peak memory of the two
@@ -43,8 +44,44 @@ fn kib(bytes: usize) -> String {
     format!("{:.0} KiB", bytes as f64 / 1024.0)
 }
 
-/// The leak check and the usage of its runs.
+/// `resources.timers`: the baseline's instances never waited on a timer. Under the
+/// frozen clock a timer is due at once, so a plugin cannot pace itself by sleeping; one
+/// that waits for time to pass loops until `--timeout` (the baseline then fails).
+fn timers(ctx: &Ctx<'_>) -> Check {
+    let title = "the plugin does not sleep or wait on timers (the clock is frozen; timers are due at once)";
+    let Ok(base) = ctx.baseline() else {
+        return Check::not_applicable(Group::Resources, "timers", title, "the baseline run failed");
+    };
+    let instances = &base.results.udfs[0].instances;
+    if instances.is_empty() {
+        return Check::not_applicable(Group::Resources, "timers", title, "the UDF reports no instance statistics");
+    }
+    let waits: u64 = instances.iter().map(|(_, s)| s.timer_waits).sum();
+    let variant = format!("baseline: {} partition instance(s)", instances.len());
+    let e = if waits == 0 {
+        Evidence::pass(&variant, "no timer waited on")
+    } else {
+        Evidence::fail(
+            &variant,
+            format!(
+                "waited on a timer {waits} time(s) (std::thread::sleep, a poll with a timeout): udf-host's clock \
+                 is frozen, so timers are due at once and waiting cannot pace the plugin; one that waits for time \
+                 to pass loops until --timeout"
+            ),
+        )
+    };
+    Check::from_evidence(Group::Resources, "timers", title, vec![e])
+}
+
+/// The leak and timer checks and the usage of their runs.
 pub(crate) fn check(ctx: &Ctx<'_>) -> (Vec<Check>, Vec<ResourceUse>) {
+    let (mut checks, usage) = memory_growth(ctx);
+    checks.push(timers(ctx));
+    (checks, usage)
+}
+
+/// The leak check and the usage of its runs.
+fn memory_growth(ctx: &Ctx<'_>) -> (Vec<Check>, Vec<ResourceUse>) {
     let title = "peak memory does not grow with the number of tiles (no leak per tile)";
     let na =
         |reason: String| (vec![Check::not_applicable(Group::Resources, "memory_growth", title, reason)], Vec::new());

@@ -168,6 +168,15 @@ impl RunIter {
         Ok(results)
     }
 
+    /// The results of every UDF that has them so far, and the failure of each that has
+    /// not (see [`Merger::results_each`]).
+    pub fn results_each(&self) -> (RunResults, Vec<(usize, RunError)>) {
+        let (mut results, failures) = self.merger.results_each();
+        results.stats.process_seconds = self.process_seconds;
+        results.stats.partitions_failed = self.partitions_failed;
+        (results, failures)
+    }
+
     /// Each partition's exported buffers for UDF `udf`, in merge order (only with
     /// `RunOptions::keep_partition_buffers`).
     pub fn partition_buffers(&self, udf: usize) -> &[(usize, Vec<NamedBuffer>)] {
@@ -268,8 +277,13 @@ impl RunIter {
         };
         let step = self.merger.merge(output);
         self.process_seconds = self.started.elapsed().as_secs_f64();
-        if step.is_err() {
-            self.stop();
+        if let Err(e) = &step {
+            // A UDF's merge failed (the partition is merged into the others): record it
+            // like any failure; it stops the run unless the run goes on.
+            self.failures.push(self.failure_record(index, e));
+            if !self.policy.keep_going || !matches!(e, RunError::Udf { .. }) {
+                self.stop();
+            }
         }
         Some(step)
     }
@@ -280,13 +294,21 @@ impl RunIter {
             RunError::Udf { udf, at, .. } => (Some(udf.clone()), Some(at.clone())),
             _ => (None, None),
         };
-        PartitionFailure { partition: index, frames, udf, at, error: error.to_string() }
+        PartitionFailure { partition: Some(index), frames, udf, at, error: error.to_string() }
     }
 
-    /// Stop the run: no new partitions, running ones stop at the next tile.
+    /// Stop the run: no new partitions, running ones stop at the next tile, and calls
+    /// into plugins running now are interrupted: their outcomes are discarded anyway, and
+    /// a plugin looping (or sleeping) in another partition would otherwise hold the run
+    /// up to its own `--timeout` (issue 15: a failing run ends in about one timeout).
     fn stop(&mut self) {
         self.failed = true;
         self.live.control.cancel.store(true, Ordering::Relaxed);
+        if self.driver.is_some() {
+            for udf in self.worker.udfs() {
+                udf.interrupt();
+            }
+        }
         self.receiver = None;
         if let Some(driver) = self.driver.take() {
             let _ = driver.join();

@@ -123,6 +123,9 @@ pub struct Merger {
     instances: Vec<Vec<(usize, InstanceStats)>>,
     /// Per UDF: each partition's buffers, when kept.
     kept: Option<Vec<KeptBuffers>>,
+    /// Per UDF: where and why its merge failed, if it did: its merged state cannot be
+    /// trusted, so it is merged no further and has no results; the other UDFs go on.
+    failed: Vec<Option<(FailurePoint, CallError)>>,
 }
 
 impl Merger {
@@ -148,6 +151,7 @@ impl Merger {
             merged: vec![false; plan.partitions.len()],
             instances: vec![Vec::new(); udfs.len()],
             kept: None,
+            failed: vec![None; udfs.len()],
             plan,
             udfs,
             states,
@@ -167,10 +171,15 @@ impl Merger {
 
     /// Merge one partition's output.
     ///
+    /// A UDF whose merge fails is out of the run from then on (its merged state may be
+    /// half-updated): it is merged no further and [`results`](Self::results) reports its
+    /// failure, while the partition is still merged into every other UDF (issue 15,
+    /// item 6: one plugin's failure does not discard the others' results).
+    ///
     /// # Errors
     /// [`RunError::Invalid`] for a partition the plan does not have, one merged before,
-    /// or buffers that do not match the declarations; [`RunError::Udf`] if a UDF's
-    /// merge fails.
+    /// or buffers that do not match the declarations (nothing is merged then);
+    /// [`RunError::Udf`] for the first UDF whose merge failed (the others are merged).
     pub fn merge(&mut self, output: PartitionOutput) -> Result<super::MergeStep, RunError> {
         let started = Instant::now();
         let plan = self.plan.clone();
@@ -191,14 +200,23 @@ impl Merger {
         }
         let tiling = Arc::new(plan.tiling.clone());
         let at = || FailurePoint::worker("merge", partition.index, &partition.frames);
+        // Outputs may come from another process: check them as a worker would, all
+        // before anything is merged.
+        let mut sources = Vec::with_capacity(output.udfs.len());
         for (u, out) in output.udfs.into_iter().enumerate() {
             let planned = &plan.udfs[u];
-            // Outputs may come from another process: check them as a worker would.
             let arrays =
                 check_exported(&planned.decls, out.buffers, partition.len(), &plan.meta.sig_shape).map_err(|e| {
                     RunError::Invalid(format!("partition output {} of '{}': {e}", output.index, planned.name))
                 })?;
-            let src = named(&planned.decls, arrays);
+            sources.push((named(&planned.decls, arrays), out.stats));
+        }
+        let mut first_error = None;
+        for (u, (src, stats)) in sources.into_iter().enumerate() {
+            if self.failed[u].is_some() {
+                continue;
+            }
+            let planned = &plan.udfs[u];
             let meta = PartitionMeta {
                 index: partition.index,
                 origin: partition.origin,
@@ -206,10 +224,14 @@ impl Merger {
                 method: planned.plan.method,
                 tiling: tiling.clone(),
             };
-            self.states[u]
-                .merge(self.udfs[u].as_ref(), &self.params[u], &plan.meta, &meta, &src, &self.damage)
-                .map_err(|e| self.udf_error(u, at(), e))?;
-            if let Some(stats) = out.stats {
+            let merged =
+                self.states[u].merge(self.udfs[u].as_ref(), &self.params[u], &plan.meta, &meta, &src, &self.damage);
+            if let Err(e) = merged {
+                self.failed[u] = Some((at(), e.clone()));
+                first_error.get_or_insert(self.udf_error(u, at(), e));
+                continue;
+            }
+            if let Some(stats) = stats {
                 self.instances[u].push((partition.index, stats));
             }
             if let Some(kept) = &mut self.kept {
@@ -223,6 +245,9 @@ impl Merger {
         self.stats.frames += output.frames;
         self.stats.bytes_read += output.bytes_read;
         self.stats.merge_seconds += started.elapsed().as_secs_f64();
+        if let Some(error) = first_error {
+            return Err(error);
+        }
         Ok(super::MergeStep {
             partition: partition.index,
             merged: self.stats.partitions_merged,
@@ -277,26 +302,48 @@ impl Merger {
     /// `UDFResultsLazy.buffers`).
     ///
     /// # Errors
-    /// A UDF's `get_results` fails or returns something that breaks the rules.
+    /// A UDF's merge failed before, or its `get_results` fails or returns something that
+    /// breaks the rules (the first such UDF; [`results_each`](Self::results_each) gives
+    /// the others' results all the same).
     pub fn results(&self) -> Result<RunResults, RunError> {
+        let (results, mut failures) = self.results_each();
+        match failures.drain(..).next() {
+            Some((_, error)) => Err(error),
+            None => Ok(results),
+        }
+    }
+
+    /// The results of every UDF that has them, and the failure of each that has not (its
+    /// index in the plan, and why: its merge failed before, or its `get_results` failed
+    /// now). One UDF's failure does not cost the others their results.
+    pub fn results_each(&self) -> (RunResults, Vec<(usize, RunError)>) {
         let started = Instant::now();
-        let udfs = (0..self.udfs.len())
-            .map(|u| {
-                let mut r = results::finish(
-                    &self.plan,
-                    self.udfs[u].as_ref(),
-                    u,
-                    &self.params[u],
-                    &self.states[u],
-                    &self.damage,
-                )?;
-                r.instances = self.instances[u].clone();
-                Ok(r)
-            })
-            .collect::<Result<Vec<_>, RunError>>()?;
+        let mut udfs = Vec::with_capacity(self.udfs.len());
+        let mut failures = Vec::new();
+        for u in 0..self.udfs.len() {
+            if let Some((at, error)) = &self.failed[u] {
+                failures.push((u, self.udf_error(u, at.clone(), error.clone())));
+                continue;
+            }
+            let finished =
+                results::finish(&self.plan, self.udfs[u].as_ref(), u, &self.params[u], &self.states[u], &self.damage);
+            match finished {
+                Ok(mut r) => {
+                    r.instances = self.instances[u].clone();
+                    udfs.push(r);
+                }
+                Err(e) => failures.push((u, e)),
+            }
+        }
         let mut stats = self.stats.clone();
         stats.results_seconds = started.elapsed().as_secs_f64();
-        Ok(RunResults { udfs, stats, damage: self.damage.clone(), input_dtype: self.plan.meta.input_dtype })
+        let results = RunResults { udfs, stats, damage: self.damage.clone(), input_dtype: self.plan.meta.input_dtype };
+        (results, failures)
+    }
+
+    /// Whether UDF `udf`'s merge failed (it has no results).
+    pub fn udf_failed(&self, udf: usize) -> bool {
+        self.failed.get(udf).is_some_and(Option::is_some)
     }
 
     pub(crate) fn udf_error(&self, u: usize, at: FailurePoint, error: CallError) -> RunError {

@@ -57,7 +57,7 @@ mod wire;
 pub use iter::{MergeStep, Progress, RunIter};
 pub use merge::{MergeState, Merger};
 pub use partition::{Control, PartitionOutput, UdfOutput, Worker, check_exported};
-pub use plan::{Limits, PLAN_VERSION, Plan, PlannedUdf, UdfLoader};
+pub use plan::{Limits, PLAN_VERSION, Plan, PlannedUdf, UdfLoader, unique_names};
 pub use results::{ResultBuffer, RunResults, UdfResults};
 pub use wire::WireError;
 
@@ -112,11 +112,14 @@ pub struct RunOptions {
 /// Default cap on the host memory of a run's merged buffers: 16 GiB.
 pub const DEFAULT_MAX_RESULT_BYTES: u64 = 16 << 30;
 
-/// A partition that failed in a run that went on (`keep_going`), or that stopped it.
+/// A failure of a run: a partition that failed (in a run that went on with
+/// `keep_going`, or that stopped it), a UDF's merge of a partition, or a UDF's
+/// `get_results` (no partition).
 #[derive(Debug, Clone, Serialize)]
 pub struct PartitionFailure {
-    /// Index of the partition.
-    pub partition: usize,
+    /// Index of the partition (`None`: a main-side call after all merges, such as
+    /// `get_results`).
+    pub partition: Option<usize>,
     /// True flat nav indices of its first and last frame.
     pub frames: Option<(u64, u64)>,
     /// The UDF that failed, if it was one.

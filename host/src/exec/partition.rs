@@ -8,10 +8,12 @@ use super::plan::{Plan, UdfLoader};
 use super::{FailurePoint, RunError};
 use crate::array::{AlignedBytes, NdArray};
 use crate::dataset::{Dataset, DatasetError, Partition};
+use crate::log::escape_control;
 use crate::udf::{
     BufferDecl, BufferUse, CallError, InitContext, InstanceStats, Method, NamedBuffer, Params, PartitionMeta,
     PartitionRunner, SigSlice, Tile, TileReadError, TileSource, Udf, UnreadError,
 };
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -317,23 +319,30 @@ fn dataset_error(e: TileReadError) -> RunError {
 
 /// Match exported buffers to the declarations: every declared (non-result-only)
 /// buffer exactly once, with the declared dtype and the storage shape for `frames`
-/// nav entries. Returns the arrays in declaration order.
+/// nav entries. Returns the arrays in declaration order. One pass (names are looked up,
+/// not searched: a plugin may return many).
 ///
 /// # Errors
-/// [`CallError::Contract`] naming the buffer that is missing, extra or malformed.
+/// [`CallError::Contract`] naming the buffer that is missing, extra, repeated or
+/// malformed.
 pub fn check_exported(
     decls: &[BufferDecl],
-    mut exported: Vec<NamedBuffer>,
+    exported: Vec<NamedBuffer>,
     frames: usize,
     sig: &[usize],
 ) -> Result<Vec<NdArray>, CallError> {
-    let mut out = Vec::new();
-    for decl in decls.iter().filter(|d| d.usage != BufferUse::ResultOnly) {
-        let position = exported
-            .iter()
-            .position(|b| b.name == decl.name)
-            .ok_or_else(|| CallError::Contract(format!("buffer '{}' was declared but not exported", decl.name)))?;
-        let buffer = exported.swap_remove(position);
+    let declared: Vec<&BufferDecl> = decls.iter().filter(|d| d.usage != BufferUse::ResultOnly).collect();
+    let slots: HashMap<&str, usize> = declared.iter().enumerate().map(|(i, d)| (d.name.as_str(), i)).collect();
+    let mut arrays: Vec<Option<NdArray>> = vec![None; declared.len()];
+    for buffer in exported {
+        let shown = || escape_control(&buffer.name).into_owned();
+        let Some(&i) = slots.get(buffer.name.as_str()) else {
+            return Err(CallError::Contract(format!("exported buffer '{}' was never declared", shown())));
+        };
+        if arrays[i].is_some() {
+            return Err(CallError::Contract(format!("buffer '{}' was exported twice", shown())));
+        }
+        let decl = declared[i];
         let expected = decl.storage_shape(frames, sig);
         if buffer.array.dtype() != decl.dtype || buffer.array.shape() != expected.as_slice() {
             return Err(CallError::Contract(format!(
@@ -345,10 +354,13 @@ pub fn check_exported(
                 expected
             )));
         }
-        out.push(buffer.array);
+        arrays[i] = Some(buffer.array);
     }
-    if let Some(extra) = exported.first() {
-        return Err(CallError::Contract(format!("exported buffer '{}' was never declared", extra.name)));
-    }
-    Ok(out)
+    declared
+        .iter()
+        .zip(arrays)
+        .map(|(decl, array)| {
+            array.ok_or_else(|| CallError::Contract(format!("buffer '{}' was declared but not exported", decl.name)))
+        })
+        .collect()
 }

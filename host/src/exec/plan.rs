@@ -9,10 +9,11 @@
 use super::{DEFAULT_MAX_RESULT_BYTES, RunError, RunOptions, UdfSpec};
 use crate::dataset::{Dataset, DatasetShape, DatasetSpec, OpenedDataset, Partition, TileRequest, TilingScheme};
 use crate::dtype::{DType, StoredDType, result_type};
+use crate::log::escape_control;
 use crate::roi::Roi;
 use crate::udf::{
     BufferDecl, BufferKind, BufferUse, CallError, DTypePreference, DatasetMeta, Description, DeviceClass, FUSED_STORED,
-    Method, ParamSpec, ParamValue, Params, RunPlan, Udf, UdfOrigin,
+    Method, ParamSpec, ParamValue, Params, RunPlan, Udf, UdfOrigin, rules,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -67,14 +68,20 @@ pub struct Limits {
     pub timeout_seconds: f64,
     /// Linear memory per instance, in bytes.
     pub max_memory: u64,
+    /// The total of every instance's linear memory and of what their calls return to the
+    /// host, in bytes, per process that runs partitions (`None`: half the memory of the
+    /// machine it runs on; plans written before it existed read as `None`).
+    #[serde(default)]
+    pub max_memory_total: Option<u64>,
     /// No timeout checks (epoch interruption off).
     pub trusted: bool,
 }
 
 impl Default for Limits {
-    /// The wasm runtime's defaults: 300 s per call, 4 GiB per instance, untrusted.
+    /// The wasm runtime's defaults: 300 s per call, 4 GiB per instance, half the
+    /// machine's memory in total, untrusted.
     fn default() -> Self {
-        Limits { timeout_seconds: 300.0, max_memory: 4 << 30, trusted: false }
+        Limits { timeout_seconds: 300.0, max_memory: 4 << 30, max_memory_total: None, trusted: false }
     }
 }
 
@@ -143,7 +150,7 @@ impl Plan {
             device_class: DeviceClass::Cpu,
             threads_per_worker: 1,
         };
-        let names = unique_names(udfs);
+        let names = unique_names(udfs.iter().map(|s| s.udf.description().name.as_str()));
         let (params, choices) = resolve_and_choose(udfs, &names, &meta, options.force_method)?;
         meta.input_dtype = agree_input_dtype(stored.dtype, &choices);
         let mut planned = Vec::with_capacity(udfs.len());
@@ -206,17 +213,19 @@ fn check_roi(roi: Option<&Roi>, shape: &DatasetShape) -> Result<(), RunError> {
     }
 }
 
-/// Step: a unique name per UDF, `NAME`, `NAME-2`, ... for repeats.
-fn unique_names(udfs: &[UdfSpec]) -> Vec<String> {
-    let mut names: Vec<String> = Vec::with_capacity(udfs.len());
-    for spec in udfs {
-        let base = &spec.udf.description().name;
-        let mut name = base.clone();
+/// Step: a unique name per UDF, `NAME`, `NAME-2`, ... for repeats (unique also
+/// ignoring case: they are directories). The names the output and `--param NAME.x=` use.
+pub fn unique_names<'a>(bases: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut taken = std::collections::HashSet::new();
+    let mut names = Vec::new();
+    for base in bases {
+        let mut name = base.to_owned();
         let mut k = 2;
-        while names.contains(&name) {
+        while taken.contains(&name.to_ascii_lowercase()) {
             name = format!("{base}-{k}");
             k += 1;
         }
+        taken.insert(name.to_ascii_lowercase());
         names.push(name);
     }
     names
@@ -240,11 +249,16 @@ fn resolve_and_choose(
             plan.method = method;
         }
         if !desc.methods.contains(&plan.method) {
-            return Err(RunError::Invalid(format!(
-                "'{name}' chose the {} method, but it only implements {}",
-                plan.method.name(),
-                desc.methods.iter().map(|m| m.name()).collect::<Vec<_>>().join(", ")
-            )));
+            let implemented = desc.methods.iter().map(|m| m.name()).collect::<Vec<_>>().join(", ");
+            let error = CallError::Contract(format!(
+                "it chose the {} method, but it only implements {implemented}",
+                plan.method.name()
+            ));
+            // Forced by the caller (the conformance kit, --method): the caller's mistake.
+            if force_method.is_some() {
+                return Err(RunError::Invalid(format!("'{name}' {error}")));
+            }
+            return Err(main_call_error(spec.udf.as_ref(), name, "plan", error));
         }
         all_params.push(params);
         choices.push(plan);
@@ -269,7 +283,9 @@ fn declare_buffers(
     meta: &DatasetMeta,
 ) -> Result<Vec<BufferDecl>, RunError> {
     let decls = udf.result_buffers(params, meta).map_err(|e| main_call_error(udf, name, "result_buffers", e))?;
-    check_declarations(name, udf.description(), &decls, meta.frames(), &meta.sig_shape)?;
+    // Breaking the rules is the UDF's fault (exit 2), reported at the call that declared.
+    check_declarations(udf.description(), &decls, meta.frames(), &meta.sig_shape)
+        .map_err(|e| main_call_error(udf, name, "result_buffers", e))?;
     Ok(decls)
 }
 
@@ -412,44 +428,47 @@ pub(crate) fn resolve_params(
     Ok(params)
 }
 
-/// Check declarations against the rules of API.md §5.
-fn check_declarations(
-    name: &str,
-    desc: &Description,
-    decls: &[BufferDecl],
-    frames: usize,
-    sig: &[usize],
-) -> Result<(), RunError> {
-    for (i, d) in decls.iter().enumerate() {
+/// Check declarations against the rules of API.md §5 and [`rules`]: at most
+/// [`rules::MAX_BUFFERS`], names usable as files and unique (also ignoring case), sizes
+/// that can be allocated. One pass over the declarations.
+fn check_declarations(desc: &Description, decls: &[BufferDecl], frames: usize, sig: &[usize]) -> Result<(), CallError> {
+    let contract = |m: String| Err(CallError::Contract(m));
+    if decls.len() > rules::MAX_BUFFERS {
+        return contract(format!("it declares {} buffers; at most {}", decls.len(), rules::MAX_BUFFERS));
+    }
+    for d in decls {
+        if let Err(e) = rules::check_buffer_name(&d.name) {
+            return contract(format!("buffer name {:?} is not usable: {e}", escape_control(&d.name)));
+        }
+        if d.extra_shape.len() > rules::MAX_DIMS {
+            return contract(format!(
+                "buffer '{}' has an extra shape of {} axes; at most {}",
+                d.name,
+                d.extra_shape.len(),
+                rules::MAX_DIMS
+            ));
+        }
         let shape = d.storage_shape(frames, sig);
         if shape.iter().try_fold(d.dtype.size(), |acc, &n| acc.checked_mul(n)).is_none_or(|b| b > isize::MAX as usize) {
-            return Err(RunError::Invalid(format!(
-                "'{name}' declares buffer '{}' of shape {shape:?} ({}), which is too large to allocate",
-                d.name, d.dtype
-            )));
-        }
-        if d.name.is_empty() || d.name.contains(['/', '\\']) || d.name.starts_with('.') {
-            return Err(RunError::Invalid(format!(
-                "'{name}' declares a buffer named {:?}, which is not a usable file name",
-                d.name
-            )));
-        }
-        if decls[..i].iter().any(|e| e.name == d.name) {
-            return Err(RunError::Invalid(format!("'{name}' declares buffer '{}' twice", d.name)));
+            return contract(format!("buffer '{}' of shape {shape:?} ({}) is too large to allocate", d.name, d.dtype));
         }
         if d.usage == BufferUse::ResultOnly && !desc.custom_results {
-            return Err(RunError::Invalid(format!(
-                "'{name}' declares result-only buffer '{}' but has no get_results to produce it",
+            return contract(format!(
+                "result-only buffer '{}' is declared, but there is no get_results to produce it",
                 d.name
-            )));
+            ));
         }
         if d.usage != BufferUse::ResultOnly && d.kind != BufferKind::Nav && !desc.custom_merge {
-            return Err(RunError::Invalid(format!(
-                "'{name}' declares {} buffer '{}' but has no custom merge; only nav buffers can be merged by default",
+            return contract(format!(
+                "{} buffer '{}' is declared, but there is no custom merge; only nav buffers can be merged by default",
                 if d.kind == BufferKind::Sig { "sig" } else { "single" },
                 d.name
-            )));
+            ));
         }
     }
-    Ok(())
+    match rules::first_clash(decls.iter().map(|d| d.name.as_str())) {
+        Some((a, b)) if a == b => contract(format!("buffer '{a}' is declared twice")),
+        Some((a, b)) => contract(format!("buffers '{a}' and '{b}' differ only in case: one file on some file systems")),
+        None => Ok(()),
+    }
 }

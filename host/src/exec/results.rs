@@ -6,7 +6,11 @@ use super::plan::Plan;
 use super::{FailurePoint, MergeState, RunError, RunStats};
 use crate::array::NdArray;
 use crate::dtype::DType;
-use crate::udf::{BufferKind, BufferUse, CallError, InstanceStats, Method, Params, ResultEntry, ResultsContext, Udf};
+use crate::log::escape_control;
+use crate::udf::{
+    BufferDecl, BufferKind, BufferUse, CallError, InstanceStats, Method, Params, ResultEntry, ResultsContext, Udf,
+};
+use std::collections::HashMap;
 
 /// The results of a run.
 #[derive(Debug, Clone)]
@@ -97,14 +101,20 @@ pub(crate) fn finish(
     } else {
         Vec::new()
     };
-    for (i, e) in entries.iter().enumerate() {
-        let decl = planned.decls.iter().find(|d| d.name == e.name).ok_or_else(|| {
-            contract(CallError::Contract(format!("get_results returned undeclared buffer '{}'", e.name)))
+    // Looked up by name, not searched: a plugin may return many entries.
+    let declared: HashMap<&str, &BufferDecl> = planned.decls.iter().map(|d| (d.name.as_str(), d)).collect();
+    let mut returned: HashMap<&str, &ResultEntry> = HashMap::with_capacity(entries.len());
+    for e in &entries {
+        let decl = declared.get(e.name.as_str()).ok_or_else(|| {
+            contract(CallError::Contract(format!(
+                "get_results returned undeclared buffer '{}'",
+                escape_control(&e.name)
+            )))
         })?;
         if decl.usage == BufferUse::Private {
             return Err(contract(CallError::Contract(format!("get_results returned private buffer '{}'", e.name))));
         }
-        if entries[..i].iter().any(|f| f.name == e.name) {
+        if returned.insert(&e.name, e).is_some() {
             return Err(contract(CallError::Contract(format!("get_results returned '{}' twice", e.name))));
         }
         if e.array.dtype().kind() != decl.dtype.kind() {
@@ -125,10 +135,10 @@ pub(crate) fn finish(
         }
     }
 
+    let merged: HashMap<&str, &NdArray> = state.buffers.iter().map(|b| (b.name.as_str(), &b.array)).collect();
     let mut buffers = Vec::new();
     for decl in &planned.decls {
-        let returned = entries.iter().find(|e| e.name == decl.name);
-        let (raw, custom_valid) = match (returned, decl.usage) {
+        let (raw, custom_valid) = match (returned.get(decl.name.as_str()), decl.usage) {
             (Some(e), _) => (e.array.clone(), e.valid.clone()),
             (None, BufferUse::Private) => continue,
             (None, BufferUse::ResultOnly) => {
@@ -138,10 +148,10 @@ pub(crate) fn finish(
                 ))));
             }
             (None, BufferUse::Normal) => {
-                let merged = state.buffers.iter().find(|b| b.name == decl.name).ok_or_else(|| {
+                let merged = merged.get(decl.name.as_str()).ok_or_else(|| {
                     RunError::Internal(format!("buffer '{}' of '{}' was never merged", decl.name, planned.name))
                 })?;
-                (merged.array.clone(), None)
+                ((*merged).clone(), None)
             }
         };
         let valid_raw = valid_mask(decl.kind, &raw, custom_valid.as_deref(), damage, frames)
@@ -172,6 +182,10 @@ pub(crate) fn finish(
 /// The valid mask of a raw result, one bool per element: the default (nav: merged
 /// positions; else all valid) or a custom one broadcast from one value, one per nav
 /// position, or one per element.
+///
+/// For nav buffers the host's knowledge of what was merged always wins: a custom mask
+/// is ANDed with the merged positions, so a plugin cannot mark the frames of a failed
+/// (or not yet merged) partition valid (issue 15, item 5).
 fn valid_mask(
     kind: BufferKind,
     raw: &NdArray,
@@ -181,21 +195,28 @@ fn valid_mask(
 ) -> Result<Vec<bool>, String> {
     let len = raw.len();
     let per_row = if kind == BufferKind::Nav && frames > 0 { len / frames } else { 0 };
-    match custom {
-        None if kind == BufferKind::Nav => Ok(damage.iter().flat_map(|&d| std::iter::repeat_n(d, per_row)).collect()),
-        None => Ok(vec![true; len]),
-        Some([one]) => Ok(vec![*one; len]),
-        Some(mask) if mask.len() == len => Ok(mask.to_vec()),
+    let merged = || damage.iter().flat_map(|&d| std::iter::repeat_n(d, per_row));
+    let mask = match custom {
+        None if kind == BufferKind::Nav => return Ok(merged().collect()),
+        None => vec![true; len],
+        Some([one]) => vec![*one; len],
+        Some(mask) if mask.len() == len => mask.to_vec(),
         Some(mask) if kind == BufferKind::Nav && mask.len() == frames => {
-            Ok(mask.iter().flat_map(|&d| std::iter::repeat_n(d, per_row)).collect())
+            mask.iter().flat_map(|&d| std::iter::repeat_n(d, per_row)).collect()
         }
-        Some(mask) => Err(format!(
-            "{} values, expected 1, {} (one per element){}",
-            mask.len(),
-            len,
-            if kind == BufferKind::Nav { format!(" or {frames} (one per nav position)") } else { String::new() }
-        )),
+        Some(mask) => {
+            return Err(format!(
+                "{} values, expected 1, {} (one per element){}",
+                mask.len(),
+                len,
+                if kind == BufferKind::Nav { format!(" or {frames} (one per nav position)") } else { String::new() }
+            ));
+        }
+    };
+    if kind != BufferKind::Nav {
+        return Ok(mask);
     }
+    Ok(mask.into_iter().zip(merged()).map(|(custom, merged)| custom && merged).collect())
 }
 
 /// Nav results to the full nav shape (fill outside the ROI); others unchanged.

@@ -20,8 +20,10 @@
 //! has no `partial/`. With `--force` and an existing `<out>`, the old results stay (with
 //! the new run's `partial/` beside them) until the new ones replace them. If the run
 //! ends without writing results (an error before the end), the snapshots are removed
-//! again, and `<out>` too when they made it.
+//! again, and `<out>` too when they made it — also when the process exits on a second
+//! Ctrl-C ([`super::cleanup`]).
 
+use super::cleanup::{self, Registration, Undo};
 use super::{OutputError, io, udfs_json, write_tree};
 use crate::exec::{RunIter, RunResults};
 use crate::preview::{self, PreviewOptions};
@@ -45,6 +47,8 @@ pub struct Snapshots {
     made_out: bool,
     warned: bool,
     finished: bool,
+    /// Registered for [`cleanup::undo_all`] once there is something to remove.
+    registration: Option<Registration>,
 }
 
 impl Snapshots {
@@ -64,6 +68,7 @@ impl Snapshots {
             made_out: false,
             warned: false,
             finished: false,
+            registration: None,
         }
     }
 
@@ -106,6 +111,10 @@ impl Snapshots {
         if !self.out.exists() {
             std::fs::create_dir_all(&self.out).map_err(io(&self.out))?;
             self.made_out = true;
+        }
+        if self.registration.is_none() {
+            self.registration =
+                Some(Registration::new(Undo::Snapshots { out: self.out.clone(), made_out: self.made_out }));
         }
         let previews = preview::run_previews(results, &self.options)
             .map_err(|e| OutputError::Io { path: self.out.clone(), source: std::io::Error::other(e) })?;
@@ -177,23 +186,6 @@ impl Drop for Snapshots {
         if self.finished || self.count == 0 && !self.made_out {
             return;
         }
-        let partial = self.out.join("partial");
-        if std::fs::remove_file(&partial).is_err() {
-            let _ = std::fs::remove_dir_all(&partial);
-        }
-        if let Ok(entries) = std::fs::read_dir(&self.out) {
-            for entry in entries.flatten() {
-                if entry.file_name().to_string_lossy().starts_with(".partial-") {
-                    let path = entry.path();
-                    if std::fs::remove_file(&path).is_err() {
-                        let _ = std::fs::remove_dir_all(&path);
-                    }
-                }
-            }
-        }
-        if self.made_out {
-            // Only when empty: whatever else is there is not ours.
-            let _ = std::fs::remove_dir(&self.out);
-        }
+        cleanup::remove_snapshots(&self.out, self.made_out);
     }
 }

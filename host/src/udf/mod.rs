@@ -12,12 +12,14 @@
 //! | [`SigSlice`], [`TilingScheme`], [`SliceRuns`] | the contract's geometry ([`geometry`](self)) |
 //! | [`Description`], [`Params`], [`BufferDecl`], [`DatasetMeta`], ... | the contract's data types |
 //! | [`CallError`] | why a call into a UDF failed |
+//! | [`rules`] | the names and counts a UDF may declare |
 //!
 //! This module is the contract layer: it imports only the element types below it
 //! ([`crate::dtype`], [`crate::array`]); datasets, the executor, the wasm runtime and the
 //! built-ins all build on it.
 
 mod geometry;
+pub mod rules;
 mod types;
 
 pub use geometry::{SigSlice, SliceRuns, TilingScheme};
@@ -245,6 +247,11 @@ pub struct InstanceStats {
     /// Of which in `process`.
     pub process_calls: u64,
     pub process_seconds: f64,
+    /// Timers the plugin waited on (`sleep`, a poll with a timeout): under the frozen
+    /// clock they are due at once, so waiting cannot pace a plugin (the conformance kit
+    /// flags it).
+    #[serde(default)]
+    pub timer_waits: u64,
 }
 
 /// One partition's instance of a UDF.

@@ -4,14 +4,16 @@
 //! → host conversions validate everything a plugin returns before the host trusts it.
 
 use super::bindings::udf::plugin::types as wit;
+use super::caps;
 use crate::array::NdArray;
 use crate::dtype::DType;
+use crate::log::escape_control;
 use crate::udf::{
     BufferDecl, BufferKind, BufferUse, CallError, DTypePreference, DataAccess, DatasetMeta, Description, DeviceClass,
     ErrorKind, Method, Param, ParamSpec, ParamType, ParamValue, PartitionMeta, RunPlan, TileDepth, TileSize,
     TilingPreferences,
 };
-use crate::udf::{SigSlice, TilingScheme};
+use crate::udf::{SigSlice, TilingScheme, rules};
 use std::sync::Arc;
 
 #[cfg(not(target_pointer_width = "64"))]
@@ -203,6 +205,10 @@ pub fn ndarray_from_wit(array: wit::NdarrayResult, what: &str) -> Result<NdArray
     let expected = shape.iter().product::<usize>();
     let mismatch =
         |found: &str| CallError::Contract(format!("{what}: declared {dtype} of shape {shape:?} but sent {found}"));
+    // One copy, from the lifted list into the array (dropped right after).
+    let array_of = |bytes: &[u8]| {
+        NdArray::from_bytes(dtype, &shape, bytes).map_err(|e| CallError::Contract(format!("{what}: {e}")))
+    };
     macro_rules! typed {
         ($v:expr, $want:expr, $per:expr) => {{
             if dtype != $want {
@@ -211,15 +217,15 @@ pub fn ndarray_from_wit(array: wit::NdarrayResult, what: &str) -> Result<NdArray
             if $v.len() != expected * $per {
                 return Err(mismatch(&format!("{} values", $v.len())));
             }
-            bytemuck::cast_slice(&$v).to_vec()
+            array_of(bytemuck::cast_slice(&$v))
         }};
     }
-    let bytes: Vec<u8> = match array.data {
+    match array.data {
         wit::ArrayDataResult::Boolean(v) => {
             if dtype != DType::Bool || v.len() != expected {
                 return Err(mismatch(&format!("{} booleans", v.len())));
             }
-            v.iter().map(|&b| u8::from(b)).collect()
+            array_of(&v.iter().map(|&b| u8::from(b)).collect::<Vec<u8>>())
         }
         wit::ArrayDataResult::Uint8(v) => typed!(v, DType::U8, 1),
         wit::ArrayDataResult::Uint16(v) => typed!(v, DType::U16, 1),
@@ -237,10 +243,13 @@ pub fn ndarray_from_wit(array: wit::NdarrayResult, what: &str) -> Result<NdArray
             if v.len() != expected * dtype.size() {
                 return Err(mismatch(&format!("{} bytes", v.len())));
             }
-            if dtype == DType::Bool { v.iter().map(|&b| u8::from(b != 0)).collect() } else { v }
+            if dtype == DType::Bool {
+                array_of(&v.iter().map(|&b| u8::from(b != 0)).collect::<Vec<u8>>())
+            } else {
+                array_of(&v)
+            }
         }
-    };
-    NdArray::from_bytes(dtype, &shape, &bytes).map_err(|e| CallError::Contract(format!("{what}: {e}")))
+    }
 }
 
 fn param_value_from_wit(v: wit::ParamValueResult, what: &str) -> Result<ParamValue, CallError> {
@@ -251,6 +260,17 @@ fn param_value_from_wit(v: wit::ParamValueResult, what: &str) -> Result<ParamVal
         wit::ParamValueResult::Text(s) => ParamValue::Text(s),
         wit::ParamValueResult::Array(a) => ParamValue::Array(Arc::new(ndarray_from_wit(a, what)?)),
     })
+}
+
+/// The type of a parameter value, for messages.
+fn value_type(v: &ParamValue) -> &'static str {
+    match v {
+        ParamValue::Bool(_) => "bool",
+        ParamValue::Int(_) => "int",
+        ParamValue::Float(_) => "float",
+        ParamValue::Text(_) => "text",
+        ParamValue::Array(_) => "array",
+    }
 }
 
 fn dtype_pref_from_wit(p: wit::DtypePreference) -> DTypePreference {
@@ -275,34 +295,40 @@ fn tiling_from_wit(t: wit::TilingPreferences) -> TilingPreferences {
     }
 }
 
+/// A plugin's description, checked (`describe` errors name what is wrong): a usable
+/// name ([`rules::check_udf_name`]), at most [`rules::MAX_PARAMS`] parameters with
+/// usable, unique names and defaults of their type, at least one method, text within
+/// [`caps`](super::caps) (control characters escaped).
+///
+/// # Errors
+/// [`CallError::Contract`] for the first problem.
 pub fn description_from_wit(d: wit::Description) -> Result<Description, CallError> {
-    let params = d
-        .params
-        .into_iter()
-        .map(|p| {
-            let ty = match p.ty {
-                wit::ParamType::Boolean => ParamType::Bool,
-                wit::ParamType::Int => ParamType::Int,
-                wit::ParamType::Float => ParamType::Float,
-                wit::ParamType::Text => ParamType::Text,
-                wit::ParamType::Array => ParamType::Array,
-            };
-            let default = p
-                .default
-                .map(|v| param_value_from_wit(v, &format!("default of parameter '{}'", p.name)))
-                .transpose()?;
-            Ok(ParamSpec { name: p.name, ty, doc: p.doc, default, nav_aux: p.nav_aux })
-        })
-        .collect::<Result<Vec<_>, CallError>>()?;
-    if d.name.is_empty() || d.name.contains(['/', '\\']) || d.name.starts_with('.') {
-        return Err(CallError::Contract(format!("name {:?} is not usable as a directory name", d.name)));
+    let contract = |m: String| CallError::Contract(m);
+    rules::check_udf_name(&d.name).map_err(|e| contract(format!("name {:?} is not usable: {e}", d.name)))?;
+    caps::check_len("the version", &d.version, caps::MAX_VERSION).map_err(contract)?;
+    caps::check_len("the summary", &d.summary, caps::MAX_SUMMARY).map_err(contract)?;
+    if d.params.len() > rules::MAX_PARAMS {
+        return Err(contract(format!("it declares {} parameters; at most {}", d.params.len(), rules::MAX_PARAMS)));
+    }
+    if let Some(name) = rules::first_duplicate(d.params.iter().map(|p| p.name.as_str())) {
+        return Err(contract(format!("it declares parameter '{name}' twice")));
+    }
+    let params = d.params.into_iter().map(param_spec_from_wit).collect::<Result<Vec<_>, CallError>>()?;
+    if d.methods.is_empty() {
+        return Err(contract("it implements no method (tile, frame or partition)".into()));
+    }
+    let mut methods: Vec<Method> = Vec::with_capacity(3);
+    for m in d.methods.into_iter().map(method_from_wit) {
+        if !methods.contains(&m) {
+            methods.push(m);
+        }
     }
     Ok(Description {
         name: d.name,
-        version: d.version,
-        summary: d.summary,
+        version: escape_control(&d.version).into_owned(),
+        summary: escape_control(&d.summary).into_owned(),
         params,
-        methods: d.methods.into_iter().map(method_from_wit).collect(),
+        methods,
         input_dtype: dtype_pref_from_wit(d.input_dtype),
         tiling: tiling_from_wit(d.tiling),
         custom_merge: d.custom_merge,
@@ -315,6 +341,51 @@ pub fn description_from_wit(d: wit::Description) -> Result<Description, CallErro
     })
 }
 
+/// One parameter of a description: a usable name, documentation within
+/// [`caps::MAX_DOC`], a default of the declared type (an int is a float too).
+fn param_spec_from_wit(p: wit::ParamSpec) -> Result<ParamSpec, CallError> {
+    let contract = |m: String| CallError::Contract(m);
+    rules::check_param_name(&p.name)
+        .map_err(|e| contract(format!("parameter name {:?} is not usable: {e}", escape_control(&p.name))))?;
+    caps::check_len(&format!("the documentation of parameter '{}'", p.name), &p.doc, caps::MAX_DOC)
+        .map_err(contract)?;
+    let ty = match p.ty {
+        wit::ParamType::Boolean => ParamType::Bool,
+        wit::ParamType::Int => ParamType::Int,
+        wit::ParamType::Float => ParamType::Float,
+        wit::ParamType::Text => ParamType::Text,
+        wit::ParamType::Array => ParamType::Array,
+    };
+    let default =
+        p.default.map(|v| param_value_from_wit(v, &format!("default of parameter '{}'", p.name))).transpose()?;
+    if let Some(value) = &default {
+        let fits = matches!(
+            (ty, value),
+            (ParamType::Bool, ParamValue::Bool(_))
+                | (ParamType::Int, ParamValue::Int(_))
+                | (ParamType::Float, ParamValue::Float(_) | ParamValue::Int(_))
+                | (ParamType::Text, ParamValue::Text(_))
+                | (ParamType::Array, ParamValue::Array(_))
+        );
+        if !fits {
+            return Err(contract(format!(
+                "parameter '{}' is declared {} but its default is {}",
+                p.name,
+                ty.name(),
+                value_type(value)
+            )));
+        }
+        if let ParamValue::Text(t) = value {
+            caps::check_len(&format!("the default of parameter '{}'", p.name), t, caps::MAX_TEXT_DEFAULT)
+                .map_err(contract)?;
+        }
+    }
+    if p.nav_aux && ty != ParamType::Array {
+        return Err(contract(format!("parameter '{}' is nav aux data but not an array", p.name)));
+    }
+    Ok(ParamSpec { name: p.name, ty, doc: escape_control(&p.doc).into_owned(), default, nav_aux: p.nav_aux })
+}
+
 pub fn plan_from_wit(p: wit::RunPlan) -> RunPlan {
     RunPlan {
         method: method_from_wit(p.method),
@@ -323,9 +394,20 @@ pub fn plan_from_wit(p: wit::RunPlan) -> RunPlan {
     }
 }
 
+/// A buffer declaration, its extra shape checked (at most [`rules::MAX_DIMS`] axes, a
+/// product that fits). The name and the set of declarations are checked by the
+/// executor (`exec`'s planning: [`rules`]).
 pub fn buffer_decl_from_wit(b: wit::BufferDecl) -> Result<BufferDecl, CallError> {
+    if b.extra_shape.len() > rules::MAX_DIMS {
+        return Err(CallError::Contract(format!(
+            "buffer {:?} has an extra shape of {} axes; at most {}",
+            escape_control(&b.name),
+            b.extra_shape.len(),
+            rules::MAX_DIMS
+        )));
+    }
     Ok(BufferDecl {
-        extra_shape: shape_from_wit(&b.extra_shape, &format!("extra shape of buffer '{}'", b.name))?,
+        extra_shape: shape_from_wit(&b.extra_shape, &format!("extra shape of buffer {:?}", escape_control(&b.name)))?,
         name: b.name,
         kind: match b.kind {
             wit::BufferKind::Nav => BufferKind::Nav,
@@ -339,4 +421,81 @@ pub fn buffer_decl_from_wit(b: wit::BufferDecl) -> Result<BufferDecl, CallError>
             wit::BufferUse::ResultOnly => BufferUse::ResultOnly,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, ty: wit::ParamType, default: Option<wit::ParamValueResult>) -> wit::ParamSpec {
+        wit::ParamSpec { name: name.into(), ty, doc: String::new(), default, nav_aux: false }
+    }
+
+    fn description(params: Vec<wit::ParamSpec>) -> wit::Description {
+        wit::Description {
+            name: "p".into(),
+            version: "1.0".into(),
+            summary: "s".into(),
+            params,
+            methods: vec![wit::Method::Tile],
+            input_dtype: wit::DtypePreference::Native,
+            tiling: wit::TilingPreferences { depth: wit::TileDepth::Default, total_size: wit::TileSize::BestFit },
+            custom_merge: false,
+            custom_results: false,
+            main_preprocess: false,
+            data_access: wit::DataAccess::Typed,
+        }
+    }
+
+    fn refused(d: wit::Description) -> String {
+        match description_from_wit(d) {
+            Err(CallError::Contract(m)) => m,
+            other => panic!("expected a contract error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_million_parameters_are_refused_at_once() {
+        let params = (0..1_000_000).map(|i| spec(&format!("p{i}"), wit::ParamType::Int, None)).collect();
+        let started = std::time::Instant::now();
+        assert!(refused(description(params)).contains("1000000 parameters; at most 256"));
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    }
+
+    #[test]
+    fn text_is_capped_and_escaped() {
+        let mut d = description(Vec::new());
+        d.version = "9".repeat(32 << 20);
+        assert!(refused(d).contains("the version is 33554432 bytes long; at most 64"));
+        let mut d = description(Vec::new());
+        d.summary = "sum\x1b[31m of\nall".into();
+        assert_eq!(description_from_wit(d).unwrap().summary, "sum\\u{1b}[31m of\\nall");
+    }
+
+    #[test]
+    fn parameters_must_be_unique_usable_and_of_their_declared_type() {
+        let int = |name: &str| spec(name, wit::ParamType::Int, None);
+        assert!(refused(description(vec![int("a"), int("b"), int("a")])).contains("parameter 'a' twice"));
+        assert!(refused(description(vec![int("x.y")])).contains("\"x.y\" is not usable"));
+        let text_default = spec("n", wit::ParamType::Int, Some(wit::ParamValueResult::Text("3".into())));
+        assert!(
+            refused(description(vec![text_default])).contains("parameter 'n' is declared int but its default is text")
+        );
+        // An integer is a float, as on the command line.
+        let float = spec("r", wit::ParamType::Float, Some(wit::ParamValueResult::Int(3)));
+        assert!(description_from_wit(description(vec![float])).is_ok());
+    }
+
+    #[test]
+    fn names_and_methods_are_checked() {
+        let mut d = description(Vec::new());
+        d.name = "results.json".into();
+        assert!(refused(d).contains("is not usable"));
+        let mut d = description(Vec::new());
+        d.methods.clear();
+        assert!(refused(d).contains("implements no method"));
+        let mut d = description(Vec::new());
+        d.methods = vec![wit::Method::Frame, wit::Method::Frame];
+        assert_eq!(description_from_wit(d).unwrap().methods, vec![Method::Frame]);
+    }
 }

@@ -4,25 +4,34 @@
 //! | type | role |
 //! |------|------|
 //! | [`WasmRuntime`] | engine (pooling allocator, epochs), linker (log + deny-all WASI), cache |
-//! | [`RuntimeOptions`] | memory cap, per-call timeout, `trusted`, cache directory, logger |
+//! | [`RuntimeOptions`] | memory caps (per instance, total), per-call timeout, `trusted`, cache directory, logger |
 //! | [`WasmUdf`] | a loaded plugin: description, `InstancePre`, a main-side instance |
 //! | [`ComponentCache`] | `.cwasm` files keyed by wasm hash and engine compatibility |
+//! | [`MemoryBudget`] | the total memory of a runtime's instances and of what their calls return |
+//!
+//! What a plugin can make the host spend is bounded (`docs/security.md`): linear memory
+//! per instance and in total ([`budget`]), time per call (epochs; timers are ready at
+//! once, `state.rs`), what a call returns (hostcall fuel, [`budget::CallKind`]), the size
+//! of descriptions and declarations ([`caps`]), and the log (per instance and per run).
 
 pub mod bindings;
+pub mod budget;
 mod cache;
+pub mod caps;
 mod convert;
 mod fill;
 mod plugin;
 mod state;
 
+pub use budget::{MemoryBudget, default_memory_total};
 pub use cache::{CacheOutcome, ComponentCache};
 #[doc(hidden)]
 pub use convert::ndarray_from_wit as validate_array;
 pub use plugin::WasmUdf;
-pub use state::{MAX_LOG_LINE, MAX_LOG_LINES};
+pub use state::{MAX_LOG_LINE, MAX_LOG_LINES, MAX_RESOURCES, MAX_RUN_LOG_BYTES};
 
 use crate::log::{self, Logger};
-use state::{HostData, HostState};
+use state::{FrozenTimers, HostData, HostState, RunLog};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -39,12 +48,17 @@ pub const WIT_PACKAGE: &str = "udf:plugin";
 const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// The largest memory a 32-bit wasm instance can have.
 pub const MAX_WASM_MEMORY: usize = 4 << 30;
+/// The smallest total memory budget: room for a few small instances.
+pub const MIN_MEMORY_TOTAL: usize = 16 << 20;
 
 /// Settings of the wasm runtime.
 #[derive(Clone)]
 pub struct RuntimeOptions {
     /// Linear memory cap per instance, in bytes (at most 4 GiB).
     pub max_memory: usize,
+    /// The total of every instance's linear memory and of what their calls return to
+    /// the host, in bytes ([`MemoryBudget`]; default: [`default_memory_total`]).
+    pub max_memory_total: usize,
     /// Wall-clock limit per call into a plugin (ignored when `trusted`).
     pub timeout: Duration,
     /// Turn off epoch interruption: faster tight loops, no timeout.
@@ -63,6 +77,7 @@ impl Default for RuntimeOptions {
     fn default() -> Self {
         RuntimeOptions {
             max_memory: MAX_WASM_MEMORY,
+            max_memory_total: default_memory_total(),
             timeout: Duration::from_secs(300),
             trusted: false,
             cache: ComponentCache::new(ComponentCache::default_dir()),
@@ -77,6 +92,7 @@ impl std::fmt::Debug for RuntimeOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RuntimeOptions")
             .field("max_memory", &self.max_memory)
+            .field("max_memory_total", &self.max_memory_total)
             .field("timeout", &self.timeout)
             .field("trusted", &self.trusted)
             .field("cache", &self.cache)
@@ -159,6 +175,10 @@ pub(crate) struct Shared {
     pub(crate) epochs: bool,
     /// Bumped by [`WasmRuntime::interrupt`]; calls that started before trap.
     pub(crate) interrupts: Arc<AtomicU64>,
+    /// The total memory of every instance, and of what their calls return.
+    pub(crate) budget: Arc<MemoryBudget>,
+    /// The log output of every instance, capped in total.
+    pub(crate) run_log: Arc<RunLog>,
     _ticker: Option<EpochTicker>,
 }
 
@@ -186,6 +206,13 @@ impl WasmRuntime {
             return Err(RuntimeError(format!(
                 "--max-memory must be between 1 byte and 4 GiB (32-bit wasm), got {} bytes",
                 options.max_memory
+            )));
+        }
+        if options.max_memory_total < MIN_MEMORY_TOTAL {
+            return Err(RuntimeError(format!(
+                "--max-memory-total must be at least {} MiB, got {} bytes",
+                MIN_MEMORY_TOTAL >> 20,
+                options.max_memory_total
             )));
         }
         let mut pool = PoolingAllocationConfig::new();
@@ -217,12 +244,17 @@ impl WasmRuntime {
         let engine = Engine::new(&config).map_err(|e| RuntimeError(format!("{e:#}")))?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| RuntimeError(format!("{e:#}")))?;
+        FrozenTimers::shadow(&mut linker).map_err(|e| RuntimeError(format!("{e:#}")))?;
         bindings::UdfPlugin::add_to_linker::<HostState, HostData>(&mut linker, |s| s)
             .map_err(|e| RuntimeError(format!("{e:#}")))?;
         let epochs = !options.trusted;
         let ticker = epochs.then(|| EpochTicker::start(engine.clone()));
         let interrupts = Arc::new(AtomicU64::new(0));
-        Ok(WasmRuntime { shared: Arc::new(Shared { engine, linker, options, epochs, interrupts, _ticker: ticker }) })
+        let budget = MemoryBudget::new(options.max_memory_total);
+        let run_log = Arc::default();
+        Ok(WasmRuntime {
+            shared: Arc::new(Shared { engine, linker, options, epochs, interrupts, budget, run_log, _ticker: ticker }),
+        })
     }
 
     /// Stop every call into a plugin of this runtime that is running now (within one
@@ -238,6 +270,11 @@ impl WasmRuntime {
 
     pub fn engine(&self) -> &Engine {
         &self.shared.engine
+    }
+
+    /// The memory budget of this runtime's instances (`max_memory_total`).
+    pub fn budget(&self) -> &MemoryBudget {
+        &self.shared.budget
     }
 
     /// Load a plugin: read, check the contract version and imports, compile (or load

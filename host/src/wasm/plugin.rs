@@ -2,15 +2,18 @@
 //! a main-side instance for the pure functions (plan, buffers, merge, results).
 
 use super::bindings::{UdfPlugin, UdfPluginPre, udf::plugin::types as wit};
+use super::budget::{Budgeted, CallKind, Capped, LiftOutcome, TooMany, lift_counted};
 use super::convert::*;
 use super::fill::{GuestArrayData, GuestTile, ProcessParams, ProcessResults};
-use super::state::{HostState, LogOrigin};
+use super::state::{BudgetExceeded, HostState, LogOrigin};
 use super::{LoadError, LoadErrorKind, Shared, WIT_PACKAGE, WIT_VERSION};
+use crate::log::escape_control;
 use crate::udf::{
     BufferDecl, BufferViewMut, CallError, DataAccess, DatasetMeta, Description, InitContext, InstanceStats,
     MergeContext, NamedBuffer, Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile, TileReadError,
     TileSource, Udf, UdfOrigin, UnreadError,
 };
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -28,18 +31,39 @@ pub struct WasmUdf {
     name: Arc<str>,
     description: Description,
     pre: UdfPluginPre<HostState>,
-    /// The export `udf.process`, called directly for tiles read into the guest.
-    process: ComponentExportIndex,
+    /// The exports called directly: `process` (tiles read into the guest) and the data
+    /// calls (results lifted within the memory budget).
+    exports: Exports<ComponentExportIndex>,
     /// Instance for the main-side calls, created on first use, dropped after a trap.
     main: Mutex<Option<Instance>>,
+    /// Bumped by [`Udf::interrupt`]: running calls of this plugin's instances trap.
+    interrupts: Arc<std::sync::atomic::AtomicU64>,
 }
+
+/// The exports of `udf` called without the bindings.
+#[derive(Clone, Copy)]
+struct Exports<F> {
+    /// Type-checked against [`ProcessParams`] and [`ProcessResults`].
+    process: F,
+    /// Type-checked against [`ExportResults`].
+    export_buffers: F,
+    /// Type-checked against [`MergeParams`] and [`MergeResults`].
+    merge: F,
+    /// Type-checked against [`ResultsParams`] and [`ResultsResults`].
+    get_results: F,
+}
+
+type ExportResults = (Budgeted<Result<Capped<wit::NamedArrayResult>, wit::UdfError>>,);
+type MergeParams<'a> = (wit::MergeContext<'a>, &'a [wit::NamedArrayParam<'a>], &'a [wit::NamedArrayParam<'a>]);
+type MergeResults = ExportResults;
+type ResultsParams<'a> = (wit::ResultsContext<'a>, &'a [wit::NamedArrayParam<'a>]);
+type ResultsResults = (Budgeted<Result<Capped<wit::ResultEntry>, wit::UdfError>>,);
 
 /// A store and the plugin instantiated in it.
 struct Instance {
     store: Store<HostState>,
     plugin: UdfPlugin,
-    /// `udf.process`, type-checked against [`ProcessParams`] and [`ProcessResults`].
-    process: Func,
+    exports: Exports<Func>,
 }
 
 impl WasmUdf {
@@ -58,10 +82,19 @@ impl WasmUdf {
             .map_err(|e| err(LoadErrorKind::Interface, format!("cannot be linked: {e:#}")))?;
         let (major, minor, patch) = WIT_VERSION;
         let interface = format!("{WIT_PACKAGE}/udf@{major}.{minor}.{patch}");
-        let process = component
-            .get_export_index(None, interface.as_str())
-            .and_then(|udf| component.get_export_index(Some(&udf), "process"))
-            .ok_or_else(|| err(LoadErrorKind::Interface, "exports no udf.process".into()))?;
+        let udf_export = component.get_export_index(None, interface.as_str());
+        let export = |name: &str| {
+            udf_export
+                .as_ref()
+                .and_then(|udf| component.get_export_index(Some(udf), name))
+                .ok_or_else(|| err(LoadErrorKind::Interface, format!("exports no udf.{name}")))
+        };
+        let exports = Exports {
+            process: export("process")?,
+            export_buffers: export("export-buffers")?,
+            merge: export("merge")?,
+            get_results: export("get-results")?,
+        };
         let mut udf = WasmUdf {
             shared,
             source: source.clone(),
@@ -70,11 +103,12 @@ impl WasmUdf {
             name: Arc::from(source.as_str()),
             description: placeholder_description(),
             pre,
-            process,
+            exports,
             main: Mutex::new(None),
+            interrupts: Arc::default(),
         };
         let description = udf
-            .with_main(|plugin, store| plugin.udf_plugin_udf().call_describe(store).map(Ok))
+            .with_main(CallKind::Declaration, |plugin, store| plugin.udf_plugin_udf().call_describe(store).map(Ok))
             .and_then(description_from_wit)
             .map_err(|e| err(LoadErrorKind::Describe, format!("describe failed: {e}")))?;
         udf.name = Arc::from(description.name.as_str());
@@ -84,18 +118,16 @@ impl WasmUdf {
 
     fn instantiate(&self, partition: Option<usize>) -> Result<Instance, CallError> {
         let origin = LogOrigin { plugin: self.name.clone(), partition };
-        let state = HostState::new(self.shared.options.max_memory, origin, self.shared.options.logger.clone());
+        let state = HostState::new(&self.shared, origin, self.interrupts.clone());
         let mut store = Store::new(&self.shared.engine, state);
         store.limiter(|s| &mut s.limits);
-        // What one call may hand back is bounded by the instance's memory anyway; wasmtime's
-        // default (128 MiB) would refuse legitimate results such as large sig buffers.
-        store.set_hostcall_fuel(self.shared.options.max_memory);
         if self.shared.epochs {
-            // Every tick, check the call's deadline and whether the runtime was interrupted.
+            // Every tick, check the call's deadline and whether the runtime or the plugin
+            // was interrupted.
             let interrupts = self.shared.interrupts.clone();
             store.epoch_deadline_callback(move |ctx| {
                 let state = ctx.data();
-                if interrupts.load(Ordering::Relaxed) != state.interrupt_generation {
+                if state.interrupts(&interrupts) != state.interrupt_generation {
                     return Err(Interrupted.into());
                 }
                 if Instant::now() >= state.call_deadline {
@@ -107,27 +139,47 @@ impl WasmUdf {
         }
         let instantiated = self.pre.instance_pre().instantiate(&mut store).and_then(|instance| {
             let plugin = UdfPlugin::new(&mut store, &instance)?;
-            let process = instance
-                .get_func(&mut store, self.process)
-                .ok_or_else(|| wasmtime::format_err!("udf.process is not a function"))?;
-            process.typed::<ProcessParams<'_>, ProcessResults>(&store)?;
-            Ok((plugin, process))
+            let func = |store: &mut Store<HostState>, index| {
+                instance
+                    .get_func(&mut *store, index)
+                    .ok_or_else(|| wasmtime::format_err!("a udf export is not a function"))
+            };
+            let exports = Exports {
+                process: func(&mut store, self.exports.process)?,
+                export_buffers: func(&mut store, self.exports.export_buffers)?,
+                merge: func(&mut store, self.exports.merge)?,
+                get_results: func(&mut store, self.exports.get_results)?,
+            };
+            exports.process.typed::<ProcessParams<'_>, ProcessResults>(&store)?;
+            exports.export_buffers.typed::<(), ExportResults>(&store)?;
+            exports.merge.typed::<MergeParams<'_>, MergeResults>(&store)?;
+            exports.get_results.typed::<ResultsParams<'_>, ResultsResults>(&store)?;
+            Ok((plugin, exports))
         });
-        let (plugin, process) = instantiated.map_err(|e| trap(&self.shared, e, Vec::new()))?;
-        Ok(Instance { store, plugin, process })
+        let (plugin, exports) = instantiated.map_err(|e| trap(&self.shared, e, Vec::new(), CallKind::Control))?;
+        Ok(Instance { store, plugin, exports })
     }
 
     /// Call into the main-side instance; a trap discards it so the next call starts fresh.
     fn with_main<R>(
         &self,
+        kind: CallKind,
         f: impl FnOnce(&UdfPlugin, &mut Store<HostState>) -> wasmtime::Result<Result<R, wit::UdfError>>,
+    ) -> Result<R, CallError> {
+        self.with_main_instance(|shared, instance| instance.call(shared, kind, f))
+    }
+
+    /// Run `f` on the main-side instance (made on first use); a trap discards it.
+    fn with_main_instance<R>(
+        &self,
+        f: impl FnOnce(&Shared, &mut Instance) -> Result<R, CallError>,
     ) -> Result<R, CallError> {
         let mut main = self.main.lock().map_err(|_| CallError::internal("main instance lock poisoned"))?;
         if main.is_none() {
             *main = Some(self.instantiate(None)?);
         }
         let instance = main.as_mut().ok_or_else(|| CallError::internal("no main instance"))?;
-        let result = instance.call(&self.shared, f);
+        let result = f(&self.shared, instance);
         if matches!(result, Err(CallError::Trap { .. })) {
             *main = None;
         }
@@ -143,21 +195,26 @@ impl Instance {
     fn call<R>(
         &mut self,
         shared: &Shared,
+        kind: CallKind,
         f: impl FnOnce(&UdfPlugin, &mut Store<HostState>) -> wasmtime::Result<Result<R, wit::UdfError>>,
     ) -> Result<R, CallError> {
-        self.call_raw(shared, f).map_err(|e| trap(shared, e, self.store.data().log_tail()))?.map_err(error_from_wit)
+        self.call_raw(shared, kind, f).map_err(|e| self.trap(shared, e))?.map_err(error_from_wit)
     }
 
     /// A call, counted in the statistics, with wasmtime's error as it is (the caller
-    /// may look inside it before it becomes a [`CallError`]).
+    /// may look inside it before it becomes a [`CallError`]). `kind` sets what the call
+    /// may return (its hostcall fuel).
     fn call_raw<R>(
         &mut self,
         shared: &Shared,
+        kind: CallKind,
         f: impl FnOnce(&UdfPlugin, &mut Store<HostState>) -> wasmtime::Result<Result<R, wit::UdfError>>,
     ) -> wasmtime::Result<Result<R, wit::UdfError>> {
         if shared.epochs {
             arm(shared, &mut self.store);
         }
+        self.store.data_mut().call_kind = kind;
+        self.store.set_hostcall_fuel(kind.fuel(shared.options.max_memory));
         let started = Instant::now();
         let outcome = f(&self.plugin, &mut self.store);
         let state = self.store.data_mut();
@@ -165,6 +222,55 @@ impl Instance {
         state.stats.call_seconds += started.elapsed().as_secs_f64();
         outcome
     }
+
+    /// A data call (`export-buffers`, `merge`, `get-results`): its results are lifted
+    /// within the run's memory budget, and `convert` runs while the reservation is held.
+    fn call_data<R, T>(
+        &mut self,
+        shared: &Shared,
+        f: impl FnOnce(&Exports<Func>, &mut Store<HostState>) -> wasmtime::Result<Budgeted<Result<R, wit::UdfError>>>,
+        convert: impl FnOnce(R) -> Result<T, CallError>,
+    ) -> Result<T, CallError> {
+        let exports = self.exports;
+        let fuel = CallKind::Data.fuel(shared.options.max_memory);
+        let (outcome, lift) = lift_counted(&shared.budget, fuel, shared.options.max_memory, || {
+            self.call_raw(shared, CallKind::Data, |_, store| f(&exports, store).map(|Budgeted(r)| r))
+        });
+        let returned = outcome.map_err(|e| self.trap_lifting(shared, e, &lift))?.map_err(error_from_wit)?;
+        let converted = convert(returned);
+        drop(lift);
+        converted
+    }
+
+    /// A trap of this instance as a [`CallError`], with its last log lines.
+    fn trap(&self, shared: &Shared, error: wasmtime::Error) -> CallError {
+        trap(shared, error, self.store.data().log_tail(), self.store.data().call_kind)
+    }
+
+    /// A trap of a data call: when lifting its results ran out of fuel, say which limit.
+    fn trap_lifting(&self, shared: &Shared, error: wasmtime::Error, lift: &LiftOutcome) -> CallError {
+        if !is_fuel_exhausted(&error) {
+            return self.trap(shared, error);
+        }
+        let why = if lift.limited_by_budget {
+            format!(
+                "the run's total memory budget had room for {} MiB (--max-memory-total {} MiB)",
+                lift.allowed >> 20,
+                shared.budget.limit() >> 20
+            )
+        } else {
+            format!("a call returns at most what the plugin's memory holds ({} MiB)", lift.allowed >> 20)
+        };
+        CallError::Trap {
+            message: format!("returned more data than the host accepts: {why}"),
+            log_tail: self.store.data().log_tail(),
+        }
+    }
+}
+
+/// Whether wasmtime refused to lift more of a call's values (its hostcall fuel ran out).
+fn is_fuel_exhausted(error: &wasmtime::Error) -> bool {
+    format!("{error:#}").contains("fuel allocated for hostcalls has been exhausted")
 }
 
 /// The error a call traps with when the runtime is interrupted.
@@ -183,15 +289,20 @@ impl std::error::Error for Interrupted {}
 fn arm(shared: &Shared, store: &mut Store<HostState>) {
     let state = store.data_mut();
     state.call_deadline = Instant::now() + shared.options.timeout;
-    state.interrupt_generation = shared.interrupts.load(Ordering::Relaxed);
+    state.interrupt_generation = state.interrupts(&shared.interrupts);
     store.set_epoch_deadline(1);
 }
 
-/// Describe a trap for a human: the reason first, then where.
-fn trap(shared: &Shared, error: wasmtime::Error, log_tail: Vec<String>) -> CallError {
+/// Describe a trap for a human: the reason first, then where (the plugin's function
+/// names demangled, control characters escaped).
+fn trap(shared: &Shared, error: wasmtime::Error, log_tail: Vec<String>, kind: CallKind) -> CallError {
     let chain = format!("{error:#}");
     let message = if error.downcast_ref::<Interrupted>().is_some() {
         "interrupted".to_owned()
+    } else if let Some(budget) = error.downcast_ref::<BudgetExceeded>() {
+        budget.to_string()
+    } else if let Some(too_many) = error.downcast_ref::<TooMany>() {
+        too_many.to_string()
     } else if let Some(code) = error.downcast_ref::<wasmtime::Trap>() {
         match code {
             wasmtime::Trap::Interrupt => {
@@ -206,25 +317,62 @@ fn trap(shared: &Shared, error: wasmtime::Error, log_tail: Vec<String>) -> CallE
         }
     } else if chain.contains("forcing trap when growing memory") || chain.contains("growing memory") {
         format!("exceeded the memory limit of {} MiB (--max-memory)", shared.options.max_memory >> 20)
+    } else if is_fuel_exhausted(&error) {
+        format!(
+            "returned more data than the host accepts from {} ({} MiB at most)",
+            kind.returns(),
+            kind.fuel(shared.options.max_memory) >> 20
+        )
     } else {
-        format!("trapped: {}", chain.lines().next().unwrap_or("unknown error"))
+        format!("trapped: {}", escape_control(chain.lines().next().unwrap_or("unknown error")))
     };
-    let backtrace = error
-        .downcast_ref::<wasmtime::WasmBacktrace>()
-        .map(|bt| {
-            bt.frames()
-                .iter()
-                .take(4)
-                .map(|f| f.func_name().unwrap_or("<unnamed>").to_owned())
-                .collect::<Vec<_>>()
-                .join(" <- ")
-        })
-        .filter(|s| !s.is_empty());
+    let backtrace = error.downcast_ref::<wasmtime::WasmBacktrace>().map(|bt| {
+        let names: Vec<String> =
+            bt.frames().iter().map(|f| f.func_name().map_or_else(|| "<unnamed>".to_owned(), function_name)).collect();
+        // The plugin's own frames, not the panic and abort machinery of its runtime.
+        let own: Vec<&String> = names.iter().filter(|n| !is_runtime_frame(n)).take(3).collect();
+        if own.is_empty() {
+            names.iter().take(4).cloned().collect::<Vec<_>>()
+        } else {
+            own.into_iter().cloned().collect()
+        }
+        .join(" <- ")
+    });
+    let backtrace = backtrace.filter(|s| !s.is_empty());
     let message = match backtrace {
         Some(bt) => format!("{message} (in {bt})"),
         None => message,
     };
     CallError::Trap { message, log_tail }
+}
+
+/// Whether a (demangled) function is the language runtime's, not the plugin's: Rust's
+/// standard library and panic machinery, the bindings' glue, wasi-libc's abort.
+fn is_runtime_frame(name: &str) -> bool {
+    let name = name.trim_start_matches('<');
+    const RUNTIME: [&str; 10] = [
+        "std::",
+        "core::",
+        "alloc::",
+        "__rust",
+        "__rustc::",
+        "rust_panic",
+        "rust_begin_unwind",
+        "abort",
+        "wit_bindgen",
+        "panic_abort::",
+    ];
+    RUNTIME.iter().any(|p| name.starts_with(p))
+        || name.contains("::_export_")
+        || name.starts_with("cabi_")
+        || name == "unnamed>"
+}
+
+/// A function name of a plugin's name section, for a message: demangled (Rust's legacy
+/// and v0 schemes, without the hash) and escaped (the section is the plugin's text).
+fn function_name(raw: &str) -> String {
+    let name = format!("{:#}", rustc_demangle::demangle(raw));
+    escape_control(&name).into_owned()
 }
 
 fn placeholder_description() -> Description {
@@ -256,20 +404,23 @@ impl Udf for WasmUdf {
         UdfOrigin::Wasm { path: self.path.clone(), sha256: self.sha256.clone() }
     }
 
+    /// Stop the calls of this plugin's instances running now (not those of other
+    /// plugins of the runtime: another run may use them).
     fn interrupt(&self) {
-        self.shared.interrupts.fetch_add(1, Ordering::SeqCst);
+        self.interrupts.fetch_add(1, Ordering::SeqCst);
     }
 
     fn plan(&self, params: &Params, dataset: &DatasetMeta) -> Result<RunPlan, CallError> {
         let params = params_to_wit(&params.0, self.access());
         let meta = dataset_to_wit(dataset);
-        self.with_main(|p, s| p.udf_plugin_udf().call_plan(s, &params, meta)).map(plan_from_wit)
+        self.with_main(CallKind::Declaration, |p, s| p.udf_plugin_udf().call_plan(s, &params, meta)).map(plan_from_wit)
     }
 
     fn result_buffers(&self, params: &Params, dataset: &DatasetMeta) -> Result<Vec<BufferDecl>, CallError> {
         let params = params_to_wit(&params.0, self.access());
         let meta = dataset_to_wit(dataset);
-        let decls = self.with_main(|p, s| p.udf_plugin_udf().call_result_buffers(s, &params, meta))?;
+        let decls =
+            self.with_main(CallKind::Declaration, |p, s| p.udf_plugin_udf().call_result_buffers(s, &params, meta))?;
         decls.into_iter().map(buffer_decl_from_wit).collect()
     }
 
@@ -282,7 +433,7 @@ impl Udf for WasmUdf {
             dataset: dataset_to_wit(ctx.dataset),
             partition: ctx.partition.map(|p| partition_to_wit(p, &slices)),
         };
-        instance.call(&self.shared, |p, s| p.udf_plugin_udf().call_init(s, init))?;
+        instance.call(&self.shared, CallKind::Control, |p, s| p.udf_plugin_udf().call_init(s, init))?;
         Ok(Box::new(WasmPartition { udf: self, instance }))
     }
 
@@ -314,33 +465,53 @@ impl Udf for WasmUdf {
             .collect();
         let src_wit: Vec<wit::NamedArrayParam<'_>> =
             src.iter().map(|b| wit::NamedArrayParam { name: &b.name, data: ndarray_param(&b.array, access) }).collect();
-        let merged = self.with_main(|p, s| p.udf_plugin_udf().call_merge(s, merge_ctx, &dest_wit, &src_wit))?;
-        drop(dest_wit);
-        if merged.len() != dest.len() {
-            return Err(CallError::Contract(format!(
-                "merge returned {} buffers for {} given",
-                merged.len(),
-                dest.len()
-            )));
-        }
-        for out in merged {
-            let slot = dest.iter_mut().find(|d| d.name == out.name).ok_or_else(|| {
-                CallError::Contract(format!("merge returned a buffer '{}' it was not given", out.name))
-            })?;
-            let array = ndarray_from_wit(out.data, &format!("merged buffer '{}'", out.name))?;
-            if array.dtype() != slot.dtype || array.shape() != slot.shape.as_slice() {
-                return Err(CallError::Contract(format!(
-                    "merge returned buffer '{}' as {} {:?}, expected {} {:?}",
-                    out.name,
-                    array.dtype(),
-                    array.shape(),
-                    slot.dtype,
-                    slot.shape
-                )));
+        let merge = |exports: &Exports<Func>, store: &mut Store<HostState>| {
+            // SAFETY: `instantiate` type-checked `merge` against exactly these types.
+            let merge = unsafe { TypedFunc::<MergeParams<'_>, MergeResults>::new_unchecked(exports.merge) };
+            merge.call(store, (merge_ctx, &dest_wit, &src_wit)).map(|(r,)| r)
+        };
+        self.with_main_instance(|shared, instance| {
+            instance.call_data(shared, merge, |Capped(merged)| {
+                if merged.len() != dest.len() {
+                    return Err(CallError::Contract(format!(
+                        "merge returned {} buffers for {} given",
+                        merged.len(),
+                        dest.len()
+                    )));
+                }
+                let slots: HashMap<&str, usize> = dest.iter().enumerate().map(|(i, d)| (d.name, i)).collect();
+                let mut filled = vec![false; dest.len()];
+                let mut arrays = Vec::with_capacity(dest.len());
+                for out in merged {
+                    let shown = escape_control(&out.name).into_owned();
+                    let Some(&i) = slots.get(out.name.as_str()) else {
+                        return Err(CallError::Contract(format!("merge returned a buffer '{shown}' it was not given")));
+                    };
+                    if std::mem::replace(&mut filled[i], true) {
+                        return Err(CallError::Contract(format!("merge returned buffer '{shown}' twice")));
+                    }
+                    let array = ndarray_from_wit(out.data, &format!("merged buffer '{shown}'"))?;
+                    let slot = &dest[i];
+                    if array.dtype() != slot.dtype || array.shape() != slot.shape.as_slice() {
+                        return Err(CallError::Contract(format!(
+                            "merge returned buffer '{shown}' as {} {:?}, expected {} {:?}",
+                            array.dtype(),
+                            array.shape(),
+                            slot.dtype,
+                            slot.shape
+                        )));
+                    }
+                    arrays.push((i, array));
+                }
+                Ok(arrays)
+            })
+        })
+        .map(|arrays| {
+            // Only a merge that returned every buffer well changes the merged state.
+            for (i, array) in arrays {
+                dest[i].bytes.copy_from_slice(array.bytes());
             }
-            slot.bytes.copy_from_slice(array.bytes());
-        }
-        Ok(())
+        })
     }
 
     fn get_results(&self, ctx: ResultsContext<'_>, buffers: &[NamedBuffer]) -> Result<Vec<ResultEntry>, CallError> {
@@ -356,14 +527,24 @@ impl Udf for WasmUdf {
             .iter()
             .map(|b| wit::NamedArrayParam { name: &b.name, data: ndarray_param(&b.array, access) })
             .collect();
-        let entries = self.with_main(|p, s| p.udf_plugin_udf().call_get_results(s, results_ctx, &bufs))?;
-        entries
-            .into_iter()
-            .map(|e| {
-                let array = ndarray_from_wit(e.data, &format!("result '{}'", e.name))?;
-                Ok(ResultEntry { name: e.name, array, valid: e.valid })
+        let get_results = |exports: &Exports<Func>, store: &mut Store<HostState>| {
+            // SAFETY: `instantiate` type-checked `get-results` against exactly these types.
+            let get_results =
+                unsafe { TypedFunc::<ResultsParams<'_>, ResultsResults>::new_unchecked(exports.get_results) };
+            get_results.call(store, (results_ctx, &bufs)).map(|(r,)| r)
+        };
+        self.with_main_instance(|shared, instance| {
+            instance.call_data(shared, get_results, |Capped(entries)| {
+                entries
+                    .into_iter()
+                    .map(|e| {
+                        let name = escape_control(&e.name).into_owned();
+                        let array = ndarray_from_wit(e.data, &format!("result '{name}'"))?;
+                        Ok(ResultEntry { name: e.name, array, valid: e.valid })
+                    })
+                    .collect()
             })
-            .collect()
+        })
     }
 }
 
@@ -380,7 +561,7 @@ impl WasmPartition<'_> {
         f: impl FnOnce(&UdfPlugin, &mut Store<HostState>) -> wasmtime::Result<Result<(), wit::UdfError>>,
     ) -> wasmtime::Result<Result<(), wit::UdfError>> {
         let started = Instant::now();
-        let result = self.instance.call_raw(&self.udf.shared, f);
+        let result = self.instance.call_raw(&self.udf.shared, CallKind::Control, f);
         let stats = &mut self.instance.store.data_mut().stats;
         stats.process_calls += 1;
         stats.process_seconds += started.elapsed().as_secs_f64();
@@ -389,13 +570,13 @@ impl WasmPartition<'_> {
 
     /// A trap or typed error of a `process` call as a [`CallError`].
     fn call_error(&self, outcome: wasmtime::Result<Result<(), wit::UdfError>>) -> Result<(), CallError> {
-        outcome.map_err(|e| trap(&self.udf.shared, e, self.instance.store.data().log_tail()))?.map_err(error_from_wit)
+        outcome.map_err(|e| self.instance.trap(&self.udf.shared, e))?.map_err(error_from_wit)
     }
 }
 
 impl PartitionRunner for WasmPartition<'_> {
     fn preprocess(&mut self) -> Result<(), CallError> {
-        self.instance.call(&self.udf.shared, |p, s| p.udf_plugin_udf().call_preprocess(s))
+        self.instance.call(&self.udf.shared, CallKind::Control, |p, s| p.udf_plugin_udf().call_preprocess(s))
     }
 
     fn process(&mut self, tile: &Tile<'_>) -> Result<(), CallError> {
@@ -426,7 +607,8 @@ impl PartitionRunner for WasmPartition<'_> {
             data: GuestArrayData::new(tile.dtype, self.udf.access(), bytes, source),
         };
         // SAFETY: `instantiate` type-checked `process` against exactly these types.
-        let process = unsafe { TypedFunc::<ProcessParams<'_>, ProcessResults>::new_unchecked(self.instance.process) };
+        let process =
+            unsafe { TypedFunc::<ProcessParams<'_>, ProcessResults>::new_unchecked(self.instance.exports.process) };
         let outcome = self.timed_process(|_, s| process.call(s, (guest_tile,)).map(|(result,)| result));
         // A read that failed inside the lowering is the dataset's failure, not the plugin's.
         let outcome = match outcome {
@@ -445,17 +627,23 @@ impl PartitionRunner for WasmPartition<'_> {
     }
 
     fn postprocess(&mut self) -> Result<(), CallError> {
-        self.instance.call(&self.udf.shared, |p, s| p.udf_plugin_udf().call_postprocess(s))
+        self.instance.call(&self.udf.shared, CallKind::Control, |p, s| p.udf_plugin_udf().call_postprocess(s))
     }
 
     fn export(&mut self) -> Result<Vec<NamedBuffer>, CallError> {
-        let arrays = self.instance.call(&self.udf.shared, |p, s| p.udf_plugin_udf().call_export_buffers(s))?;
-        arrays
-            .into_iter()
-            .map(|a| {
-                let array = ndarray_from_wit(a.data, &format!("buffer '{}'", a.name))?;
-                Ok(NamedBuffer { name: a.name, array })
-            })
-            .collect()
+        let export = |exports: &Exports<Func>, store: &mut Store<HostState>| {
+            // SAFETY: `instantiate` type-checked `export-buffers` against exactly these types.
+            let export = unsafe { TypedFunc::<(), ExportResults>::new_unchecked(exports.export_buffers) };
+            export.call(store, ()).map(|(r,)| r)
+        };
+        self.instance.call_data(&self.udf.shared, export, |Capped(arrays)| {
+            arrays
+                .into_iter()
+                .map(|a| {
+                    let array = ndarray_from_wit(a.data, &format!("buffer '{}'", escape_control(&a.name)))?;
+                    Ok(NamedBuffer { name: a.name, array })
+                })
+                .collect()
+        })
     }
 }

@@ -1,22 +1,34 @@
-//! Per-instance host state: limits, the deny-all WASI context, and the plugin's log.
+//! Per-instance host state: limits (the instance's and the run's total memory), the
+//! deny-all WASI context with its frozen clock and timers, and the plugin's log.
 
+use super::Shared;
 use super::bindings::udf::plugin::{host, types};
-use crate::log::{LogLevel, LogRecord, Logger};
+use super::budget::{CallKind, MemoryBudget};
+use crate::log::{LogLevel, LogRecord, Logger, escape_control};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wasmtime::StoreLimits;
-use wasmtime::component::HasData;
+use wasmtime::component::{HasData, Resource};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
-use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
+use wasmtime_wasi::p2::bindings::clocks::monotonic_clock;
+use wasmtime_wasi::p2::{DynPollable, OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, ResourceTable, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 /// Longest log line kept; longer ones are cut with a marker.
 pub const MAX_LOG_LINE: usize = 4096;
-/// Log lines one instance may send before the rest are dropped (with one notice).
+/// Log lines one instance may send before the rest are dropped (with one notice); the
+/// last lines are still kept for its error message.
 pub const MAX_LOG_LINES: usize = 10_000;
+/// Bytes of log all instances of a runtime (a run) may send before the rest are dropped
+/// (with one notice).
+pub const MAX_RUN_LOG_BYTES: usize = 16 << 20;
 /// Lines of the log kept to attach to an error.
 const LOG_TAIL: usize = 8;
+/// Host resources (WASI streams, pollables) one instance may hold at once; each costs
+/// host memory, and a plugin needs a handful.
+pub const MAX_RESOURCES: usize = 10_000;
 
 /// Who is logging: plugin name and partition.
 #[derive(Debug, Clone)]
@@ -25,37 +37,74 @@ pub struct LogOrigin {
     pub partition: Option<usize>,
 }
 
-/// The log of one instance: forwards lines to the logger, keeps the last few.
+/// The log output of every instance of a runtime, capped in total.
+#[derive(Debug, Default)]
+pub struct RunLog {
+    bytes: AtomicUsize,
+    noticed: AtomicBool,
+}
+
+impl RunLog {
+    /// Count `bytes` of a line to be sent; `false` once the run's total is exceeded.
+    fn admit(&self, bytes: usize) -> bool {
+        self.bytes.fetch_add(bytes, Ordering::Relaxed).saturating_add(bytes) <= MAX_RUN_LOG_BYTES
+    }
+
+    /// `true` for the first caller after the total was exceeded.
+    fn first_notice(&self) -> bool {
+        !self.noticed.swap(true, Ordering::Relaxed)
+    }
+}
+
+/// The log of one instance: forwards lines to the logger (capped per instance and per
+/// run), keeps the last few (escaped) for its error messages.
 pub struct PluginLog {
     origin: LogOrigin,
     logger: Logger,
+    run: Arc<RunLog>,
     tail: VecDeque<String>,
     lines: usize,
 }
 
 impl PluginLog {
-    fn new(origin: LogOrigin, logger: Logger) -> Self {
-        PluginLog { origin, logger, tail: VecDeque::new(), lines: 0 }
+    fn new(origin: LogOrigin, logger: Logger, run: Arc<RunLog>) -> Self {
+        PluginLog { origin, logger, run, tail: VecDeque::new(), lines: 0 }
     }
 
-    /// Record one line (truncated, rate-limited).
+    /// Record one line: cut to [`MAX_LOG_LINE`], kept in the tail, and sent to the
+    /// logger unless this instance or the run has sent too much.
     pub fn push(&mut self, level: LogLevel, message: &str) {
-        self.lines += 1;
-        if self.lines > MAX_LOG_LINES {
-            if self.lines == MAX_LOG_LINES + 1 {
-                self.emit(LogLevel::Warn, format!("more than {MAX_LOG_LINES} log lines; dropping the rest"));
-            }
-            return;
-        }
         let message = truncate(message, MAX_LOG_LINE);
         if self.tail.len() == LOG_TAIL {
             self.tail.pop_front();
         }
-        self.tail.push_back(message.clone());
+        self.tail.push_back(escape_control(&message).into_owned());
+        // A Rust panic's message is followed by a trap, whose error carries it (in the
+        // tail): printing it live as well would show it twice.
+        if is_panic_message(&message) {
+            return;
+        }
+        self.lines += 1;
+        if self.lines > MAX_LOG_LINES {
+            if self.lines == MAX_LOG_LINES + 1 {
+                self.emit(
+                    LogLevel::Warn,
+                    format!("more than {MAX_LOG_LINES} log lines; dropping the rest (the last ones stay with errors)"),
+                );
+            }
+            return;
+        }
         self.emit(level, message);
     }
 
     fn emit(&self, level: LogLevel, message: String) {
+        let message = if self.run.admit(message.len() + 32) {
+            message
+        } else if self.run.first_notice() {
+            format!("the plugins of this run logged more than {} MiB; dropping the rest", MAX_RUN_LOG_BYTES >> 20)
+        } else {
+            return;
+        };
         (self.logger)(&LogRecord {
             plugin: self.origin.plugin.to_string(),
             partition: self.origin.partition,
@@ -64,15 +113,23 @@ impl PluginLog {
         });
     }
 
-    /// The last lines, oldest first.
+    /// The last lines, oldest first, control characters escaped.
     pub fn tail(&self) -> Vec<String> {
         self.tail.iter().cloned().collect()
     }
 }
 
-/// An error message from a plugin, cut to [`MAX_LOG_LINE`] bytes.
+/// Whether a log line is a Rust panic's message (the default panic hook's, or the guest
+/// SDK's `panic: ...`).
+fn is_panic_message(line: &str) -> bool {
+    let line = line.strip_prefix("panic: ").unwrap_or(line);
+    line.starts_with("panicked at ") || line.starts_with("thread '") && line.contains("' panicked at ")
+}
+
+/// An error message from a plugin, cut to [`MAX_LOG_LINE`] bytes, control characters
+/// escaped (it is printed to terminals).
 pub fn truncate_message(message: &str) -> String {
-    truncate(message, MAX_LOG_LINE)
+    escape_control(&truncate(message, MAX_LOG_LINE)).into_owned()
 }
 
 fn truncate(message: &str, max: usize) -> String {
@@ -86,9 +143,31 @@ fn truncate(message: &str, max: usize) -> String {
     format!("{}… [{} bytes cut]", &message[..end], message.len() - end)
 }
 
-/// The memory limit of a store, recording the peak memory it allowed.
+/// A memory growth the run's total budget does not allow.
+#[derive(Debug)]
+pub struct BudgetExceeded {
+    pub limit: usize,
+}
+
+impl std::fmt::Display for BudgetExceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exceeded the total memory budget of {} MiB for all plugin instances of the run (--max-memory-total)",
+            self.limit >> 20
+        )
+    }
+}
+
+impl std::error::Error for BudgetExceeded {}
+
+/// The memory limits of a store: its own (`--max-memory`) and the run's total budget,
+/// recording the peak memory it allowed.
 pub struct Limits {
     inner: StoreLimits,
+    budget: Arc<MemoryBudget>,
+    /// Bytes of linear memory taken from the budget (given back on drop).
+    held: usize,
     /// Largest linear memory granted, in bytes.
     pub peak_memory: usize,
 }
@@ -96,10 +175,16 @@ pub struct Limits {
 impl wasmtime::ResourceLimiter for Limits {
     fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
         let granted = self.inner.memory_growing(current, desired, maximum)?;
-        if granted {
-            self.peak_memory = self.peak_memory.max(desired);
+        if !granted {
+            return Ok(false);
         }
-        Ok(granted)
+        let growth = desired.saturating_sub(current);
+        if !self.budget.try_take(growth) {
+            return Err(BudgetExceeded { limit: self.budget.limit() }.into());
+        }
+        self.held += growth;
+        self.peak_memory = self.peak_memory.max(desired);
+        Ok(true)
     }
 
     fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
@@ -127,6 +212,12 @@ impl wasmtime::ResourceLimiter for Limits {
     }
 }
 
+impl Drop for Limits {
+    fn drop(&mut self) {
+        self.budget.give_back(self.held);
+    }
+}
+
 /// Everything a store holds for one instance.
 pub struct HostState {
     pub limits: Limits,
@@ -134,27 +225,45 @@ pub struct HostState {
     pub stats: crate::udf::InstanceStats,
     /// When the current call must end (`--timeout`), checked on every epoch tick.
     pub call_deadline: std::time::Instant,
-    /// The runtime's interrupt count when the current call started.
+    /// The interrupt count (the runtime's and the plugin's) when the current call
+    /// started.
     pub interrupt_generation: u64,
+    /// Bumped by `WasmUdf::interrupt`: stops the calls of this plugin's instances only.
+    pub udf_interrupts: Arc<std::sync::atomic::AtomicU64>,
+    /// What the current call may return (its hostcall fuel), for messages.
+    pub call_kind: CallKind,
     pub log: Arc<Mutex<PluginLog>>,
     wasi: WasiCtx,
     table: ResourceTable,
 }
 
 impl HostState {
-    /// State with memory limited to `max_memory` bytes and no capabilities.
-    pub fn new(max_memory: usize, origin: LogOrigin, logger: Logger) -> Self {
-        let log = Arc::new(Mutex::new(PluginLog::new(origin, logger)));
-        let inner = wasmtime::StoreLimitsBuilder::new().memory_size(max_memory).trap_on_grow_failure(true).build();
+    /// State with the runtime's limits (memory per instance, the total budget, the log
+    /// caps) and no capabilities.
+    pub fn new(shared: &Shared, origin: LogOrigin, udf_interrupts: Arc<std::sync::atomic::AtomicU64>) -> Self {
+        let log = Arc::new(Mutex::new(PluginLog::new(origin, shared.options.logger.clone(), shared.run_log.clone())));
+        let inner = wasmtime::StoreLimitsBuilder::new()
+            .memory_size(shared.options.max_memory)
+            .trap_on_grow_failure(true)
+            .build();
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_RESOURCES);
         HostState {
-            limits: Limits { inner, peak_memory: 0 },
+            limits: Limits { inner, budget: shared.budget.clone(), held: 0, peak_memory: 0 },
             stats: crate::udf::InstanceStats::default(),
             call_deadline: std::time::Instant::now(),
             interrupt_generation: 0,
+            udf_interrupts,
+            call_kind: CallKind::Control,
             wasi: deny_all_wasi(&log),
-            table: ResourceTable::new(),
+            table,
             log,
         }
+    }
+
+    /// The interrupts so far: the runtime's (`runtime`) and this plugin's.
+    pub fn interrupts(&self, runtime: &std::sync::atomic::AtomicU64) -> u64 {
+        runtime.load(Ordering::Relaxed).wrapping_add(self.udf_interrupts.load(Ordering::Relaxed))
     }
 
     pub fn log_tail(&self) -> Vec<String> {
@@ -164,7 +273,7 @@ impl HostState {
 
 /// A WASI context that grants nothing: no files, environment, arguments or network; a
 /// clock frozen at zero and "random" bytes that are all zero (so plugins are
-/// deterministic); stdout and stderr become log lines.
+/// deterministic); stdout and stderr become log lines. (Timers: [`FrozenTimers`].)
 fn deny_all_wasi(log: &Arc<Mutex<PluginLog>>) -> WasiCtx {
     WasiCtxBuilder::new()
         .stdout(LogPipe::new(log.clone(), LogLevel::Info))
@@ -192,13 +301,86 @@ impl HostWallClock for FrozenClock {
     }
 }
 
+/// The resolution the frozen monotonic clock reports: one second.
+const FROZEN_RESOLUTION: u64 = 1_000_000_000;
+
 impl HostMonotonicClock for FrozenClock {
     fn resolution(&self) -> u64 {
-        1_000_000_000
+        FROZEN_RESOLUTION
     }
     fn now(&self) -> u64 {
         0
     }
+}
+
+/// `wasi:clocks/monotonic-clock` with timers that are ready at once.
+///
+/// wasmtime-wasi's own timers sleep on the real clock inside the host call, where
+/// neither `--timeout` (epochs only interrupt wasm code) nor Ctrl-C reach: a plugin
+/// calling `std::thread::sleep` (or polling a timer) held the host for as long as it
+/// asked. Under the frozen clock no time passes anyway, so a timer is "due" at once: a
+/// sleep returns immediately, and a plugin that waits for the clock to move loops in
+/// wasm, where the timeout stops it. Each timer with a duration is counted
+/// (`InstanceStats::timer_waits`): the conformance kit flags plugins that sleep.
+pub(crate) struct FrozenTimers;
+
+impl HasData for FrozenTimers {
+    type Data<'a> = FrozenTimersView<'a>;
+}
+
+/// What the timers need of a store: its resource table and its statistics.
+pub(crate) struct FrozenTimersView<'a> {
+    table: &'a mut ResourceTable,
+    waits: &'a mut u64,
+}
+
+impl FrozenTimers {
+    /// Replace the monotonic clock `wasmtime_wasi::p2::add_to_linker_sync` linked.
+    pub(crate) fn shadow(linker: &mut wasmtime::component::Linker<HostState>) -> wasmtime::Result<()> {
+        linker.allow_shadowing(true);
+        let linked = monotonic_clock::add_to_linker::<HostState, FrozenTimers>(linker, |s| FrozenTimersView {
+            table: &mut s.table,
+            waits: &mut s.stats.timer_waits,
+        });
+        linker.allow_shadowing(false);
+        linked
+    }
+}
+
+impl FrozenTimersView<'_> {
+    fn ready_timer(&mut self, nanos: u64) -> wasmtime::Result<Resource<DynPollable>> {
+        if nanos > 0 {
+            *self.waits += 1;
+        }
+        let timer = self.table.push(DueTimer)?;
+        wasmtime_wasi::p2::subscribe(self.table, timer)
+    }
+}
+
+impl monotonic_clock::Host for FrozenTimersView<'_> {
+    fn now(&mut self) -> wasmtime::Result<monotonic_clock::Instant> {
+        Ok(0)
+    }
+
+    fn resolution(&mut self) -> wasmtime::Result<monotonic_clock::Duration> {
+        Ok(FROZEN_RESOLUTION)
+    }
+
+    fn subscribe_instant(&mut self, when: monotonic_clock::Instant) -> wasmtime::Result<Resource<DynPollable>> {
+        self.ready_timer(when)
+    }
+
+    fn subscribe_duration(&mut self, duration: monotonic_clock::Duration) -> wasmtime::Result<Resource<DynPollable>> {
+        self.ready_timer(duration)
+    }
+}
+
+/// A timer that is due.
+struct DueTimer;
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for DueTimer {
+    async fn ready(&mut self) {}
 }
 
 /// stdout/stderr of a guest, split into lines for the log.
@@ -294,4 +476,68 @@ pub struct HostData;
 
 impl HasData for HostData {
     type Data<'a> = &'a mut HostState;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collecting() -> (Logger, Arc<Mutex<Vec<String>>>) {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        (Arc::new(move |r: &LogRecord| sink.lock().unwrap().push(r.message.clone())), lines)
+    }
+
+    fn log(logger: Logger, run: Arc<RunLog>) -> PluginLog {
+        PluginLog::new(LogOrigin { plugin: Arc::from("p"), partition: Some(0) }, logger, run)
+    }
+
+    #[test]
+    fn the_tail_keeps_the_last_lines_after_the_cap() {
+        let (logger, lines) = collecting();
+        let mut log = log(logger, Arc::default());
+        for i in 0..MAX_LOG_LINES + 500 {
+            log.push(LogLevel::Info, &format!("line {i}"));
+        }
+        let sent = lines.lock().unwrap().clone();
+        assert_eq!(sent.len(), MAX_LOG_LINES + 1, "the lines up to the cap and one notice");
+        assert!(sent.last().unwrap().contains("dropping the rest"));
+        assert_eq!(log.tail().last().unwrap(), &format!("line {}", MAX_LOG_LINES + 499));
+    }
+
+    #[test]
+    fn the_run_caps_the_log_of_all_its_instances() {
+        let (logger, lines) = collecting();
+        let run = Arc::new(RunLog::default());
+        let line = "x".repeat(MAX_LOG_LINE);
+        for _ in 0..8 {
+            let mut log = log(logger.clone(), run.clone());
+            for _ in 0..1000 {
+                log.push(LogLevel::Info, &line);
+            }
+        }
+        let sent = lines.lock().unwrap().clone();
+        let bytes: usize = sent.iter().map(String::len).sum();
+        assert!(bytes <= MAX_RUN_LOG_BYTES, "{bytes} bytes");
+        assert_eq!(sent.iter().filter(|l| l.contains("logged more than")).count(), 1);
+    }
+
+    #[test]
+    fn panic_messages_go_with_the_error_not_to_the_log() {
+        let (logger, lines) = collecting();
+        let mut log = log(logger, Arc::default());
+        log.push(LogLevel::Error, "panic: panicked at src/lib.rs:4:5:\nboom");
+        log.push(LogLevel::Warn, "thread '<unnamed>' panicked at src/lib.rs:4:5:");
+        log.push(LogLevel::Info, "an ordinary line");
+        assert_eq!(lines.lock().unwrap().clone(), vec!["an ordinary line".to_owned()]);
+        let tail = log.tail();
+        assert_eq!(tail[0], "panic: panicked at src/lib.rs:4:5:\\nboom", "kept (escaped) for the error");
+    }
+
+    #[test]
+    fn messages_are_cut_and_escaped() {
+        let cut = truncate_message(&"é".repeat(MAX_LOG_LINE));
+        assert!(cut.len() < MAX_LOG_LINE + 32 && cut.ends_with("bytes cut]"), "{}", cut.len());
+        assert_eq!(truncate_message("a\x1b[2Jb"), "a\\u{1b}[2Jb");
+    }
 }
