@@ -3,6 +3,7 @@
 mod bad_input;
 mod builtins;
 mod cli;
+mod cli_process;
 mod conformance;
 mod contract;
 mod formats_blo;
@@ -17,6 +18,7 @@ mod formats_mrc;
 mod formats_raw_csr;
 mod formats_seq;
 mod formats_tvips;
+mod new_project;
 mod plugin_matrix;
 mod plugins_com;
 mod plugins_crystallinity;

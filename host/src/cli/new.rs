@@ -404,7 +404,10 @@ pub fn project(name: &str, lang: Language, template: Template) -> anyhow::Result
     }
     match lang {
         Language::Rust => {
-            out.push(ProjectFile::new("Cargo.toml", fill(include_str!("../../templates/rust/Cargo.toml"), &vars)));
+            out.push(ProjectFile::new(
+                "Cargo.toml",
+                fill(include_str!("../../templates/rust/Cargo.template.toml"), &vars),
+            ));
             out.push(ProjectFile::new(".cargo/config.toml", include_str!("../../templates/rust/config.toml")));
             out.push(ProjectFile::new("udf-sdk/Cargo.toml", rust_sdk_manifest()?));
             out.push(ProjectFile::new("Cargo.lock", cargo_lock(name)?));
@@ -650,7 +653,10 @@ mod tests {
                     assert_eq!(file.executable, file.path.ends_with(".sh"), "{}", file.path);
                 }
                 let source = &files[0].contents;
-                assert!(source.contains("\"my-sum_2\""), "{lang:?}: the plugin is named after the project");
+                assert!(
+                    source.contains("\"my-sum_2\"") || source.contains("'my-sum_2'"),
+                    "{lang:?}: the plugin is named after the project"
+                );
                 if lang != Language::C && lang != Language::Zig {
                     assert!(source.contains("MySum2"), "{lang:?}: the type is named after the project");
                 }
