@@ -167,6 +167,8 @@ struct LanguageFiles {
     /// Copied verbatim.
     sdk: &'static [Embedded],
     gitignore: &'static str,
+    /// The templates' check of the input dtype (`{{float32_input}}`), where it is a function.
+    float32_input: &'static str,
 }
 
 macro_rules! language_files {
@@ -180,6 +182,7 @@ macro_rules! language_files {
             masks: include_str!(concat!("../../templates/", $dir, "/masks.", $ext)),
             sdk: $sdk,
             gitignore: $gitignore,
+            float32_input: "",
         }
     };
 }
@@ -189,13 +192,20 @@ const FILES_MARKER: &str = "<!-- files -->\n";
 
 fn language_files(lang: Language) -> LanguageFiles {
     match lang {
-        Language::Rust => language_files!("rust", "rs", "src/lib.rs", &[RUST_SDK], "/target/\n"),
+        Language::Rust => LanguageFiles {
+            float32_input: include_str!("../../templates/rust/float32_input.rs"),
+            ..language_files!("rust", "rs", "src/lib.rs", &[RUST_SDK], "/target/\n")
+        },
         Language::C => language_files!("c", "c", "src/plugin.c", &[C_SDK], "/gen/\n"),
         Language::Zig => language_files!("zig", "zig", "src/plugin.zig", &[C_SDK, ZIG_SDK], "/gen/\n/.zig-cache/\n"),
-        Language::Python => {
-            language_files!("python", "py", "src/app.py", &[PYTHON_SDK], "/.venv/\n__pycache__/\n")
-        }
-        Language::Js => language_files!("js", "js", "src/plugin.js", &[JS_SDK], "/node_modules/\n"),
+        Language::Python => LanguageFiles {
+            float32_input: include_str!("../../templates/python/float32_input.py"),
+            ..language_files!("python", "py", "src/app.py", &[PYTHON_SDK], "/.venv/\n__pycache__/\n")
+        },
+        Language::Js => LanguageFiles {
+            float32_input: include_str!("../../templates/js/float32_input.js"),
+            ..language_files!("js", "js", "src/plugin.js", &[JS_SDK], "/node_modules/\n")
+        },
     }
 }
 
@@ -239,7 +249,7 @@ pub fn new(args: NewArgs) -> Result<(), Failure> {
     let files = project(&name, args.lang, args.template)?;
     write_project(path, parent, &files)?;
     eprintln!(
-        "created {}: a {} plugin ({}). Next:\n  cd {} && ./build.sh && ./test.sh",
+        "created {}, a {} plugin: {}. Next:\n  cd {} && ./build.sh && ./test.sh",
         path.display(),
         args.lang.title(),
         args.template.summary(),
@@ -384,7 +394,8 @@ pub fn project(name: &str, lang: Language, template: Template) -> anyhow::Result
         .split_once(FILES_MARKER)
         .ok_or_else(|| anyhow!("the {} README part has no files marker (a bug of udf-host)", lang.title()))?;
     vars.push(("toolchain", fill(toolchain.trim_end(), &vars)));
-    vars.push(("files", fill(&format!("- `{}`: the plugin.\n{}", files.source, file_list.trim_end()), &vars)));
+    vars.push(("files", fill(file_list.trim_end(), &vars)));
+    vars.push(("float32_input", fill(files.float32_input, &vars)));
     let source = match template {
         Template::Sum => files.sum,
         Template::FrameMap => files.frame_map,
@@ -647,11 +658,11 @@ mod tests {
                     assert!(paths.contains(needed), "{lang:?} {template:?}: no {needed}");
                 }
                 for file in &files {
-                    for key in ["{{name}}", "{{Type}}", "{{crate}}", "_version}}", "{{params}}", "{{prepare}}"] {
-                        assert!(!file.contents.contains(key), "{lang:?} {template:?} {}: {key} left", file.path);
-                    }
+                    assert!(!file.contents.contains("{{"), "{lang:?} {template:?} {}: a placeholder left", file.path);
                     assert_eq!(file.executable, file.path.ends_with(".sh"), "{}", file.path);
                 }
+                let readme = &files.iter().find(|f| f.path == "README.md").unwrap().contents;
+                assert_eq!(readme.matches(&format!("- `{}`", files[0].path)).count(), 1, "{lang:?}: README files");
                 let source = &files[0].contents;
                 assert!(
                     source.contains("\"my-sum_2\"") || source.contains("'my-sum_2'"),

@@ -5,13 +5,7 @@
 // from `udf-host new --template frame-map`; src/udf-sdk.js documents the SDK.
 import * as sdk from './udf-sdk.js';
 
-// The description asks for float32 tiles; float64 or complex data still arrive as such.
-function float32Input(dataset) {
-  if (dataset.inputDtype !== 'float32') {
-    throw sdk.UdfError.invalidData(`{{name}} handles float32 input only, found ${dataset.inputDtype}`);
-  }
-}
-
+{{float32_input}}
 class {{Type}} extends sdk.Udf {
   static description = sdk.description({
     name: '{{name}}',

@@ -7,13 +7,7 @@
 // `udf-host new --template masks`; src/udf-sdk.js documents the SDK.
 import * as sdk from './udf-sdk.js';
 
-// The description asks for float32 tiles; float64 or complex data still arrive as such.
-function float32Input(dataset) {
-  if (dataset.inputDtype !== 'float32') {
-    throw sdk.UdfError.invalidData(`{{name}} handles float32 input only, found ${dataset.inputDtype}`);
-  }
-}
-
+{{float32_input}}
 // The number of masks of the `masks` param, checked against the frame shape.
 function maskCount(params, dataset) {
   const masks = params.array('masks');

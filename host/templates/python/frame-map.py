@@ -8,11 +8,7 @@ method: each call sees one whole frame; nav buffers are merged by the host. Star
 import udf_sdk as udf
 
 
-def float32_input(dataset):
-    """The description asks for float32 tiles; float64 or complex data still arrive as such."""
-    if dataset.input_dtype != "float32":
-        raise udf.UdfError.invalid_data(f"{{name}} handles float32 input only, found {dataset.input_dtype}")
-
+{{float32_input}}
 
 class {{Type}}(udf.Udf):
     description = udf.Description("{{name}}", "0.1.0", "Mean of each frame", methods=["frame"])

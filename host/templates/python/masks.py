@@ -10,11 +10,7 @@ src/udf_sdk.py documents the SDK.
 import udf_sdk as udf
 
 
-def float32_input(dataset):
-    """The description asks for float32 tiles; float64 or complex data still arrive as such."""
-    if dataset.input_dtype != "float32":
-        raise udf.UdfError.invalid_data(f"{{name}} handles float32 input only, found {dataset.input_dtype}")
-
+{{float32_input}}
 
 def mask_count(params, dataset):
     """The number of masks of the `masks` param, checked against the frame shape."""

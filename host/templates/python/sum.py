@@ -8,11 +8,7 @@ Started from `udf-host new --template sum`; src/udf_sdk.py documents the SDK.
 import udf_sdk as udf
 
 
-def float32_input(dataset):
-    """The description asks for float32 tiles; float64 or complex data still arrive as such."""
-    if dataset.input_dtype != "float32":
-        raise udf.UdfError.invalid_data(f"{{name}} handles float32 input only, found {dataset.input_dtype}")
-
+{{float32_input}}
 
 class {{Type}}(udf.Udf):
     description = udf.Description("{{name}}", "0.1.0", "Sum of all frames", custom_merge=True)

@@ -6,11 +6,15 @@
 
 use udf_sdk::prelude::*;
 
+/// The plugin's name, as `udf-host inspect` and the results show it.
+const NAME: &str = "{{name}}";
+
 struct {{Type}};
 
 impl Udf for {{Type}} {
     fn describe() -> Description {
-        Description::new("{{name}}", env!("CARGO_PKG_VERSION"), "Mean of each frame").methods(&[Method::Frame])
+        let summary = "Mean of each frame";
+        Description::new(NAME, env!("CARGO_PKG_VERSION"), summary).methods(&[Method::Frame])
     }
 
     fn result_buffers(_: &Params, dataset: &DatasetMeta) -> Result<Vec<BufferDecl>> {
@@ -26,20 +30,11 @@ impl Udf for {{Type}} {
         let pixels = frame.flat::<f32>()?;
         let sum: f64 = pixels.iter().map(|&v| f64::from(v)).sum();
         // A nav buffer seen from a frame is that frame's entry: shape (1,).
-        results.view_mut::<f32>("mean")?.fill((sum / pixels.len() as f64) as f32);
+        let mean = (sum / pixels.len() as f64) as f32;
+        results.view_mut::<f32>("mean")?.fill(mean);
         Ok(())
     }
 }
 
-/// The description asks for float32 tiles; float64 or complex data still arrive as such.
-fn float32_input(dataset: &DatasetMeta) -> Result<()> {
-    match dataset.input_dtype {
-        DType::Float32 => Ok(()),
-        other => Err(UdfError::invalid_data(format!(
-            "{{name}} handles float32 input only, found {}",
-            udf_sdk::dtype_name(other)
-        ))),
-    }
-}
-
+{{float32_input}}
 udf_sdk::export_udf!({{Type}});

@@ -8,6 +8,9 @@
 
 use udf_sdk::prelude::*;
 
+/// The plugin's name, as `udf-host inspect` and the results show it.
+const NAME: &str = "{{name}}";
+
 struct {{Type}} {
     /// The masks as float64, one after the other, each flattened like a frame.
     masks: Vec<f64>,
@@ -15,7 +18,8 @@ struct {{Type}} {
 
 impl Udf for {{Type}} {
     fn describe() -> Description {
-        Description::new("{{name}}", env!("CARGO_PKG_VERSION"), "Dot products of each frame with a mask stack")
+        let summary = "Dot products of each frame with a mask stack";
+        Description::new(NAME, env!("CARGO_PKG_VERSION"), summary)
             .param(ParamSpec::array("masks", "mask stack (M, *frame shape)"))
             .methods(&[Method::Frame])
     }
@@ -23,7 +27,8 @@ impl Udf for {{Type}} {
     fn result_buffers(params: &Params, dataset: &DatasetMeta) -> Result<Vec<BufferDecl>> {
         float32_input(dataset)?;
         let (count, _) = masks(params, dataset)?;
-        Ok(vec![BufferDecl::nav("intensity", DType::Float32).extra_shape(&[count as u64])])
+        let intensity = BufferDecl::nav("intensity", DType::Float32).extra_shape(&[count as u64]);
+        Ok(vec![intensity])
     }
 
     fn new(ctx: &Context) -> Result<Self> {
@@ -35,9 +40,10 @@ impl Udf for {{Type}} {
         let pixels = frame.flat::<f32>()?;
         // A nav buffer with extra shape (M,) seen from a frame: that frame's M values.
         let mut intensity = results.view_mut::<f32>("intensity")?;
-        for (out, mask) in intensity.iter_mut().zip(self.masks.chunks_exact(pixels.len())) {
-            let dot: f64 = pixels.iter().zip(mask).map(|(&v, &m)| f64::from(v) * m).sum();
-            *out = dot as f32;
+        let masks = self.masks.chunks_exact(pixels.len());
+        for (out, mask) in intensity.iter_mut().zip(masks) {
+            let products = pixels.iter().zip(mask).map(|(&v, &m)| f64::from(v) * m);
+            *out = products.sum::<f64>() as f32;
         }
         Ok(())
     }
@@ -56,15 +62,5 @@ fn masks(params: &Params, dataset: &DatasetMeta) -> Result<(usize, Vec<f64>)> {
     Ok((shape[0], masks.iter().copied().collect()))
 }
 
-/// The description asks for float32 tiles; float64 or complex data still arrive as such.
-fn float32_input(dataset: &DatasetMeta) -> Result<()> {
-    match dataset.input_dtype {
-        DType::Float32 => Ok(()),
-        other => Err(UdfError::invalid_data(format!(
-            "{{name}} handles float32 input only, found {}",
-            udf_sdk::dtype_name(other)
-        ))),
-    }
-}
-
+{{float32_input}}
 udf_sdk::export_udf!({{Type}});

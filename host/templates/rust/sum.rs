@@ -7,11 +7,14 @@
 
 use udf_sdk::prelude::*;
 
+/// The plugin's name, as `udf-host inspect` and the results show it.
+const NAME: &str = "{{name}}";
+
 struct {{Type}};
 
 impl Udf for {{Type}} {
     fn describe() -> Description {
-        Description::new("{{name}}", env!("CARGO_PKG_VERSION"), "Sum of all frames").custom_merge()
+        Description::new(NAME, env!("CARGO_PKG_VERSION"), "Sum of all frames").custom_merge()
     }
 
     fn result_buffers(_: &Params, dataset: &DatasetMeta) -> Result<Vec<BufferDecl>> {
@@ -37,15 +40,5 @@ impl Udf for {{Type}} {
     }
 }
 
-/// The description asks for float32 tiles; float64 or complex data still arrive as such.
-fn float32_input(dataset: &DatasetMeta) -> Result<()> {
-    match dataset.input_dtype {
-        DType::Float32 => Ok(()),
-        other => Err(UdfError::invalid_data(format!(
-            "{{name}} handles float32 input only, found {}",
-            udf_sdk::dtype_name(other)
-        ))),
-    }
-}
-
+{{float32_input}}
 udf_sdk::export_udf!({{Type}});
