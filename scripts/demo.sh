@@ -18,3 +18,7 @@ echo "Done. sample/results/sum/intensity.npy is the sum of all frames (64 x 64),
 echo "sample/results/sumsig/intensity.npy the total of each frame (32 x 32 image),"
 echo "each with a PNG preview beside it (intensity.png), and results.json says what ran."
 echo "Open sample/results/index.html in a browser for all of it on one page."
+echo
+echo "This demo used a quick debug build (target/debug/udf-host), which reads data about ten"
+echo "times slower than a release build. For real data, install the release binary:"
+echo "  cargo install --path host --locked    # -> ~/.cargo/bin/udf-host; see README.md, Install"

@@ -3,6 +3,7 @@
 mod bad_input;
 mod builtins;
 mod cli;
+mod cli_binary;
 #[cfg(target_os = "linux")]
 mod cli_process;
 mod conformance;
@@ -24,6 +25,7 @@ mod gallery;
 mod hostile_matrix;
 #[cfg(target_os = "linux")]
 mod interrupt;
+mod new_project;
 mod plugin_matrix;
 mod plugins_com;
 mod plugins_crystallinity;

@@ -193,9 +193,9 @@ pub fn conformance(args: ConformanceArgs) -> Result<(), Failure> {
         std::fs::write(path, format!("{json}\n")).map_err(|e| anyhow!("cannot write {}: {e}", path.display()))?;
     }
     if args.json {
-        println!("{json}");
+        super::print(format!("{json}\n"))?;
     } else {
-        print!("{}", report.to_text(args.verbose));
+        super::print(report.to_text(args.verbose))?;
     }
     if report.passed {
         Ok(())

@@ -29,10 +29,10 @@ pub fn info(args: InfoArgs) -> Result<(), Failure> {
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
     let summary = describe(&args.data, &args.dataset.open_options()?, threads)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        super::print(format!("{}\n", serde_json::to_string_pretty(&summary)?))?;
         return Ok(());
     }
-    print!("{}", text(&summary));
+    super::print(text(&summary))?;
     Ok(())
 }
 

@@ -22,9 +22,9 @@ pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
         let udf = builtin?;
         let d = udf.description();
         if args.json {
-            println!("{}", serde_json::to_string_pretty(&description_json(d))?);
+            super::print(format!("{}\n", serde_json::to_string_pretty(&description_json(d))?))?;
         } else {
-            print!("{}", description_text(d, &[BUILTIN_KIND.to_owned()]));
+            super::print(description_text(d, &[BUILTIN_KIND.to_owned()]))?;
         }
         return Ok(());
     }
@@ -32,11 +32,11 @@ pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
     let (udf, stats) = runtime.load(&args.plugin)?;
     let d = crate::udf::Udf::description(&udf);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&description_json(d))?);
+        super::print(format!("{}\n", serde_json::to_string_pretty(&description_json(d))?))?;
         return Ok(());
     }
     let loaded = format!("  loaded in     {:.1} ms ({:?})", stats.load_time.as_secs_f64() * 1e3, stats.cache);
-    print!("{}", description_text(d, &[contract_line(), loaded]));
+    super::print(description_text(d, &[contract_line(), loaded]))?;
     Ok(())
 }
 

@@ -15,15 +15,16 @@ pub fn list(args: ListArgs) -> Result<(), Failure> {
     let all = crate::builtins::all();
     if args.json {
         let list: Vec<serde_json::Value> = all.iter().map(|u| description_json(u.description())).collect();
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        super::print(format!("{}\n", serde_json::to_string_pretty(&list)?))?;
         return Ok(());
     }
-    println!("Built-ins (run them as {}NAME, e.g. `udf-host run builtin:sum data.npy`):", crate::builtins::PREFIX);
+    let mut text =
+        format!("Built-ins (run them as {}NAME, e.g. `udf-host run builtin:sum data.npy`):\n", crate::builtins::PREFIX);
     for udf in &all {
         let d = udf.description();
-        println!();
-        println!("{} — {}", d.name, d.summary);
-        print!("{}", params_text(d));
+        text.push_str(&format!("\n{} — {}\n", d.name, d.summary));
+        text.push_str(&params_text(d));
     }
+    super::print(text)?;
     Ok(())
 }

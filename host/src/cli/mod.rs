@@ -2,23 +2,27 @@
 //! logic; [`execute`] runs a command and returns its outcome (used by `main` and by
 //! in-process tests).
 
+mod completions;
 mod conformance;
 mod generate;
 pub mod info;
 pub mod inspect;
 mod list;
+mod new;
 mod partition;
 mod progress;
 mod run;
 
-use crate::wasm::{ComponentCache, MAX_WASM_MEMORY, RuntimeOptions};
-use clap::{Args, Parser, Subcommand};
+use crate::wasm::{ComponentCache, MAX_WASM_MEMORY, RuntimeOptions, WIT_PACKAGE, WIT_VERSION};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::OnceLock;
 
 /// Run sandboxed LiberTEM-style UDFs (WebAssembly components) over 4D-STEM datasets.
 #[derive(Parser)]
-#[command(name = "udf-host", version, about, max_term_width = 100)]
+#[command(name = "udf-host", about, max_term_width = 100)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -42,6 +46,50 @@ enum Command {
     /// Run one partition of a saved run plan (`run --save-plan`) and write its output:
     /// how other engines (batch schedulers, Dask) run partitions in their own processes.
     RunPartition(partition::RunPartitionArgs),
+    /// Start a plugin project: source from a template, the SDK and the contract of this
+    /// udf-host, a build script, a README and a test (`new my-sum --lang rust`).
+    New(new::NewArgs),
+    /// Print a shell completion script (bash, zsh, fish) to stdout.
+    Completions(completions::CompletionsArgs),
+}
+
+/// The cargo features of this build that `--version` reports. When host/Cargo.toml gets a
+/// feature that changes what the binary can do, add one line here:
+/// `("cuda", cfg!(feature = "cuda")),`.
+const FEATURES: &[(&str, bool)] = &[];
+
+/// The features of `list` that are on, for `--version`: `cuda, cuda13` or `none`.
+fn features_text(list: &[(&str, bool)]) -> String {
+    let on: Vec<&str> = list.iter().filter(|(_, on)| *on).map(|(name, _)| *name).collect();
+    if on.is_empty() { "none".to_owned() } else { on.join(", ") }
+}
+
+/// What `udf-host --version` prints after the program name: the version, the contract
+/// plugins are built against, and the enabled features.
+pub fn version_text() -> &'static str {
+    static TEXT: OnceLock<String> = OnceLock::new();
+    TEXT.get_or_init(|| {
+        let (major, minor, patch) = WIT_VERSION;
+        format!(
+            "{}\ncontract: {WIT_PACKAGE}@{major}.{minor}.{patch}\nfeatures: {}",
+            env!("CARGO_PKG_VERSION"),
+            features_text(FEATURES)
+        )
+    })
+}
+
+/// The command line's definition (with the version text), for parsing and completions.
+fn command() -> clap::Command {
+    Cli::command().version(version_text())
+}
+
+/// Write `text` to stdout in one piece. Errors (a closed pipe: `udf-host list | head`)
+/// come back as errors, which [`main`] turns into a quiet exit instead of the panic of
+/// `println!`.
+fn print(text: impl AsRef<[u8]>) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_ref())?;
+    out.flush()
 }
 
 /// Options of the WebAssembly runtime, shared by the commands that load plugins.
@@ -191,7 +239,7 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let cli = match command().try_get_matches_from(args).and_then(|m| Cli::from_arg_matches(&m)) {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -212,6 +260,8 @@ where
         Command::Generate(args) => generate::generate(args),
         Command::Conformance(args) => conformance::conformance(args),
         Command::RunPartition(args) => partition::run_partition(args),
+        Command::New(args) => new::new(args),
+        Command::Completions(args) => completions::completions(args, &mut command()),
     }
 }
 
@@ -232,7 +282,9 @@ pub fn error_text(error: &anyhow::Error) -> String {
     out
 }
 
-/// The `udf-host` binary: run the command line and map the outcome to an exit code.
+/// The `udf-host` binary: run the command line and map the outcome to an exit code. A
+/// reader that stops reading (`udf-host list | head`) ends the program quietly, with
+/// exit code 0, as other command-line tools do.
 pub fn main() -> ExitCode {
     match execute(std::env::args_os()) {
         Ok(()) => ExitCode::from(exit::OK),
@@ -240,9 +292,10 @@ pub fn main() -> ExitCode {
             let broken_pipe = failure.error.chain().any(|e| {
                 e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
             });
-            if !broken_pipe {
-                eprintln!("error: {}", error_text(&failure.error));
+            if broken_pipe {
+                return ExitCode::from(exit::OK);
             }
+            eprintln!("error: {}", error_text(&failure.error));
             ExitCode::from(failure.code)
         }
     }
@@ -259,6 +312,13 @@ mod tests {
         assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
         assert!(parse_size("5G").is_err());
         assert!(parse_size("lots").is_err());
+    }
+
+    #[test]
+    fn features_are_listed_by_name_or_none() {
+        assert_eq!(features_text(&[]), "none");
+        assert_eq!(features_text(&[("cuda", false)]), "none");
+        assert_eq!(features_text(&[("cuda", true), ("cuda13", false), ("hdf5", true)]), "cuda, hdf5");
     }
 
     #[test]
