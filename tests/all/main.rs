@@ -5,6 +5,7 @@ mod builtins;
 mod cli;
 mod conformance;
 mod contract;
+mod cuda;
 mod formats_blo;
 mod formats_common;
 mod formats_dm;

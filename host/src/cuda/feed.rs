@@ -199,7 +199,11 @@ impl Feed {
             return Ok(());
         }
         if tile.data.len() < tile.frames * frame_bytes {
-            return Err(format!("a tile of {} bytes for {} frames of {frame_bytes} bytes", tile.data.len(), tile.frames));
+            return Err(format!(
+                "a tile of {} bytes for {} frames of {frame_bytes} bytes",
+                tile.data.len(),
+                tile.frames
+            ));
         }
         let lanes = self.lanes.as_mut().ok_or("the feed was closed")?;
         let per_chunk = chunk_frames(lanes[0].capacity(), frame_bytes);
@@ -252,7 +256,9 @@ impl Feed {
         self.take_error(me)?;
         let lanes = self.lanes.as_ref().ok_or_else(|| CallError::internal("the feed was closed"))?;
         for lane in lanes {
-            lane.stream.synchronize().map_err(|e| CallError::internal(format!("CUDA: finishing the kernels: {e:?}")))?;
+            lane.stream
+                .synchronize()
+                .map_err(|e| CallError::internal(format!("CUDA: finishing the kernels: {e:?}")))?;
         }
         let stream = lanes[0].stream.clone();
         let consumer = self.consumers.get_mut(me).ok_or_else(|| CallError::internal("unknown GPU consumer"))?;

@@ -117,8 +117,8 @@ impl Gpu {
         if missing.is_empty() {
             return Ok(());
         }
-        let entries = super::instantiations(&missing)
-            .ok_or_else(|| format!("no kernels for tiles and floats {missing:?}"))?;
+        let entries =
+            super::instantiations(&missing).ok_or_else(|| format!("no kernels for tiles and floats {missing:?}"))?;
         let code = nvrtc::compile(&format!("{}\n{entries}", super::KERNEL_SOURCE), self.target.clone())?;
         let image = match self.target {
             Target::Cubin(_) => Ptx::from_binary(code),
@@ -173,9 +173,8 @@ impl Gpu {
     }
 
     fn new_lane(&self, capacity: usize) -> Result<Lane, String> {
-        let what = |e: cudarc::driver::DriverError| {
-            format!("cannot allocate a {} MiB feeding buffer: {e:?}", capacity >> 20)
-        };
+        let what =
+            |e: cudarc::driver::DriverError| format!("cannot allocate a {} MiB feeding buffer: {e:?}", capacity >> 20);
         let stream = self.ctx.new_stream().map_err(what)?;
         // SAFETY: the buffer is only written (by the CPU, before each copy) and then copied
         // from; its initial contents are never read.

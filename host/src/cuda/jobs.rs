@@ -49,7 +49,9 @@ impl PartitionRunner for GpuRunner {
 /// See [`super::start`].
 pub(crate) fn start(ctx: &InitContext<'_>, job: Job<'_>) -> Result<Box<dyn PartitionRunner>, CallError> {
     let gpu = Gpu::get().map_err(|e| {
-        CallError::invalid_data(format!("the run plan puts this built-in on the GPU, but this process cannot use one: {e}"))
+        CallError::invalid_data(format!(
+            "the run plan puts this built-in on the GPU, but this process cannot use one: {e}"
+        ))
     })?;
     let partition = ctx.partition.ok_or_else(|| CallError::internal("a GPU runner needs a partition"))?;
     let meta = ctx.dataset;
@@ -58,59 +60,88 @@ pub(crate) fn start(ctx: &InitContext<'_>, job: Job<'_>) -> Result<Box<dyn Parti
     if u32::try_from(frame_len).is_err() || u32::try_from(partition.frames).is_err() {
         return Err(CallError::invalid_data("frames or partitions beyond 2^32 elements are not supported on the GPU"));
     }
-    let float = match job {
-        Job::Sum | Job::SumSig | Job::StdDev { .. } => meta.input_dtype,
-        Job::Masks { masks, .. } => masks.values.dtype(),
-        Job::Radial { result, .. } => result,
-    };
-    if !matches!(float, DType::F32 | DType::F64) {
-        return Err(CallError::internal(format!("the GPU kernels compute in float32/float64, not {float}")));
-    }
+    let float = float_of(job, meta.input_dtype).map_err(CallError::internal)?;
     // Compile (once per process) for the tiles this run can hand over: the stored dtype
     // read unconverted, or the input dtype.
-    let pairs: Vec<(DType, DType)> =
-        [meta.dataset_dtype, meta.input_dtype].into_iter().filter(|d| super::type_name(*d).is_some()).map(|d| (d, float)).collect();
+    let pairs: Vec<(DType, DType)> = [meta.dataset_dtype, meta.input_dtype]
+        .into_iter()
+        .filter(|d| super::type_name(*d).is_some())
+        .map(|d| (d, float))
+        .collect();
     gpu.prepare(&pairs).map_err(|e| CallError::internal(format!("CUDA: {e}")))?;
     let runs = SliceRuns::for_scheme(&sig, &partition.tiling.slices);
     let frames = partition.frames;
-    let make = move |stream: &Arc<CudaStream>| -> Result<Box<dyn Consumer>, String> {
-        let zeros = |len: usize| stream.alloc_zeros::<f64>(len.max(1)).map_err(|e| format!("device memory: {e:?}"));
-        Ok(match job {
-            Job::Sum => Box::new(SumConsumer { float, acc: zeros(frame_len)?, sig: sig.clone() }),
-            Job::SumSig => Box::new(SumSigConsumer { float, acc: zeros(frames)?, frames }),
-            Job::StdDev { base, sum } => Box::new(StdDevConsumer {
-                float,
-                base,
-                sum_dtype: sum,
-                sum: zeros(frame_len)?,
-                varsum: zeros(frame_len)?,
-                counts: vec![0; runs.len()],
-                sig: sig.clone(),
-            }),
-            Job::Masks { masks, buffer, extra_shape } => {
-                Box::new(MasksConsumer::new(gpu, stream, &masks, &runs, frames, buffer, extra_shape)?)
-            }
-            Job::Radial { mask, result, buffer, extra_shape } => {
-                let sx = match sig.as_slice() {
-                    [_, sx] => *sx,
-                    _ => return Err(format!("computed masks need 2-D frames, not {sig:?}")),
-                };
-                let count = if mask.weighted { 3 } else { 1 };
-                Box::new(RadialConsumer {
-                    mask,
-                    float: result,
-                    sx,
-                    out: zeros(frames * count)?,
-                    shape: nav_shape(frames, extra_shape),
-                    name: buffer.to_owned(),
-                })
-            }
-        })
-    };
+    let make = move |stream: &Arc<CudaStream>| consumer(gpu, stream, job, float, &sig, &runs, frames);
     let max_elem = meta.input_dtype.size().max(meta.dataset_dtype.size());
     let (feed, id) = feed::join(gpu, partition, &meta.sig_shape, max_elem, &make)
         .map_err(|e| CallError::internal(format!("CUDA: {e}")))?;
     Ok(Box::new(GpuRunner { feed, id }))
+}
+
+/// The float type a job computes in: the input dtype, or its masks' / result's.
+///
+/// # Errors
+/// Not float32 or float64.
+pub(crate) fn float_of(job: Job<'_>, input: DType) -> Result<DType, String> {
+    let float = match job {
+        Job::Sum | Job::SumSig | Job::StdDev { .. } => input,
+        Job::Masks { masks, .. } => masks.values.dtype(),
+        Job::Radial { result, .. } => result,
+    };
+    if matches!(float, DType::F32 | DType::F64) {
+        Ok(float)
+    } else {
+        Err(format!("the GPU kernels compute in float32/float64, not {float}"))
+    }
+}
+
+/// A job's device state for a partition of `frames` frames of shape `sig`, tiled as
+/// `runs`, set up on `stream`.
+///
+/// # Errors
+/// Out of device memory, or a job these frames do not fit.
+pub(crate) fn consumer(
+    gpu: &Gpu,
+    stream: &Arc<CudaStream>,
+    job: Job<'_>,
+    float: DType,
+    sig: &[usize],
+    runs: &[SliceRuns],
+    frames: usize,
+) -> Result<Box<dyn Consumer>, String> {
+    let frame_len: usize = sig.iter().product();
+    let zeros = |len: usize| stream.alloc_zeros::<f64>(len.max(1)).map_err(|e| format!("device memory: {e:?}"));
+    Ok(match job {
+        Job::Sum => Box::new(SumConsumer { float, acc: zeros(frame_len)?, sig: sig.to_vec() }),
+        Job::SumSig => Box::new(SumSigConsumer { float, acc: zeros(frames)?, frames }),
+        Job::StdDev { base, sum } => Box::new(StdDevConsumer {
+            float,
+            base,
+            sum_dtype: sum,
+            sum: zeros(frame_len)?,
+            varsum: zeros(frame_len)?,
+            counts: vec![0; runs.len()],
+            sig: sig.to_vec(),
+        }),
+        Job::Masks { masks, buffer, extra_shape } => {
+            Box::new(MasksConsumer::new(gpu, stream, &masks, runs, frames, buffer, extra_shape)?)
+        }
+        Job::Radial { mask, result, buffer, extra_shape } => {
+            let sx = match sig {
+                [_, sx] => *sx,
+                _ => return Err(format!("computed masks need 2-D frames, not {sig:?}")),
+            };
+            let count = if mask.weighted { 3 } else { 1 };
+            Box::new(RadialConsumer {
+                mask,
+                float: result,
+                sx,
+                out: zeros(frames * count)?,
+                shape: nav_shape(frames, extra_shape),
+                name: buffer.to_owned(),
+            })
+        }
+    })
 }
 
 fn nav_shape(frames: usize, extra: &[usize]) -> Vec<usize> {
@@ -178,7 +209,13 @@ impl Consumer for SumConsumer {
         let (frames, slice_len, run_len, group) =
             (chunk.frames as u32, chunk.slice_len as u32, chunk.run_len as u32, group_frames as u32);
         let mut args = chunk.stream.launch_builder(&function);
-        args.arg(chunk.data).arg(&frames).arg(&slice_len).arg(chunk.starts).arg(&run_len).arg(&group).arg(&mut self.acc);
+        args.arg(chunk.data)
+            .arg(&frames)
+            .arg(&slice_len)
+            .arg(chunk.starts)
+            .arg(&run_len)
+            .arg(&group)
+            .arg(&mut self.acc);
         // SAFETY: the arguments match `sum_impl`'s parameters in kernels.cu (pointers to
         // `frames * slice_len` tile elements, the slice's run starts and a frame-sized
         // double accumulator, which every `pos` indexes within).
@@ -203,7 +240,8 @@ struct SumSigConsumer {
 impl Consumer for SumSigConsumer {
     fn launch(&mut self, gpu: &Gpu, chunk: &Chunk<'_>) -> Result<(), String> {
         let function = gpu.function("sumsig", chunk.dtype, self.float)?;
-        let per_frame = target_blocks(gpu).div_ceil(chunk.frames).clamp(1, chunk.slice_len.div_ceil(THREADS * 4).max(1));
+        let per_frame =
+            target_blocks(gpu).div_ceil(chunk.frames).clamp(1, chunk.slice_len.div_ceil(THREADS * 4).max(1));
         let (frames, slice_len, row0) = (chunk.frames as u32, chunk.slice_len as u32, chunk.row0 as u32);
         if chunk.row0 + chunk.frames > self.frames {
             return Err("a tile beyond the partition".into());
@@ -322,10 +360,13 @@ impl MasksConsumer {
         }
         let gemm = float == DType::F32 && count > MASKS_PER_PASS && gpu.cublas;
         let products = if gemm {
-            let out = stream.alloc_zeros::<f32>((frames * count).max(1)).map_err(|e| format!("device memory: {e:?}"))?;
+            let out =
+                stream.alloc_zeros::<f32>((frames * count).max(1)).map_err(|e| format!("device memory: {e:?}"))?;
             Products::Gemm { out, blas: [None, None], scratch: None }
         } else {
-            Products::OnePass(stream.alloc_zeros::<f64>((frames * count).max(1)).map_err(|e| format!("device memory: {e:?}"))?)
+            Products::OnePass(
+                stream.alloc_zeros::<f64>((frames * count).max(1)).map_err(|e| format!("device memory: {e:?}"))?,
+            )
         };
         Ok(MasksConsumer {
             float,
@@ -395,7 +436,8 @@ impl Consumer for MasksConsumer {
                     unsafe { chunk.data.transmute::<f32>(n) }.ok_or("a chunk smaller than its frames")?
                 } else {
                     if scratch.as_ref().is_none_or(|s| s.len() < n) {
-                        *scratch = Some(chunk.stream.alloc_zeros::<f32>(n).map_err(|e| format!("device memory: {e:?}"))?);
+                        *scratch =
+                            Some(chunk.stream.alloc_zeros::<f32>(n).map_err(|e| format!("device memory: {e:?}"))?);
                     }
                     let target = scratch.as_mut().ok_or("no scratch buffer")?;
                     let function = gpu.function("to_f32", chunk.dtype, DType::F32)?;

@@ -40,7 +40,7 @@ mod jobs;
 pub mod nvrtc;
 
 #[cfg(any(feature = "cuda", feature = "cuda13"))]
-// pub mod bench;
+pub mod bench;
 
 /// Whether this build has CUDA support (one of the features).
 pub const BUILT: bool = cfg!(any(feature = "cuda", feature = "cuda13"));
@@ -99,9 +99,7 @@ pub enum Unavailable {
     )]
     NotBuilt,
     /// A shared library could not be loaded.
-    #[error(
-        "the {library} library ({file}) cannot be loaded: {hint}; see docs/gpu.md"
-    )]
+    #[error("the {library} library ({file}) cannot be loaded: {hint}; see docs/gpu.md")]
     MissingLibrary { library: &'static str, file: &'static str, hint: &'static str },
     /// The driver loaded but there is no usable device, or CUDA failed to start.
     #[error("no usable CUDA device: {0}")]
@@ -179,6 +177,15 @@ pub struct RadialMask {
     pub sparse: bool,
 }
 
+impl RadialMask {
+    /// Whether pixel `(y, x)` is inside: `ri2 < (y − cy)² + (x − cx)² <= ro2`, in double
+    /// precision without fused multiply-adds (the kernels compute exactly this).
+    pub fn inside(&self, y: usize, x: usize) -> bool {
+        let d2 = (y as f64 - self.cy).powi(2) + (x as f64 - self.cx).powi(2);
+        self.ri2 < d2 && d2 <= self.ro2
+    }
+}
+
 /// Masks given as values: `(M, frame_len)` in the result dtype (float32 or float64).
 #[derive(Debug, Clone, Copy)]
 pub struct MaskStack<'a> {
@@ -234,6 +241,10 @@ pub const TILE_TYPES: [(DType, &str); 8] = [
     (DType::F32, "f32"),
     (DType::F64, "f64"),
 ];
+
+/// The kernels' names: each has an entry point per (tile, float) pair ([`entry_point`]).
+pub const KERNEL_NAMES: [&str; 10] =
+    ["sum", "sumsig", "stddev", "masks1", "masks4", "masks16", "masks32", "radial1", "radial3", "to_f32"];
 
 /// The float types computed in, with their CUDA C names.
 pub const FLOAT_TYPES: [(DType, &str); 2] = [(DType::F32, "f32"), (DType::F64, "f64")];

@@ -46,9 +46,7 @@ pub fn version() -> Result<(i32, i32), String> {
     }
     let (mut major, mut minor): (c_int, c_int) = (0, 0);
     // SAFETY: the library is loadable (checked above); both pointers are valid for writes.
-    unsafe { sys::nvrtcVersion(&mut major, &mut minor) }
-        .result()
-        .map_err(|e| format!("nvrtcVersion failed: {e:?}"))?;
+    unsafe { sys::nvrtcVersion(&mut major, &mut minor) }.result().map_err(|e| format!("nvrtcVersion failed: {e:?}"))?;
     Ok((major, minor))
 }
 
