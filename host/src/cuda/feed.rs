@@ -84,10 +84,16 @@ pub(crate) struct Feed {
     last_tile: Option<(u64, usize, usize)>,
 }
 
+/// A feed of a partition being started: (tiling address, partition index, the feed).
+type OpenFeed = (usize, usize, Weak<Mutex<Feed>>);
+
+/// Sets up a consumer's device state on the feed's stream.
+pub(crate) type MakeConsumer<'a> = &'a dyn Fn(&Arc<CudaStream>) -> Result<Box<dyn Consumer>, String>;
+
 thread_local! {
-    /// Feeds of partitions being started on this thread, by (tiling address, partition):
-    /// the runners a partition starts one after the other join the same feed.
-    static OPEN: RefCell<Vec<(usize, usize, Weak<Mutex<Feed>>)>> = const { RefCell::new(Vec::new()) };
+    /// Feeds of partitions being started on this thread: the runners a partition starts
+    /// one after the other join the same feed.
+    static OPEN: RefCell<Vec<OpenFeed>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Join the feed of `partition` (a new one if this is its first GPU runner, or if its
@@ -101,7 +107,7 @@ pub(crate) fn join(
     partition: &PartitionMeta,
     sig: &[usize],
     max_elem: usize,
-    make: &dyn Fn(&Arc<CudaStream>) -> Result<Box<dyn Consumer>, String>,
+    make: MakeConsumer<'_>,
 ) -> Result<(Arc<Mutex<Feed>>, usize), String> {
     let key = (Arc::as_ptr(&partition.tiling) as usize, partition.index);
     let open = OPEN.with(|open| {
