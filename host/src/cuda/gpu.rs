@@ -62,7 +62,7 @@ impl Gpu {
             return Err(Unavailable::MissingLibrary {
                 library: "CUDA driver",
                 file: "libcuda.so.1",
-                hint: "is the NVIDIA driver installed, and is this a machine with an NVIDIA GPU?",
+                hint: "this needs a machine with an NVIDIA GPU and its driver installed",
             });
         }
         if !nvrtc::library_present() {

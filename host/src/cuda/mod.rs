@@ -99,7 +99,7 @@ pub enum Unavailable {
     )]
     NotBuilt,
     /// A shared library could not be loaded.
-    #[error("the {library} library ({file}) cannot be loaded: {hint}; see docs/gpu.md")]
+    #[error("the {library} library ({file}) cannot be loaded: {hint} (docs/gpu.md)")]
     MissingLibrary { library: &'static str, file: &'static str, hint: &'static str },
     /// The driver loaded but there is no usable device, or CUDA failed to start.
     #[error("no usable CUDA device: {0}")]
