@@ -211,6 +211,8 @@ impl Feed {
                 tile.frames
             ));
         }
+        // The raw copies below need the context current on this (worker) thread.
+        self.gpu.ctx.bind_to_thread().map_err(|e| format!("binding the CUDA context: {e:?}"))?;
         let lanes = self.lanes.as_mut().ok_or("the feed was closed")?;
         let per_chunk = chunk_frames(lanes[0].capacity(), frame_bytes);
         let first_row = tile.origin.checked_sub(self.partition_origin).ok_or("a tile before the partition")? as usize;
