@@ -9,7 +9,8 @@
 # copy of this repository with target/gpu-kit/ beside it: scripts/gpu/run.sh (no Rust
 # needed there). The first build takes 20-30 minutes on 2 cores (a release build of
 # wasmtime and the tests).
-# Usage: scripts/gpu/build.sh            (UDF_GPU_FEATURE=cuda13 for CUDA 13 drivers)
+# Usage: scripts/gpu/build.sh   (UDF_GPU_FEATURE=cuda13 for CUDA 13 drivers; UDF_GPU_NVRTC=0
+#        leaves NVRTC out, for GPU machines with a CUDA toolkit)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/polyglot/common.sh   # say, die, python_venv
@@ -48,12 +49,15 @@ say "packing the kit"
 xz -T0 -6 -c "$tests" >"$kit/all.xz"
 xz -T0 -6 -c "$bench" >"$kit/gpu.xz"
 cp "$target/wasm-plugins/wasm32-wasip2/release/sum.wasm" "$kit/plugins/"
-venv=$(python_venv "$nvrtc_wheel")
-nvrtc_lib=$(find "$venv" -type d -path '*nvidia/cu*nvrtc/lib' | head -1)
-[[ -n $nvrtc_lib ]] || die "no NVRTC library in the $nvrtc_wheel wheel"
-for so in "$nvrtc_lib"/libnvrtc.so.* "$nvrtc_lib"/libnvrtc-builtins.so.*; do
-    xz -T0 -6 -c "$so" >"$kit/lib/$(basename "$so").xz"
-done
+if [[ ${UDF_GPU_NVRTC:-1} == 1 ]]; then
+    # ~30 MiB of the kit: leave it out (UDF_GPU_NVRTC=0) where the GPU machine has CUDA.
+    venv=$(python_venv "$nvrtc_wheel")
+    nvrtc_lib=$(find "$venv" -type d -path '*nvidia/cu*nvrtc/lib' | head -1)
+    [[ -n $nvrtc_lib ]] || die "no NVRTC library in the $nvrtc_wheel wheel"
+    for so in "$nvrtc_lib"/libnvrtc.so.* "$nvrtc_lib"/libnvrtc-builtins.so.*; do
+        xz -T0 -6 -c "$so" >"$kit/lib/$(basename "$so").xz"
+    done
+fi
 git rev-parse HEAD >"$kit/commit" 2>/dev/null || true
 echo "$feature" >"$kit/feature"
 du -sh "$kit"

@@ -30,7 +30,11 @@ export UDF_PLUGIN_DIR="$(cd "$UDF_PLUGIN_DIR" && pwd)"
     echo "kit: commit $(cat "$kit/commit" 2>/dev/null || echo '?'), feature $(cat "$kit/feature" 2>/dev/null || echo '?')"
     echo
     echo '```'
-    nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.max,pcie.link.width.max --format=csv 2>&1 || echo "nvidia-smi: not available"
+    if command -v nvidia-smi >/dev/null; then
+        nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.max,pcie.link.width.max --format=csv 2>&1
+    else
+        echo "nvidia-smi: not available"
+    fi
     echo '```'
     echo
     echo "## Tests: cuda:: with the --ignored twins"
