@@ -7,7 +7,12 @@
 //! | [`available`] | whether this process can use a GPU, and why not (probes the libraries before any CUDA call) |
 //! | [`kernel_for`] | whether a planned UDF has a kernel: the plan's per-UDF device follows from it |
 //! | [`Job`], [`start`] | what a built-in's `start` hands over when its device is CUDA, and the GPU runner it gets back |
-//! | [`KERNEL_SOURCE`], [`compile_all`] | the CUDA C of every kernel, compiled with NVRTC at run time |
+//! | [`KERNEL_SOURCE`], `compile_all`, `nvrtc` | the CUDA C of every kernel, compiled with NVRTC at run time (the last two with a feature) |
+//! | `bench` (with a feature) | the measurements of the GPU benchmark |
+//!
+//! With a feature, the submodules `gpu` (the process's GPU, kernel cache, lane pool),
+//! `feed` (a partition's shared two-lane upload) and `jobs` (each built-in's device state
+//! and exports) do the work.
 //!
 //! The layering: built-ins call down into this module (a built-in whose
 //! [`DatasetMeta::device_class`](crate::udf::DatasetMeta) is CUDA asks [`start`] for its
