@@ -24,6 +24,7 @@ pub mod array;
 pub mod builtins;
 pub mod cli;
 pub mod conformance;
+pub mod cuda;
 pub mod dataset;
 pub mod dtype;
 pub mod exec;

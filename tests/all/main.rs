@@ -8,6 +8,7 @@ mod cli_binary;
 mod cli_process;
 mod conformance;
 mod contract;
+mod cuda;
 mod formats_blo;
 mod formats_common;
 mod formats_dm;

@@ -11,16 +11,23 @@ use udf_host::exec::{Run, RunOptions, RunResults, UdfSpec};
 use udf_host::udf::{Param, ParamValue, Params, Udf};
 use udf_host::wasm::{ComponentCache, RuntimeOptions, WasmRuntime};
 
-/// The compiled plugin or probe `name` (its lib name, e.g. `sum`, `probe_trap`).
+/// The compiled plugin or probe `name` (its lib name, e.g. `sum`, `probe_trap`). From
+/// the build's plugin directory, or from `$UDF_PLUGIN_DIR` where the test binary runs on
+/// another machine (the GPU kit, scripts/gpu/).
 pub fn plugin(name: &str) -> PathBuf {
-    let path = Path::new(env!("UDF_PLUGIN_DIR")).join(format!("{name}.wasm"));
+    let dir = std::env::var_os("UDF_PLUGIN_DIR").map_or_else(|| PathBuf::from(env!("UDF_PLUGIN_DIR")), PathBuf::from);
+    let path = dir.join(format!("{name}.wasm"));
     assert!(path.exists(), "{} was not built (plugins: {})", path.display(), env!("UDF_PLUGIN_NAMES"));
     path
 }
 
-/// A cache directory shared by the test processes (kept between runs).
+/// A cache directory shared by the test processes (kept between runs); `$UDF_TEST_CACHE_DIR`
+/// where the test binary runs on another machine.
 pub fn test_cache_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache")
+    match std::env::var_os("UDF_TEST_CACHE_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache"),
+    }
 }
 
 /// Runtime options for tests: the shared test cache, plugin logs discarded.

@@ -23,10 +23,11 @@
 use super::mask_engine::{MaskSet, MasksPartition, result_dtype};
 use super::spec;
 use crate::array::NdArray;
+use crate::cuda::{Job, RadialMask};
 use crate::dtype::{DType, Kind};
 use crate::udf::{
-    BufferDecl, BufferKind, BufferUse, CallError, DatasetMeta, Description, InitContext, NamedBuffer, Params,
-    PartitionRunner, ResultEntry, ResultsContext, RunPlan, Udf,
+    BufferDecl, BufferKind, BufferUse, CallError, DatasetMeta, Description, DeviceClass, InitContext, NamedBuffer,
+    Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Udf,
 };
 
 /// LiberTEM's `CoMUDF`.
@@ -117,15 +118,19 @@ impl ComParams {
         })
     }
 
+    /// The masks as computed from the pixel position: disk (or ring, when `ri > 0`),
+    /// y · disk, x · disk. The same for the CPU's masks and the GPU's kernel.
+    fn geometry(&self) -> RadialMask {
+        let ring = self.ri.abs() > 1e-8;
+        let ri2 = if ring { self.ri * self.ri } else { f64::NEG_INFINITY };
+        RadialMask { cy: self.cy, cx: self.cx, ri2, ro2: self.r * self.r, weighted: true, sparse: false }
+    }
+
     /// The masks: disk (or ring), y · disk, x · disk.
     fn masks(&self, sy: usize, sx: usize) -> MaskSet {
-        let (r2, ri2) = (self.r * self.r, self.ri * self.ri);
-        let ring = self.ri.abs() > 1e-8;
-        let (cy, cx) = (self.cy, self.cx);
+        let g = self.geometry();
         MaskSet::from_fn_f32(3, sy, sx, false, move |m, y, x| {
-            let d2 = (y as f64 - cy).powi(2) + (x as f64 - cx).powi(2);
-            let inside = d2 <= r2 && (!ring || d2 > ri2);
-            if !inside {
+            if !g.inside(y, x) {
                 return 0.0;
             }
             match m {
@@ -188,6 +193,15 @@ impl Udf for CoM {
     fn start(&self, ctx: InitContext<'_>) -> Result<Box<dyn PartitionRunner + '_>, CallError> {
         let p = ComParams::parse(ctx.params, ctx.dataset)?;
         let (sy, sx) = spec::sig_2d(&ctx.dataset.sig_shape, "com")?;
+        if ctx.dataset.device_class == DeviceClass::Cuda {
+            let job = Job::Radial {
+                mask: p.geometry(),
+                result: float_dtype(ctx.dataset)?,
+                buffer: "raw_mask_result",
+                extra_shape: &[3],
+            };
+            return crate::cuda::start(&ctx, job);
+        }
         let masks = p.masks(sy, sx).to_dtype(float_dtype(ctx.dataset)?);
         Ok(Box::new(MasksPartition::new(&ctx, &masks, "raw_mask_result", &[3])?))
     }

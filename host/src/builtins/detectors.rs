@@ -18,8 +18,11 @@
 use super::mask_engine::{MaskSet, MasksPartition, parse_use_sparse, result_dtype};
 use super::spec;
 use super::spec::nav_buffer;
+use crate::cuda::{Job, RadialMask};
 use crate::dtype::DType;
-use crate::udf::{BufferDecl, CallError, DatasetMeta, Description, InitContext, Params, PartitionRunner, RunPlan, Udf};
+use crate::udf::{
+    BufferDecl, CallError, DatasetMeta, Description, DeviceClass, InitContext, Params, PartitionRunner, RunPlan, Udf,
+};
 
 /// Which detector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,23 +73,23 @@ impl VirtualDetector {
         VirtualDetector { kind, source: format!("{}{}", super::PREFIX, kind.name()), description: d }
     }
 
-    /// The detector's mask in the result dtype for `dataset`.
-    fn masks(&self, params: &Params, dataset: &DatasetMeta) -> Result<MaskSet, CallError> {
+    /// The detector as a mask computed from the pixel position (`ri2 < d² <= ro2`): the
+    /// same for the CPU's mask and the GPU's kernel.
+    fn geometry(&self, params: &Params, dataset: &DatasetMeta) -> Result<RadialMask, CallError> {
         let (sy, sx) = spec::sig_2d(&dataset.sig_shape, self.kind.name())?;
         let centre = |name: &str, size: usize| -> Result<f64, CallError> {
             let v = spec::get_float(params, name)?;
             Ok(if v.is_nan() { size as f64 / 2.0 } else { v })
         };
         let (cx, cy) = (centre("cx", sx)?, centre("cy", sy)?);
-        let d2 = move |y: usize, x: usize| (y as f64 - cy).powi(2) + (x as f64 - cx).powi(2);
-        let masks = match self.kind {
+        let radial = |ri2: f64, ro2: f64, sparse: bool| RadialMask { cy, cx, ri2, ro2, weighted: false, sparse };
+        Ok(match self.kind {
             DetectorKind::Disk => {
                 let r = spec::get_float(params, "r")?;
                 if r.is_nan() || r < 0.0 {
                     return Err(CallError::bad_param(format!("parameter 'r' must be a radius >= 0, got {r}")));
                 }
-                let sparse = parse_use_sparse(params)?.unwrap_or(false);
-                MaskSet::from_fn_f32(1, sy, sx, sparse, |_, y, x| if d2(y, x) <= r * r { 1.0 } else { 0.0 })
+                radial(f64::NEG_INFINITY, r * r, parse_use_sparse(params)?.unwrap_or(false))
             }
             DetectorKind::Ring => {
                 let (ri, ro) = (spec::get_float(params, "ri")?, spec::get_float(params, "ro")?);
@@ -95,11 +98,7 @@ impl VirtualDetector {
                         "parameters 'ri' and 'ro' must be radii with 0 <= ri <= ro, got ri={ri}, ro={ro}"
                     )));
                 }
-                let sparse = parse_use_sparse(params)?.unwrap_or(false);
-                MaskSet::from_fn_f32(1, sy, sx, sparse, |_, y, x| {
-                    let d = d2(y, x);
-                    if ri * ri < d && d <= ro * ro { 1.0 } else { 0.0 }
-                })
+                radial(ri * ri, ro * ro, parse_use_sparse(params)?.unwrap_or(false))
             }
             DetectorKind::Point => {
                 // Python's int(): truncation towards zero.
@@ -109,10 +108,17 @@ impl VirtualDetector {
                         "point (cy={cy}, cx={cx}) is outside the frame of shape ({sy}, {sx})"
                     )));
                 }
-                let (py, px) = (py as usize, px as usize);
-                MaskSet::from_fn_f32(1, sy, sx, true, |_, y, x| if (y, x) == (py, px) { 1.0 } else { 0.0 })
+                // The one pixel at distance 0 from the integer centre, as a sparse mask.
+                RadialMask { cy: py, cx: px, ri2: f64::NEG_INFINITY, ro2: 0.0, weighted: false, sparse: true }
             }
-        };
+        })
+    }
+
+    /// The detector's mask in the result dtype for `dataset`.
+    fn masks(&self, params: &Params, dataset: &DatasetMeta) -> Result<MaskSet, CallError> {
+        let (sy, sx) = spec::sig_2d(&dataset.sig_shape, self.kind.name())?;
+        let g = self.geometry(params, dataset)?;
+        let masks = MaskSet::from_fn_f32(1, sy, sx, g.sparse, |_, y, x| if g.inside(y, x) { 1.0 } else { 0.0 });
         Ok(masks.to_dtype(result_dtype(dataset.input_dtype, DType::F32)?))
     }
 }
@@ -144,6 +150,11 @@ impl Udf for VirtualDetector {
     }
 
     fn start(&self, ctx: InitContext<'_>) -> Result<Box<dyn PartitionRunner + '_>, CallError> {
+        if ctx.dataset.device_class == DeviceClass::Cuda {
+            let mask = self.geometry(ctx.params, ctx.dataset)?;
+            let result = result_dtype(ctx.dataset.input_dtype, DType::F32)?;
+            return crate::cuda::start(&ctx, Job::Radial { mask, result, buffer: "intensity", extra_shape: &[] });
+        }
         let masks = self.masks(ctx.params, ctx.dataset)?;
         Ok(Box::new(MasksPartition::new(&ctx, &masks, "intensity", &[])?))
     }

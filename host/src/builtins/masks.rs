@@ -8,10 +8,11 @@
 use super::mask_engine::{MaskSet, MasksPartition, parse_use_sparse, result_dtype};
 use super::spec;
 use super::spec::nav_buffer;
+use crate::cuda::{Job, MaskStack};
 use crate::dtype::DType;
 use crate::udf::{
-    BufferDecl, CallError, DTypePreference, DatasetMeta, Description, InitContext, Params, PartitionRunner, RunPlan,
-    Udf,
+    BufferDecl, CallError, DTypePreference, DatasetMeta, Description, DeviceClass, InitContext, Params,
+    PartitionRunner, RunPlan, Udf,
 };
 
 /// LiberTEM's `ApplyMasksUDF`.
@@ -85,6 +86,11 @@ impl Udf for ApplyMasks {
 
     fn start(&self, ctx: InitContext<'_>) -> Result<Box<dyn PartitionRunner + '_>, CallError> {
         let masks = Self::masks(ctx.params, ctx.dataset)?;
+        if ctx.dataset.device_class == DeviceClass::Cuda {
+            let stack = MaskStack { values: &masks.values, count: masks.count, sparse: masks.sparse };
+            let job = Job::Masks { masks: stack, buffer: "intensity", extra_shape: &[masks.count] };
+            return crate::cuda::start(&ctx, job);
+        }
         Ok(Box::new(MasksPartition::new(&ctx, &masks, "intensity", &[masks.count])?))
     }
 }

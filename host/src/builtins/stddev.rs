@@ -21,8 +21,8 @@ use super::spec;
 use crate::array::NdArray;
 use crate::dtype::{CastFrom, DType, Kind, result_type};
 use crate::udf::{
-    BufferDecl, BufferKind, BufferUse, BufferViewMut, CallError, DatasetMeta, Description, InitContext, MergeContext,
-    NamedBuffer, Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile, Udf,
+    BufferDecl, BufferKind, BufferUse, BufferViewMut, CallError, DatasetMeta, Description, DeviceClass, InitContext,
+    MergeContext, NamedBuffer, Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile, Udf,
 };
 use num_complex::{Complex32, Complex64};
 
@@ -102,6 +102,9 @@ impl Udf for StdDev {
 
     fn start(&self, ctx: InitContext<'_>) -> Result<Box<dyn PartitionRunner + '_>, CallError> {
         let (base, sum) = dtypes(ctx.params, ctx.dataset)?;
+        if ctx.dataset.device_class == DeviceClass::Cuda {
+            return crate::cuda::start(&ctx, crate::cuda::Job::StdDev { base, sum });
+        }
         let sig = &ctx.dataset.sig_shape;
         let frame_len: usize = sig.iter().product();
         let runs = ctx.partition.map(|p| SliceRuns::for_scheme(sig, &p.tiling.slices)).unwrap_or_default();

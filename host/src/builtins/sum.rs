@@ -10,8 +10,8 @@ use super::spec;
 use super::spec::sig_buffer;
 use crate::array::NdArray;
 use crate::udf::{
-    BufferDecl, BufferViewMut, CallError, DTypePreference, DatasetMeta, Description, InitContext, MergeContext,
-    NamedBuffer, Params, PartitionRunner, RunPlan, Tile, Udf,
+    BufferDecl, BufferViewMut, CallError, DTypePreference, DatasetMeta, Description, DeviceClass, InitContext,
+    MergeContext, NamedBuffer, Params, PartitionRunner, RunPlan, Tile, Udf,
 };
 
 /// LiberTEM's `SumUDF`.
@@ -58,6 +58,9 @@ impl Udf for Sum {
     }
 
     fn start(&self, ctx: InitContext<'_>) -> Result<Box<dyn PartitionRunner + '_>, CallError> {
+        if ctx.dataset.device_class == DeviceClass::Cuda {
+            return crate::cuda::start(&ctx, crate::cuda::Job::Sum);
+        }
         let sig = &ctx.dataset.sig_shape;
         let runs = ctx.partition.map(|p| SliceRuns::for_scheme(sig, &p.tiling.slices)).unwrap_or_default();
         let intensity = NdArray::zeros(ctx.dataset.input_dtype, sig);

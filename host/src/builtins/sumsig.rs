@@ -11,8 +11,8 @@ use super::spec::nav_buffer;
 use crate::array::NdArray;
 use crate::dtype::{DType, result_type};
 use crate::udf::{
-    BufferDecl, CallError, DatasetMeta, Description, InitContext, NamedBuffer, Params, PartitionRunner, RunPlan, Tile,
-    Udf,
+    BufferDecl, CallError, DatasetMeta, Description, DeviceClass, InitContext, NamedBuffer, Params, PartitionRunner,
+    RunPlan, Tile, Udf,
 };
 
 /// LiberTEM's `SumSigUDF`.
@@ -60,6 +60,9 @@ impl Udf for SumSig {
                 "sumsig needs float input, but the run's input dtype is {}",
                 ctx.dataset.input_dtype
             )));
+        }
+        if ctx.dataset.device_class == DeviceClass::Cuda {
+            return crate::cuda::start(&ctx, crate::cuda::Job::SumSig);
         }
         let (origin, frames) = ctx.partition.map_or((0, ctx.dataset.frames()), |p| (p.origin, p.frames));
         Ok(Box::new(SumSigPartition { intensity: Some(NdArray::zeros(dtype, &[frames])), origin }))

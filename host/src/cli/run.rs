@@ -144,6 +144,10 @@ pub struct RunArgs {
     /// Number of partitions [default: ~512 MiB each, at least 2 per thread].
     #[arg(long)]
     partitions: Option<usize>,
+    /// Where built-ins with a CUDA kernel compute: cpu, cuda (an error without a usable
+    /// GPU) or auto (the GPU when there is one). See docs/gpu.md.
+    #[arg(long, value_name = "cpu|cuda|auto", default_value = "cpu", value_parser = parse_device)]
+    device: crate::cuda::Device,
     /// Force the tile shape DEPTH,SIG... instead of negotiating it (testing).
     #[arg(long, value_name = "D,Y,X")]
     tile_shape: Option<Shape>,
@@ -234,6 +238,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         keep_going: args.keep_going,
         max_result_bytes: Some(args.max_result_memory),
         limits: args.runtime.limits(),
+        device: args.device,
         ..RunOptions::default()
     };
     let plan_started = Instant::now();
@@ -266,7 +271,16 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             let buffers: Vec<String> = decls.iter().map(|d| format!("{} ({:?} {})", d.name, d.kind, d.dtype)).collect();
             eprintln!("  {name}: {} method; buffers {}", plan.method.name(), buffers.join(", "));
         }
+        if args.device != crate::cuda::Device::Cpu {
+            for u in &run.as_plan().udfs {
+                match &u.device_note {
+                    Some(why) => eprintln!("  {}: on the CPU ({why})", u.name),
+                    None => eprintln!("  {}: on the GPU ({:?})", u.name, u.device),
+                }
+            }
+        }
     }
+    let device_json = device_summary(args.device, run.as_plan());
     let tiling = run.tiling().clone();
     let run_names: Vec<String> = run.udfs().map(|(name, _, _)| name.to_owned()).collect();
     let planned = (
@@ -299,6 +313,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             "intent": tiling.intent.name(),
         },
         "plugins": loads,
+        "device": device_json,
     });
     let mut snapshots =
         args.snapshot_every.map(|s| Snapshots::new(&args.out, Duration::from_secs_f64(s), summary.clone()));
@@ -624,6 +639,20 @@ pub(super) fn assign_params(udfs: &[Arc<dyn Udf>], flags: &[String]) -> anyhow::
         }
     }
     Ok(udfs.iter().cloned().zip(given).map(|(udf, params)| UdfSpec { udf, params }).collect())
+}
+
+/// `--device`.
+fn parse_device(text: &str) -> Result<crate::cuda::Device, String> {
+    crate::cuda::Device::parse(text).ok_or_else(|| format!("'{text}' is not a device: cpu, cuda or auto"))
+}
+
+/// What results.json says about devices: what was asked for, the GPU used, and per UDF
+/// where it computed (and why not on the GPU).
+fn device_summary(device: crate::cuda::Device, plan: &crate::exec::Plan) -> serde_json::Value {
+    let gpu = (device != crate::cuda::Device::Cpu).then(|| crate::cuda::available().ok()).flatten();
+    let udfs: serde_json::Map<String, serde_json::Value> =
+        plan.udfs.iter().map(|u| (u.name.clone(), json!({"device": u.device, "cpu_because": u.device_note}))).collect();
+    json!({"requested": device, "gpu": gpu, "udfs": udfs})
 }
 
 /// `--snapshot-every`: a positive number of seconds.

@@ -107,6 +107,9 @@ pub struct RunOptions {
     /// The limits the wasm plugins run under, recorded in the plan so that workers in
     /// other processes apply the same (default: the runtime's defaults).
     pub limits: Limits,
+    /// Where built-ins with a CUDA kernel compute (docs/gpu.md): the plan records each
+    /// UDF's device ([`PlannedUdf::device`]).
+    pub device: crate::cuda::Device,
 }
 
 /// Default cap on the host memory of a run's merged buffers: 16 GiB.

@@ -10,8 +10,8 @@ use crate::array::{AlignedBytes, NdArray};
 use crate::dataset::{Dataset, DatasetError, Partition};
 use crate::log::escape_control;
 use crate::udf::{
-    BufferDecl, BufferUse, CallError, InitContext, InstanceStats, Method, NamedBuffer, Params, PartitionMeta,
-    PartitionRunner, SigSlice, Tile, TileReadError, TileSource, Udf, UnreadError,
+    BufferDecl, BufferUse, CallError, DatasetMeta, InitContext, InstanceStats, Method, NamedBuffer, Params,
+    PartitionMeta, PartitionRunner, SigSlice, Tile, TileReadError, TileSource, Udf, UnreadError,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -186,7 +186,10 @@ impl<'w> PartitionJob<'w> {
                 method: plan.udfs[u].plan.method,
                 tiling: tiling.clone(),
             };
-            let ctx = InitContext { params: &own, dataset: &plan.meta, partition: Some(&meta) };
+            // Each UDF sees the device the plan chose for it (a GPU built-in's `start`
+            // makes its GPU runner).
+            let dataset = DatasetMeta { device_class: plan.udfs[u].device, ..plan.meta.clone() };
+            let ctx = InitContext { params: &own, dataset: &dataset, partition: Some(&meta) };
             let mut runner = udf.start(ctx).map_err(|e| worker.udf_error(u, at("init"), e))?;
             runner.preprocess().map_err(|e| worker.udf_error(u, at("preprocess"), e))?;
             runners.push(runner);

@@ -59,6 +59,17 @@ pub struct PlannedUdf {
     pub params: Params,
     pub plan: RunPlan,
     pub decls: Vec<BufferDecl>,
+    /// Where it computes: the GPU for built-ins with a kernel when the run asks for it
+    /// (the UDF's `start` sees it as `device_class`), else the CPU.
+    #[serde(default = "cpu")]
+    pub device: DeviceClass,
+    /// Why it computes on the CPU although the run asked for a GPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_note: Option<String>,
+}
+
+fn cpu() -> DeviceClass {
+    DeviceClass::Cpu
 }
 
 /// The limits wasm plugins run under.
@@ -158,8 +169,9 @@ impl Plan {
             let decls = declare_buffers(spec.udf.as_ref(), &name, &params, &meta)?;
             let origin = spec.udf.origin();
             let version = spec.udf.description().version.clone();
-            planned.push(PlannedUdf { name, origin, version, params, plan, decls });
+            planned.push(PlannedUdf { name, origin, version, params, plan, decls, device: cpu(), device_note: None });
         }
+        choose_devices(&mut planned, options.device)?;
         let readers: Vec<&dyn Udf> = udfs.iter().map(|s| s.udf.as_ref()).collect();
         let direct_dtype = direct_dtype(dataset, &readers, &meta, options);
         let count = options
@@ -287,6 +299,33 @@ fn declare_buffers(
     check_declarations(udf.description(), &decls, meta.frames(), &meta.sig_shape)
         .map_err(|e| main_call_error(udf, name, "result_buffers", e))?;
     Ok(decls)
+}
+
+/// Step: which UDFs compute on the GPU: with `cuda` or `auto` and a usable GPU, the
+/// built-ins that have a kernel ([`crate::cuda::kernel_for`]); `cuda` without a usable
+/// GPU is an error, `auto` falls back to the CPU. Each UDF left on the CPU gets a note
+/// saying why.
+fn choose_devices(planned: &mut [PlannedUdf], device: crate::cuda::Device) -> Result<(), RunError> {
+    use crate::cuda::Device;
+    if device == Device::Cpu {
+        return Ok(());
+    }
+    if let Err(why) = crate::cuda::available() {
+        if device == Device::Cuda {
+            return Err(RunError::Invalid(format!("the run asks for the CUDA device, but {why}")));
+        }
+        for p in planned.iter_mut() {
+            p.device_note = Some(format!("no usable GPU: {why}"));
+        }
+        return Ok(());
+    }
+    for p in planned.iter_mut() {
+        match crate::cuda::kernel_for(&p.origin, &p.decls) {
+            Ok(()) => p.device = DeviceClass::Cuda,
+            Err(why) => p.device_note = Some(why),
+        }
+    }
+    Ok(())
 }
 
 /// Step: integer files read by UDFs that all convert on read (and read in place) are
