@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
 use udf_host::dataset::{DatasetSpec, Format, OpenOptions, OpenedDataset};
+use udf_host::cuda::Device;
 use udf_host::exec::{Limits, Progress, Run, RunIter, RunOptions, RunResults, UdfLoader, UdfSpec};
 use udf_host::loader::{Loader, runtime_options};
 use udf_host::roi::Roi;
@@ -40,12 +41,14 @@ pub struct Engine {
     loader: Arc<Loader>,
     threads: Option<usize>,
     limits: Limits,
+    /// Where built-ins with a CUDA kernel compute (docs/gpu.md).
+    device: Device,
 }
 
 #[pymethods]
 impl Engine {
     #[new]
-    #[pyo3(signature = (threads=None, timeout=300.0, max_memory=4u64 << 30, max_memory_total=None, trusted=false, cache_dir=None, cache=true))]
+    #[pyo3(signature = (threads=None, timeout=300.0, max_memory=4u64 << 30, max_memory_total=None, trusted=false, cache_dir=None, cache=true, device="cpu"))]
     fn new(
         threads: Option<usize>,
         timeout: f64,
@@ -54,7 +57,10 @@ impl Engine {
         trusted: bool,
         cache_dir: Option<PathBuf>,
         cache: bool,
+        device: &str,
     ) -> PyResult<Self> {
+        let device = Device::parse(device)
+            .ok_or_else(|| PyValueError::new_err(format!("device must be 'cpu', 'cuda' or 'auto', got {device:?}")))?;
         if threads == Some(0) {
             return Err(PyValueError::new_err("threads must be at least 1"));
         }
@@ -75,7 +81,7 @@ impl Engine {
         options.cache = ComponentCache::new(if cache { cache_dir.or_else(ComponentCache::default_dir) } else { None });
         options.logger = udf_host::log::stderr(udf_host::log::LogLevel::Warn);
         let runtime = WasmRuntime::new(options).map_err(|e| PyValueError::new_err(e.to_string()))?;
-        Ok(Engine { loader: Arc::new(Loader::new(runtime)), threads, limits })
+        Ok(Engine { loader: Arc::new(Loader::new(runtime)), threads, limits, device })
     }
 
     /// Open a file: `filetype` is a `--format` name or `auto`; `options_json` the open
@@ -161,6 +167,7 @@ impl Engine {
             partitions,
             threads: threads.or(self.threads),
             limits: self.limits,
+            device: self.device,
             ..RunOptions::default()
         };
         let opened = dataset.opened.clone();

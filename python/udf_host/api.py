@@ -250,7 +250,10 @@ class Context:
     "512M"), `max_memory_total` (all instances together and what their calls return;
     default half the machine's memory) and `trusted` (no timeout checks) are the limits
     plugins run under;
-    `cache_dir` holds compiled plugins (default ~/.cache/udf-host).
+    `cache_dir` holds compiled plugins (default ~/.cache/udf-host). `device`: where the
+    built-ins with a CUDA kernel compute, as `udf-host run --device`: "cpu" (default),
+    "cuda" (a `ValueError` when run without a usable GPU or a package built without CUDA)
+    or "auto" (the GPU when there is one); docs/gpu.md.
     """
 
     def __init__(
@@ -263,6 +266,7 @@ class Context:
         max_memory_total: int | str | None = None,
         trusted: bool = False,
         cache_dir: str | os.PathLike | None = None,
+        device: str = "cpu",
     ):
         self.threads = threads
         self.executor = executor
@@ -273,6 +277,7 @@ class Context:
             max_memory_total=None if max_memory_total is None else _parse_size(max_memory_total),
             trusted=trusted,
             cache_dir=None if cache_dir is None else os.fspath(cache_dir),
+            device=device,
         )
 
     def load(self, filetype: str, path: str | os.PathLike | None = None, *, data=None, sig_dims: int = 2, **options) -> DataSet:
