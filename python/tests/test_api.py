@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import _thread
 import json
+import os
 import pickle
 import threading
 import time
@@ -14,7 +15,7 @@ import pytest
 
 import udf_host
 
-from conftest import CLI, cli, plugin, scan
+from conftest import CACHE, CLI, cli, plugin, scan
 
 
 def test_load_reads_every_option_the_cli_has(ctx, tmp_path):
@@ -205,3 +206,30 @@ def test_the_readme_example_runs(scan_file, monkeypatch):
     exec(compile(code, "README.md", "exec"), namespace)
     np.testing.assert_array_equal(namespace["total"]["intensity"].data, data.astype(np.float64).sum(axis=(2, 3)))
     assert namespace["ring"]["intensity"].data.shape == data.shape[:2]
+
+
+def test_limits_and_device_reach_the_engine(scan_file):
+    path, data = scan_file
+    with pytest.raises(ValueError, match="device must be 'cpu', 'cuda' or 'auto', got 'tpu'"):
+        udf_host.Context(device="tpu")
+    with pytest.raises(ValueError, match="max-memory-total must be at least 16 MiB"):
+        udf_host.Context(max_memory_total="1M")
+    # `auto` computes on the CPU where there is no GPU (or no CUDA in this build) and gives
+    # the same numbers as NumPy.
+    auto = udf_host.Context(threads=2, cache_dir=CACHE, device="auto")
+    ds = auto.load("auto", path=path)
+    total = auto.run_udf(dataset=ds, udf=udf_host.BuiltinUDF("sum"))["intensity"].data
+    np.testing.assert_array_equal(total, data.sum(axis=(0, 1), dtype=np.float64).astype(total.dtype))
+    # `cuda` without a usable GPU is an error naming the cause, not a silent CPU run.
+    if not os.environ.get("UDF_HOST_EXPECT_GPU"):
+        cuda = udf_host.Context(threads=2, cache_dir=CACHE, device="cuda")
+        with pytest.raises(ValueError, match="asks for the CUDA device"):
+            cuda.run_udf(dataset=cuda.load("auto", path=path), udf=udf_host.BuiltinUDF("sum"))
+    # A total memory budget smaller than what one instance may grow to stops a plugin that
+    # hoards memory with a message naming the budget.
+    small = udf_host.Context(threads=1, cache_dir=CACHE, max_memory="1G", max_memory_total="24M")
+    with pytest.raises(udf_host.UDFError, match="total memory budget of 24 MiB"):
+        small.run_udf(
+            dataset=small.load("auto", path=path),
+            udf=udf_host.WasmUDF(plugin("probe_hostile"), attack="allocate", at="process"),
+        )
