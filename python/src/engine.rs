@@ -48,6 +48,8 @@ pub struct Engine {
 #[pymethods]
 impl Engine {
     #[new]
+    // One argument per keyword of `udf_host.Context` (the Python layer names them).
+    #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (threads=None, timeout=300.0, max_memory=4u64 << 30, max_memory_total=None, trusted=false, cache_dir=None, cache=true, device="cpu"))]
     fn new(
         threads: Option<usize>,
