@@ -116,20 +116,27 @@ macro_rules! embed {
 const RUST_SDK: Embedded = embed! {
     "udf-sdk/src/adapter.rs" => "../../../guest-sdk/src/adapter.rs",
     "udf-sdk/src/buffers.rs" => "../../../guest-sdk/src/buffers.rs",
+    "udf-sdk/src/declaration.rs" => "../../../guest-sdk/src/declaration.rs",
     "udf-sdk/src/describe.rs" => "../../../guest-sdk/src/describe.rs",
     "udf-sdk/src/element.rs" => "../../../guest-sdk/src/element.rs",
     "udf-sdk/src/error.rs" => "../../../guest-sdk/src/error.rs",
     "udf-sdk/src/lib.rs" => "../../../guest-sdk/src/lib.rs",
+    "udf-sdk/src/map.rs" => "../../../guest-sdk/src/map.rs",
+    "udf-sdk/src/ops.rs" => "../../../guest-sdk/src/ops.rs",
     "udf-sdk/src/params.rs" => "../../../guest-sdk/src/params.rs",
     "udf-sdk/src/simd.rs" => "../../../guest-sdk/src/simd.rs",
     "udf-sdk/src/tile.rs" => "../../../guest-sdk/src/tile.rs",
     "udf-sdk/src/udf.rs" => "../../../guest-sdk/src/udf.rs",
+    "udf-sdk/examples/frame_map.rs" => "../../../guest-sdk/examples/frame_map.rs",
     "udf-sdk/examples/my_sum.rs" => "../../../guest-sdk/examples/my_sum.rs",
+    "udf-sdk/examples/short_sum.rs" => "../../../guest-sdk/examples/short_sum.rs",
 };
 
 /// The C SDK (also under the Zig SDK).
 const C_SDK: Embedded = embed! {
+    "sdk/udf_map.c" => "../../../guest-sdk/c/udf_map.c",
     "sdk/udf_nowasi.c" => "../../../guest-sdk/c/udf_nowasi.c",
+    "sdk/udf_ops.c" => "../../../guest-sdk/c/udf_ops.c",
     "sdk/udf_sdk.c" => "../../../guest-sdk/c/udf_sdk.c",
     "sdk/udf_sdk.h" => "../../../guest-sdk/c/udf_sdk.h",
     "sdk/udf_view.c" => "../../../guest-sdk/c/udf_view.c",
