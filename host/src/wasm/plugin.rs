@@ -324,7 +324,10 @@ fn trap(shared: &Shared, error: wasmtime::Error, log_tail: Vec<String>, kind: Ca
             kind.fuel(shared.options.max_memory) >> 20
         )
     } else {
-        format!("trapped: {}", escape_control(chain.lines().next().unwrap_or("unknown error")))
+        // The innermost cause says what went wrong (e.g. a full resource table); the outer
+        // layers are wasmtime's "error while executing at wasm backtrace" wrapping.
+        let cause = error.root_cause().to_string();
+        format!("trapped: {}", escape_control(cause.lines().next().unwrap_or("unknown error")))
     };
     let backtrace = error.downcast_ref::<wasmtime::WasmBacktrace>().map(|bt| {
         let names: Vec<String> =
