@@ -62,7 +62,7 @@ impl Engine {
         device: &str,
     ) -> PyResult<Self> {
         let device = Device::parse(device)
-            .ok_or_else(|| PyValueError::new_err(format!("device must be 'cpu', 'cuda' or 'auto', got {device:?}")))?;
+            .ok_or_else(|| PyValueError::new_err(format!("device must be 'cpu', 'cuda' or 'auto', got '{device}'")))?;
         if threads == Some(0) {
             return Err(PyValueError::new_err("threads must be at least 1"));
         }

@@ -126,9 +126,12 @@ def test_update_parameters_changes_later_partitions(scan_file):
     before = first.damage.ravel()
     assert (scaled[before] == 1.0).all(), "the first partition ran with the first value"
     assert set(np.unique(scaled)) <= {1.0, 3.0}
-    # Partitions 3.. (frames from 18 on: 42 frames in 7 partitions of 6) started long
-    # after the update.
-    assert (scaled[18:] == 3.0).all(), scaled
+    # One thread runs the partitions in order: once a partition saw the new value, every
+    # later one did. How many started before the update depends on the machine's load;
+    # the last (frames 36..41 of 42 in 7 partitions of 6) starts long after it.
+    changed = np.flatnonzero(scaled == 3.0)
+    assert changed.size and (scaled[changed[0]:] == 3.0).all(), scaled
+    assert (scaled[36:] == 3.0).all(), scaled
 
 
 def test_a_failing_plugin_raises_udferror_with_where_and_its_log(ctx, scan_file):
