@@ -78,6 +78,18 @@ def test_results_equal_the_clis_bit_for_bit(client, dataset, partitions, with_ro
         assert (res[0]["intensity"].valid_mask == roi).all()
 
 
+def test_the_same_run_again_and_again_gives_the_same_result(client):
+    # Identical runs back to back ship identical plans: each run's copy must outlive the
+    # previous run releasing its own (a content-hashed key was shared and lost).
+    # In-memory frames (1 MiB) make the plan large enough for the race to show.
+    frames = np.random.default_rng(0).integers(0, 100, size=(64, 64, 8, 8)).astype(np.float32)
+    ctx = udf_host.Context(executor=udf_host.DaskExecutor(client))
+    ds = ctx.load("memory", data=frames)
+    for _ in range(6):
+        res = ctx.run_udf(dataset=ds, udf=udf_host.BuiltinUDF("sumsig"), partitions=64)
+        np.testing.assert_array_equal(res["intensity"].data, frames.sum(axis=(2, 3)))
+
+
 def test_run_udf_iter_on_dask_yields_monotone_damage(client, dataset):
     path, data, masks, roi, expected = dataset
     ctx = udf_host.Context(executor=udf_host.DaskExecutor(client))

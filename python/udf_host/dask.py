@@ -142,7 +142,9 @@ class DaskResultIterator:
         self._single = single
         self._merger = plan.merger()
         self._progress = _ProgressBar(_Progress(self._merger, plan.frames_total), progress)
-        self._plan = self._client.scatter(plan.json(), broadcast=True)
+        # A key of its own per run: with the content hash as key, a run that releases
+        # the plan while the next identical run scatters it again loses the next run's copy.
+        self._plan = self._client.scatter(plan.json(), broadcast=True, hash=False)
         self._plan_id = plan.id()
         self._params: str | None = None
         self._todo = list(plan.partitions())
