@@ -16,6 +16,7 @@
 
 mod chunked;
 pub mod filters;
+mod lz4;
 mod select;
 
 use super::concat::Concat;
