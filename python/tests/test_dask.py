@@ -119,6 +119,9 @@ def test_plugins_travel_as_bytes_and_failures_raise_udferror(client, dataset):
     assert e.plugin == "trap" and e.call == "process" and e.frames[0] <= 20 <= e.frames[1]
     assert any("probe panics at frame 20" in line for line in e.log)
     assert time.perf_counter() - started < 60, "a plugin failure must not be retried in a loop"
+    # Anything but a udf_host UDF is refused before planning, as in-process.
+    with pytest.raises(TypeError, match="expected a udf_host.WasmUDF"):
+        ctx.run_udf(dataset=ds, udf=object())
 
 
 def test_an_unreadable_dataset_path_is_named_in_the_error(client, tmp_path):

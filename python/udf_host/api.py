@@ -157,6 +157,30 @@ class _ProgressBar:
             sys.stderr.write("\n")
 
 
+def _udf_results(source, single: bool) -> UDFResults:
+    """The results merged so far by `source` (a native run handle or merger: `results()`
+    per UDF, `damage()` as (nav shape, flat mask)); one UDF's dict when `single`."""
+    per_udf = [{name: Buffer(b) for name, b in udf.items()} for udf in source.results()]
+    nav, damage = source.damage()
+    return UDFResults(per_udf[0] if single else per_udf, np.array(damage, dtype=bool).reshape(nav))
+
+
+def _specs(udfs: list) -> list:
+    """What the native engine takes for each UDF, refusing anything else."""
+    for udf in udfs:
+        if not isinstance(udf, (WasmUDF, BuiltinUDF)):
+            raise TypeError(f"expected a udf_host.WasmUDF or udf_host.BuiltinUDF, got {type(udf).__name__}")
+    return [udf._spec() for udf in udfs]
+
+
+def _roi_array(roi) -> np.ndarray | None:
+    """A ROI as the native engine takes it: a C-contiguous boolean array (nonzero = in)."""
+    if roi is None:
+        return None
+    array = np.ascontiguousarray(roi)
+    return array if array.dtype == bool else array != 0
+
+
 class ResultIterator:
     """What `Context.run_udf_iter` returns: iterate it for a `UDFResults` after each
     merged partition. `update_parameters_experimental` changes parameters for the
@@ -193,10 +217,7 @@ class ResultIterator:
             raise
 
     def _results(self) -> UDFResults:
-        per_udf = [{name: Buffer(b) for name, b in udf.items()} for udf in self._handle.results()]
-        nav, damage = self._handle.damage()
-        buffers = per_udf[0] if self._single else per_udf
-        return UDFResults(buffers, np.array(damage, dtype=bool).reshape(nav))
+        return _udf_results(self._handle, self._single)
 
     def update_parameters_experimental(self, parameters: dict | Sequence[dict]) -> None:
         """New parameters for partitions started from now on: a dict (one UDF) or a list
@@ -305,17 +326,7 @@ class Context:
         return DataSet(self._engine.open(filetype, os.fspath(path), _open_options(options)))
 
     def _start(self, dataset: DataSet, udfs: list, roi, partitions):
-        specs = []
-        for udf in udfs:
-            if not isinstance(udf, (WasmUDF, BuiltinUDF)):
-                raise TypeError(f"expected a udf_host.WasmUDF or udf_host.BuiltinUDF, got {type(udf).__name__}")
-            specs.append(udf._spec())
-        roi_array = None
-        if roi is not None:
-            roi_array = np.ascontiguousarray(roi)
-            if roi_array.dtype != bool:
-                roi_array = roi_array != 0
-        return self._engine.start(dataset._native, specs, roi_array, partitions)
+        return self._engine.start(dataset._native, _specs(udfs), _roi_array(roi), partitions)
 
     def run_udf(self, dataset: DataSet, udf, roi=None, progress: bool = False, partitions: int | None = None):
         """Run one UDF (or a list of UDFs, in one pass over the data) and return its results:

@@ -17,11 +17,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import numpy as np
-
 from . import _native
-from .api import UDFResults, _ProgressBar
-from .buffers import Buffer
+from .api import UDFResults, _ProgressBar, _roi_array, _specs, _udf_results
 from .udf import WasmUDF
 
 __all__ = ["DaskExecutor"]
@@ -107,14 +104,8 @@ class DaskExecutor:
             self._installed.update(wasm)
 
     def run_udf_iter(self, ctx, dataset, udfs: list, single: bool, roi, progress: bool, partitions):
-        specs = [udf._spec() for udf in udfs]
-        roi_array = None
-        if roi is not None:
-            roi_array = np.ascontiguousarray(roi)
-            if roi_array.dtype != bool:
-                roi_array = roi_array != 0
         threads = self.threads()
-        plan = ctx._engine.plan(dataset._native, specs, roi_array, partitions, threads)
+        plan = ctx._engine.plan(dataset._native, _specs(udfs), _roi_array(roi), partitions, threads)
         self._install_plugins(udfs)
         return DaskResultIterator(self, plan, single, progress, self.window or 2 * threads)
 
@@ -209,9 +200,7 @@ class DaskResultIterator:
             raise
 
     def _results(self) -> UDFResults:
-        per_udf = [{name: Buffer(b) for name, b in udf.items()} for udf in self._merger.results()]
-        nav, damage = self._merger.damage()
-        return UDFResults(per_udf[0] if self._single else per_udf, np.array(damage, dtype=bool).reshape(nav))
+        return _udf_results(self._merger, self._single)
 
     def results(self) -> UDFResults:
         """The results merged so far."""
