@@ -30,6 +30,7 @@ pub mod dtype;
 pub mod exec;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod live;
 pub mod loader;
 pub mod log;
 pub mod npy;

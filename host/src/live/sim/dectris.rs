@@ -1,0 +1,3 @@
+//! Placeholder (the next commit).
+pub struct DectrisSim;
+pub struct DectrisSource;
