@@ -125,3 +125,66 @@ fn merlin_every_pixel_format_equals_the_offline_run() {
         assert_same(&live.unwrap(), &offline(&path, &nav, &udfs, partitions, 2), &format!("{kind:?} quad {quad}"));
     }
 }
+
+mod dectris {
+    use super::*;
+    use udf_host::live::StreamFormat;
+    use udf_host::live::sim::{DectrisSim, DectrisSource};
+    use udf_host_tests::fixtures::{Ty, write_npy};
+
+    /// Serve `path` once as a DECTRIS stream; run `udfs` live over it.
+    pub(super) fn run_live_dectris(
+        path: &Path,
+        format: StreamFormat,
+        compress: bool,
+        with_api: bool,
+        udfs: &[Arc<dyn Udf>],
+        options: LiveOptions,
+        sim_options: SimOptions,
+    ) -> (RunResults, LiveStats, Option<LiveError>) {
+        let source = DectrisSource::open(path, &OpenOptions::default(), format, compress).unwrap();
+        let api = with_api.then_some("127.0.0.1:0");
+        let sim =
+            DectrisSim::start(source, "127.0.0.1:0", api, SimOptions { acquisitions: Some(1), ..sim_options }).unwrap();
+        let live = LiveSource::Dectris {
+            address: sim.address().to_string(),
+            api: sim.api_address().map(|a| format!("http://{a}")),
+        };
+        let stopper = sim.stopper();
+        let mut run = LiveRun::start(&live, specs(udfs), options, Stop::default()).unwrap();
+        let mut last_error = None;
+        for step in run.by_ref() {
+            if let Err(e) = step {
+                last_error = Some(e);
+            }
+        }
+        stopper.stop();
+        let _ = sim.wait();
+        (run.results().unwrap(), run.stats(), last_error)
+    }
+
+    #[test]
+    fn dectris_streams_equal_the_offline_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let nav = [5, 9];
+        let cases = [
+            (Ty::U16, StreamFormat::Cbor, true, true),
+            (Ty::U32, StreamFormat::Cbor, true, false),
+            (Ty::U8, StreamFormat::Cbor, false, false),
+            (Ty::U16, StreamFormat::Legacy, true, true),
+            (Ty::U32, StreamFormat::Legacy, false, false),
+        ];
+        for (i, (ty, format, compress, api)) in cases.into_iter().enumerate() {
+            let data = mib::counts(&nav, &[16, 24], 200, 70 + i as u64);
+            let path = dir.path().join(format!("d{i}.npy"));
+            write_npy(&path, &data, ty);
+            let udfs = builtins();
+            let (live, stats, error) =
+                run_live_dectris(&path, format, compress, api, &udfs, options(&nav, 4, 2), SimOptions::default());
+            let what = format!("{ty:?} {format:?} compressed {compress} api {api}");
+            assert!(error.is_none(), "{what}: {error:?}");
+            assert_eq!(stats.frames_received, 45, "{what}");
+            assert_same(&live, &offline(&path, &nav, &udfs, 45usize.div_ceil(4), 2), &what);
+        }
+    }
+}
