@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use udf_host::dataset::OpenOptions;
 use udf_host::exec::{RunOptions, RunResults, UdfSpec};
-use udf_host::live::sim::{MerlinSim, MibReplay, SimOptions};
+use udf_host::live::sim::{Faults, MerlinSim, MibReplay, SimOptions};
 use udf_host::live::{LiveError, LiveOptions, LiveRun, LiveSource, LiveStats, Stop};
 use udf_host::udf::{Params, Udf};
 use udf_host_tests::fixture_formats::mib::{self, MibKind, MibSet};
@@ -187,4 +187,203 @@ mod dectris {
             assert_same(&live, &offline(&path, &nav, &udfs, 45usize.div_ceil(4), 2), &what);
         }
     }
+
+    #[test]
+    fn dectris_series_that_end_early_keep_what_came() {
+        let dir = tempfile::tempdir().unwrap();
+        let nav = [5, 9];
+        let data = mib::counts(&nav, &[16, 24], 200, 80);
+        let path = dir.path().join("d.npy");
+        write_npy(&path, &data, Ty::U16);
+        let udfs = builtins();
+        for (format, faults) in [
+            (StreamFormat::Cbor, Faults { end_after: Some(19), ..Faults::default() }),
+            (StreamFormat::Legacy, Faults { end_after: Some(30), ..Faults::default() }),
+            (StreamFormat::Cbor, Faults { stall_after: Some(11), ..Faults::default() }),
+            (StreamFormat::Cbor, Faults { disconnect_after: Some(25), ..Faults::default() }),
+        ] {
+            let what = format!("{format:?} {faults:?}");
+            let mut o = options(&nav, 4, 2);
+            o.stall_timeout = Duration::from_millis(700);
+            let sim_options = SimOptions { faults: faults.clone(), ..Default::default() };
+            let (live, stats, error) = run_live_dectris(&path, format, true, false, &udfs, o, sim_options);
+            let Some(LiveError::Ended { received, .. }) = error else { panic!("{what}: {error:?}") };
+            let limit = faults.end_after.or(faults.stall_after).or(faults.disconnect_after).unwrap();
+            // A ZeroMQ socket cannot be flushed before it closes: a disconnect may cost
+            // the images still queued in the simulator, never one that was received.
+            if faults.disconnect_after.is_some() {
+                assert!(received <= limit, "{what}: {received}");
+            } else {
+                assert_eq!(received, limit, "{what}");
+            }
+            assert_eq!(stats.frames_received, received, "{what}");
+            assert_partial(&live, &path, &nav, &udfs, received as usize, &what);
+        }
+    }
+
+    #[test]
+    fn dectris_malformed_messages_fail_the_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let nav = [5, 9];
+        let data = mib::counts(&nav, &[16, 24], 200, 81);
+        let path = dir.path().join("d.npy");
+        write_npy(&path, &data, Ty::U16);
+        for format in [StreamFormat::Cbor, StreamFormat::Legacy] {
+            let faults = Faults { corrupt_frame: Some(7), ..Faults::default() };
+            let sim_options = SimOptions { faults, ..Default::default() };
+            let (_, _, error) =
+                run_live_dectris(&path, format, true, false, &builtins(), options(&nav, 4, 2), sim_options);
+            match error {
+                Some(LiveError::Malformed { at, .. }) => assert_eq!(at, "image 7", "{format:?}"),
+                other => panic!("{format:?}: expected a malformed image, got {other:?}"),
+            }
+        }
+    }
+}
+
+/// A scan that ended after `received` frames: the valid masks are exactly those frames,
+/// and every valid value equals the offline run over them (a ROI of the first frames).
+/// Except next to frames that never came, where com's gradients (divergence, curl) are
+/// NaN offline (the ROI) and use the zeros of the missing rows live, as LiberTEM's
+/// partial results do.
+fn assert_partial(live: &RunResults, path: &Path, nav: &[usize], udfs: &[Arc<dyn Udf>], received: usize, what: &str) {
+    let n: usize = nav.iter().product();
+    let mask: Vec<bool> = (0..n).map(|i| i < received).collect();
+    let open = OpenOptions { nav_shape: Some(nav.to_vec()), ..Default::default() };
+    let specs = udfs.iter().map(|u| (u.clone(), Params::default())).collect();
+    let options = RunOptions { roi: Some(udf_host::roi::Roi::from_mask(mask.clone())), ..Default::default() };
+    let offline = run_on(path, &open, specs, options).unwrap();
+    for (a, b) in live.udfs.iter().zip(&offline.udfs) {
+        for (x, y) in a.buffers.iter().zip(&b.buffers) {
+            assert_eq!(x.valid.bytes(), y.valid.bytes(), "{what}: {}.{} valid mask", a.name, x.name);
+            let (xs, ys) = (udf_host_tests::reference::to_f64(&x.data), udf_host_tests::reference::to_f64(&y.data));
+            let valid: &[u8] = x.valid.bytes();
+            let per = xs.len() / valid.len();
+            for (i, (p, q)) in xs.iter().zip(&ys).enumerate() {
+                if valid[i / per] != 0 && !q.is_nan() {
+                    assert!(p.to_bits() == q.to_bits(), "{what}: {}.{}[{i}]: {p} live, {q} offline", a.name, x.name);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn merlin_disconnect_and_stall_end_the_scan_with_the_frames_received() {
+    let dir = tempfile::tempdir().unwrap();
+    let nav = [6, 7];
+    let data = mib::counts(&nav, &[8, 64], 255, 3);
+    let path = mib::write_mib(dir.path(), "scan", &data, MibSet::new(MibKind::U16)).remove(0);
+    let udfs = builtins();
+    for faults in [
+        Faults { disconnect_after: Some(17), ..Faults::default() },
+        Faults { stall_after: Some(23), ..Faults::default() },
+    ] {
+        let mut o = options(&nav, 5, 2);
+        o.stall_timeout = Duration::from_millis(700);
+        let expected = faults.disconnect_after.or(faults.stall_after).unwrap();
+        let (live, stats, error) =
+            run_live(&path, &nav, &udfs, o, SimOptions { faults: faults.clone(), ..Default::default() });
+        let what = format!("{faults:?}");
+        match error {
+            Some(LiveError::Ended { received, expected: 42, reason }) => {
+                assert_eq!(received, expected, "{what}");
+                if faults.stall_after.is_some() {
+                    assert!(matches!(*reason, LiveError::Stalled { .. }), "{what}: {reason}");
+                } else {
+                    assert!(matches!(*reason, LiveError::Disconnected { .. }), "{what}: {reason}");
+                }
+            }
+            other => panic!("{what}: expected the scan to end early, got {other:?}"),
+        }
+        assert_eq!(stats.frames_received, expected, "{what}");
+        assert!(stats.ended_early.is_some(), "{what}");
+        assert_partial(&live.unwrap(), &path, &nav, &udfs, expected as usize, &what);
+    }
+    // Gone before the first frame: no acquisition, nothing to keep.
+    let faults = Faults { disconnect_after: Some(0), ..Faults::default() };
+    let (_, _, error) = run_live(&path, &nav, &udfs, options(&nav, 5, 2), SimOptions { faults, ..Default::default() });
+    assert!(matches!(error, Some(LiveError::Disconnected { frames: 0, .. })), "{error:?}");
+}
+
+#[test]
+fn merlin_malformed_frames_fail_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let nav = [6, 7];
+    let data = mib::counts(&nav, &[8, 64], 255, 4);
+    let path = mib::write_mib(dir.path(), "scan", &data, MibSet::new(MibKind::U8)).remove(0);
+    let faults = Faults { corrupt_frame: Some(20), ..Faults::default() };
+    let (_, _, error) =
+        run_live(&path, &nav, &builtins(), options(&nav, 5, 2), SimOptions { faults, ..Default::default() });
+    match error {
+        Some(LiveError::Malformed { at, message, .. }) => {
+            assert_eq!(at, "frame 20");
+            assert!(message.contains("MQ1"), "{message}");
+        }
+        other => panic!("expected a malformed frame, got {other:?}"),
+    }
+    // A nav shape that does not match what the detector announces.
+    let (_, _, error) = run_live(&path, &[6, 8], &builtins(), options(&[6, 8], 5, 2), SimOptions::default());
+    let text = error.map(|e| e.to_string()).unwrap_or_default();
+    assert!(text.contains("announces 42 frames") && text.contains("[6, 8]"), "{text}");
+}
+
+#[test]
+fn a_slow_consumer_back_pressures_the_detector_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let nav = [8, 16];
+    let data = mib::counts(&nav, &[16, 64], 255, 5);
+    let path = mib::write_mib(dir.path(), "scan", &data, MibSet::new(MibKind::U16)).remove(0);
+    let slow = udf_host_tests::load("probe_slow");
+    let sumsig = udf_host::builtins::get("sumsig").unwrap();
+    let mut o = options(&nav, 4, 2);
+    // Room for two partitions of 4 frames of 2 KiB: the receiver must wait for them.
+    o.max_buffer = 2 * 4 * 16 * 64 * 2;
+    let spin =
+        Params(vec![udf_host::udf::Param { name: "spin".into(), value: udf_host::udf::ParamValue::Int(200_000) }]);
+    let specs =
+        vec![UdfSpec { udf: slow.clone(), params: spin }, UdfSpec { udf: sumsig.clone(), params: Params::default() }];
+    let replay = MibReplay::open(&path, Some(&nav)).unwrap();
+    let sim =
+        MerlinSim::start(replay, "127.0.0.1:0", SimOptions { acquisitions: Some(1), ..Default::default() }).unwrap();
+    let source: LiveSource = format!("merlin://{}", sim.address()).parse().unwrap();
+    let mut run = LiveRun::start(&source, specs, o, Stop::default()).unwrap();
+    for step in run.by_ref() {
+        step.unwrap();
+    }
+    let stats = run.stats();
+    assert_eq!(stats.frames_received, 128);
+    assert!(stats.buffer.back_pressure_waits > 0, "{stats:?}");
+    assert!(stats.buffer.peak_bytes <= o_limit(&stats), "{stats:?}");
+    let results = run.results().unwrap();
+    // The slow plugin's frame sums equal sumsig's, offline.
+    let offline = offline(&path, &nav, &[sumsig], 32, 2);
+    assert_eq!(results.udfs[0].buffers[0].data.bytes(), offline.udfs[0].buffers[0].data.bytes());
+    assert!(results.udfs[0].buffers[0].all_valid);
+    let _ = sim.wait();
+}
+
+/// The buffer limit plus one frame (a frame is let in when the buffer holds less than
+/// the limit).
+fn o_limit(stats: &LiveStats) -> u64 {
+    stats.buffer.limit_bytes + 16 * 64 * 2
+}
+
+#[test]
+fn a_roi_processes_only_its_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    let nav = [6, 7];
+    let data = mib::counts(&nav, &[8, 64], 255, 6);
+    let path = mib::write_mib(dir.path(), "scan", &data, MibSet::new(MibKind::R12)).remove(0);
+    let mask = udf_host_tests::fixtures::random_roi(42, 0.4, 9);
+    let roi = udf_host::roi::Roi::from_mask(mask);
+    let udfs = builtins();
+    let mut o = options(&nav, 5, 2);
+    o.run.roi = Some(roi.clone());
+    let (live, _, error) = run_live(&path, &nav, &udfs, o, SimOptions::default());
+    assert!(error.is_none(), "{error:?}");
+    let open = OpenOptions { nav_shape: Some(nav.to_vec()), ..Default::default() };
+    let specs = udfs.iter().map(|u| (u.clone(), Params::default())).collect();
+    let options = RunOptions { roi: Some(roi), partitions: Some(9), threads: Some(2), ..Default::default() };
+    assert_same(&live.unwrap(), &run_on(&path, &open, specs, options).unwrap(), "roi");
 }

@@ -448,10 +448,11 @@ async fn send_series(
     // The first message waits for a receiver.
     let mut first = true;
     let started = Instant::now();
-    let Faults { disconnect_after, stall_after, corrupt_frame } = &options.faults;
+    let Faults { disconnect_after, stall_after, corrupt_frame, end_after } = &options.faults;
     let pacer = Pacer::new(options.fps);
     let mut messages: Vec<(Option<u64>, Vec<Bytes>)> = source.start.iter().map(|m| (None, m.clone())).collect();
-    messages.extend(source.images.iter().enumerate().map(|(i, m)| (Some(i as u64), m.clone())));
+    let images = end_after.map_or(source.images.len(), |n| (n as usize).min(source.images.len()));
+    messages.extend(source.images[..images].iter().enumerate().map(|(i, m)| (Some(i as u64), m.clone())));
     messages.push((None, source.end.clone()));
     for (image, parts) in messages {
         if stop.is_stopped() {

@@ -203,7 +203,7 @@ fn send_acquisition(
     stream.write_all(hdr)?;
     report.bytes += (hdr.len() + 15) as u64;
     let pacer = Pacer::new(options.fps);
-    let Faults { disconnect_after, stall_after, corrupt_frame } = &options.faults;
+    let Faults { disconnect_after, stall_after, corrupt_frame, .. } = &options.faults;
     let prefix = mpx_prefix(replay.stride);
     // Frames go out in batches (one system call for many frames) unless paced.
     let batch = if options.fps.is_some() { 1 } else { 64 };

@@ -41,6 +41,9 @@ pub struct Faults {
     pub stall_after: Option<u64>,
     /// Send this frame with a broken header.
     pub corrupt_frame: Option<u64>,
+    /// DECTRIS: end the series (its end message) after this many images, as a detector
+    /// stopped early does.
+    pub end_after: Option<u64>,
 }
 
 /// What a simulator sent.
