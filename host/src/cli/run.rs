@@ -523,7 +523,7 @@ fn test_pause_before_commit() {
 /// Ctrl-C: the first one stops the current run cleanly (and, while results are being
 /// written, lets the writing finish); a second one removes what is half-written
 /// ([`crate::output::cleanup`]) and exits at once.
-mod interrupt {
+pub(super) mod interrupt {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex, Once};
 

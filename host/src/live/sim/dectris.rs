@@ -27,6 +27,10 @@ pub struct DectrisSource {
     format: StreamFormat,
 }
 
+/// How long the simulator keeps its socket after the last series, for the messages
+/// still queued in it to go out.
+const LINGER: Duration = Duration::from_secs(5);
+
 /// The series id the simulator reports.
 const SERIES: u64 = 7;
 
@@ -416,10 +420,15 @@ async fn serve(
             }
         }
     }
-    // Dropping the socket would discard what is still queued for the receiver: keep it
-    // until the receiver hangs up (or the simulator is stopped).
+    // Dropping the socket would discard what is still queued for the receiver (the
+    // socket queues up to 100000 messages): keep it until the receiver hangs up, the
+    // simulator is stopped, or — a PUSH socket does not always see its peer leave — the
+    // queue had time to drain at 0.5 GB/s, plus a few seconds.
     count_peers(&mut peers);
-    while peers > 0 && !stop.is_stopped() {
+    let lingering = Instant::now();
+    let series_bytes: usize = source.images.iter().flatten().map(Bytes::len).sum();
+    let linger = LINGER + Duration::from_secs_f64(series_bytes as f64 / 0.5e9);
+    while peers > 0 && !stop.is_stopped() && lingering.elapsed() < linger {
         tokio::time::sleep(Duration::from_millis(20)).await;
         count_peers(&mut peers);
     }

@@ -18,6 +18,11 @@ mod merlin;
 pub use dectris::{DectrisSim, DectrisSource};
 pub use merlin::{MerlinSim, MibReplay};
 
+/// The Merlin data port's default port.
+pub const MERLIN_PORT: u16 = super::merlin::DEFAULT_PORT;
+/// The DECTRIS Stream V2 default port.
+pub const DECTRIS_PORT: u16 = super::dectris::DEFAULT_PORT;
+
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
