@@ -86,7 +86,9 @@ impl Simplon {
 
 /// Receives one series from a DECTRIS stream.
 pub struct DectrisReceiver {
+    address: String,
     endpoint: String,
+    connected: bool,
     runtime: tokio::runtime::Runtime,
     socket: zeromq::PullSocket,
     /// Whether the socket's monitor reported the detector's connection gone (ZeroMQ
@@ -116,35 +118,30 @@ struct ImageGeometry {
 }
 
 impl DectrisReceiver {
-    /// Connect a PULL socket to `address` (`host:port`); with `api` (`http://HOST:PORT`),
-    /// arm the detector through its SIMPLON API when the receiver starts.
+    /// A PULL socket for the stream at `address` (`host:port`), connected when the
+    /// receiver starts; with `api` (`http://HOST:PORT`), the detector is armed through its
+    /// SIMPLON API then.
     ///
     /// # Errors
-    /// [`LiveError::Connect`].
+    /// [`LiveError::Connect`] if the network runtime cannot start.
     pub fn connect(address: &str, api: Option<&str>) -> Result<Self, LiveError> {
         let endpoint = format!("dectris://{address}");
-        let connect_error =
-            |message: String| LiveError::Connect { endpoint: endpoint.clone(), error: std::io::Error::other(message) };
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| connect_error(format!("cannot start the network runtime: {e}")))?;
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| {
+            LiveError::Connect { endpoint: endpoint.clone(), error: std::io::Error::other(e.to_string()) }
+        })?;
         let mut socket = zeromq::PullSocket::new();
         let mut monitor = socket.monitor();
         let disconnected = Box::new(move || {
             std::iter::from_fn(|| monitor.try_recv().ok())
                 .any(|event| matches!(event, zeromq::SocketEvent::Disconnected(_)))
         });
-        let url = format!("tcp://{address}");
-        runtime
-            .block_on(async { tokio::time::timeout(Duration::from_secs(10), socket.connect(&url)).await })
-            .map_err(|_| connect_error("no answer within 10 s".into()))?
-            .map_err(|e| connect_error(e.to_string()))?;
         Ok(DectrisReceiver {
+            address: address.to_owned(),
             endpoint,
             runtime,
             socket,
             disconnected,
+            connected: false,
             api: api.map(Simplon::new),
             armed: false,
             parts: VecDeque::new(),
@@ -156,6 +153,28 @@ impl DectrisReceiver {
             bytes: 0,
             channel: None,
         })
+    }
+
+    /// Connect, trying until `limit` (a ZeroMQ sender may bind only once armed).
+    fn connect_within(&mut self, stop: &Stop, limit: Option<Duration>) -> Result<bool, LiveError> {
+        let url = format!("tcp://{}", self.address);
+        let started = Instant::now();
+        while !self.connected {
+            if stop.is_stopped() {
+                return Err(LiveError::Stopped);
+            }
+            if limit.is_some_and(|l| started.elapsed() >= l) {
+                return Ok(false);
+            }
+            let socket = &mut self.socket;
+            let attempt = self.runtime.block_on(async { tokio::time::timeout(4 * POLL, socket.connect(&url)).await });
+            match attempt {
+                Ok(Ok(())) => self.connected = true,
+                Ok(Err(_)) => std::thread::sleep(POLL),
+                Err(_elapsed) => {}
+            }
+        }
+        Ok(true)
     }
 
     fn malformed(&self, at: impl Into<String>, message: impl Into<String>) -> LiveError {
@@ -366,10 +385,19 @@ impl Receiver for DectrisReceiver {
     }
 
     fn start(&mut self, stop: &Stop, timeout: Option<Duration>) -> Result<Acquisition, LiveError> {
+        // Connect first, as a receiver should; a sender that binds only once armed (as
+        // LiberTEM-rs's simulator does) is connected to after arming.
+        let connected = self.connect_within(stop, Some(Duration::from_secs(2)))?;
         if let Some(api) = &self.api {
             let series = api.arm()?;
             self.armed = true;
             self.series = series;
+        }
+        if !connected && !self.connect_within(stop, timeout)? {
+            return Err(LiveError::NoStart {
+                endpoint: self.endpoint.clone(),
+                seconds: timeout.map_or(0.0, |t| t.as_secs_f64()),
+            });
         }
         let mut details = Vec::new();
         let mut frames = None;
