@@ -36,21 +36,23 @@ fn run_live(
     let sim = MerlinSim::start(replay, "127.0.0.1:0", SimOptions { acquisitions: Some(1), ..sim_options }).unwrap();
     let source: LiveSource = format!("merlin://{}", sim.address()).parse().unwrap();
     let stopper = sim.stopper();
-    let mut run = match LiveRun::start(&source, specs(udfs), options, Stop::default()) {
-        Ok(run) => run,
-        Err(e) => {
-            stopper.stop();
-            return (Err(e.to_string()), fake_stats(), Some(e));
-        }
+    let outcome = match LiveRun::start(&source, specs(udfs), options, Stop::default()) {
+        Ok(run) => drain(run),
+        Err(e) => (Err(e.to_string()), fake_stats(), Some(e)),
     };
+    stopper.stop();
+    let _ = sim.wait();
+    outcome
+}
+
+/// Run to the end: the results, the stats and the last error.
+fn drain(mut run: LiveRun) -> (Result<RunResults, String>, LiveStats, Option<LiveError>) {
     let mut last_error = None;
     for step in run.by_ref() {
         if let Err(e) = step {
             last_error = Some(e);
         }
     }
-    stopper.stop();
-    let _ = sim.wait();
     (run.results().map_err(|e| e.to_string()), run.stats(), last_error)
 }
 
@@ -151,16 +153,10 @@ mod dectris {
             api: sim.api_address().map(|a| format!("http://{a}")),
         };
         let stopper = sim.stopper();
-        let mut run = LiveRun::start(&live, specs(udfs), options, Stop::default()).unwrap();
-        let mut last_error = None;
-        for step in run.by_ref() {
-            if let Err(e) = step {
-                last_error = Some(e);
-            }
-        }
+        let (results, stats, error) = drain(LiveRun::start(&live, specs(udfs), options, Stop::default()).unwrap());
         stopper.stop();
         let _ = sim.wait();
-        (run.results().unwrap(), run.stats(), last_error)
+        (results.unwrap(), stats, error)
     }
 
     #[test]
