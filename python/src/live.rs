@@ -128,7 +128,9 @@ impl LiveHandle {
 
     /// The results merged so far: per UDF a dict of buffer name -> `Buffer`.
     fn results<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let results = self.with_run(|run| py.detach(|| run.results()).map_err(|e| run_error(py, e)))?;
+        // `get_results` may call into plugins: without the GIL (moving the `&mut` in makes
+        // the closure Send without asking `LiveRun` to be Sync).
+        let results = self.with_run(|run| py.detach(move || run.results()).map_err(|e| run_error(py, e)))?;
         results_to_python(py, results)
     }
 
@@ -165,10 +167,10 @@ impl LiveHandle {
     }
 
     /// Stop the run (its results stay available).
-    fn close(&self, py: Python<'_>) {
+    fn close(&self) {
         self.stop.stop();
         let _ = self.with_run(|run| {
-            py.detach(|| run.stop());
+            run.stop();
             Ok(())
         });
     }

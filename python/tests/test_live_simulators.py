@@ -10,10 +10,12 @@ on 127.0.0.1 only (the Merlin simulator's default is 0.0.0.0: it is given --host
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -53,6 +55,31 @@ def wait_listening(port: int, process: subprocess.Popen, seconds: float = 60.0) 
         except OSError:
             time.sleep(0.2)
     pytest.fail(f"the simulator did not listen on port {port} within {seconds} s")
+
+
+def start_dectris(command: list[str]) -> tuple[subprocess.Popen, int, int]:
+    """Start LiberTEM-live's DECTRIS simulator on ports it picks (it binds its ZeroMQ
+    port twice, reading the headers and then serving, so a port chosen here can race
+    the first bind's release); the ports are read from its log."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    api_port = zmq_port = None
+    seen = []
+    deadline = time.monotonic() + 90
+    while (api_port is None or zmq_port is None) and time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if not line:
+            break
+        seen.append(line)
+        if found := re.search(r"API server listening on \('[^']*', (\d+)", line):
+            api_port = int(found.group(1))
+        if found := re.search(r"listening on tcp://127\.0\.0\.1:(\d+)", line):
+            zmq_port = int(found.group(1))
+    if api_port is None or zmq_port is None:
+        process.kill()
+        pytest.fail(f"the simulator did not say where it listens: {''.join(seen)}")
+    # Keep reading its log, or it blocks on a full pipe.
+    threading.Thread(target=lambda: [None for _ in process.stderr], daemon=True).start()
+    return process, api_port, zmq_port
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -153,14 +180,9 @@ def test_dectris_simulator_of_libertem_live(tmp_path):
     frames = scan(nav=nav, sig=(24, 32), seed=5, dtype=np.uint16)
     path = tmp_path / "series.dump"
     write_dectris_dump(path, frames)
-    api_port, zmq_port = free_port(), free_port()
-    process = subprocess.Popen(
-        [sim, str(path), "--port", str(api_port), "--zmqport", str(zmq_port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )
+    process, api_port, zmq_port = start_dectris([sim, str(path), "--port", "0", "--zmqport", "0"])
     try:
-        wait_listening(api_port, process)
-        out = live(tmp_path, f"dectris://127.0.0.1:{zmq_port}", nav, "--api", f"http://127.0.0.1:{api_port}")
+        out = live(tmp_path, f"dectris://127.0.0.1:{zmq_port}", nav, "--api", f"http://localhost:{api_port}")
     finally:
         stop(process)
     check(out, frames)
@@ -171,21 +193,21 @@ def test_dectris_mock_frames_of_libertem_rs_decode(tmp_path):
     library ("bs16-lz4<"), frame k filled with k: an encoder nobody here wrote."""
     pytest.importorskip("libertem_live", reason=NOT_INSTALLED)
     pytest.importorskip("flask", reason=NOT_INSTALLED)
-    api_port, zmq_port = free_port(), free_port()
     n = 12
+
     script = (
-        "import sys, time\n"
+        "import logging, time\n"
+        "logging.basicConfig(level=logging.INFO)\n"
         "from libertem_live.detectors.dectris.sim import DectrisSim\n"
-        f"sim = DectrisSim(port={api_port}, zmqport={zmq_port}, num_mock_frames={n}, verbose=False)\n"
+        f"sim = DectrisSim(port=0, zmqport=0, num_mock_frames={n})\n"
         "sim.start(); sim.wait_for_listen()\n"
         "time.sleep(120)\n"
     )
-    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process, api_port, zmq_port = start_dectris([sys.executable, "-c", script])
     try:
-        wait_listening(api_port, process)
         out = tmp_path / "live"
         cli("live", f"dectris://127.0.0.1:{zmq_port}", "builtin:sumsig", "--nav-shape", f"{n}", "--out", out, "-q",
-            "--start-timeout", "60", "--api", f"http://127.0.0.1:{api_port}")
+            "--start-timeout", "60", "--api", f"http://localhost:{api_port}")
     finally:
         stop(process)
     sums = np.load(out / "sumsig" / "intensity.npy")

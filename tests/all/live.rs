@@ -383,3 +383,69 @@ fn a_roi_processes_only_its_frames() {
     let options = RunOptions { roi: Some(roi), partitions: Some(9), threads: Some(2), ..Default::default() };
     assert_same(&live.unwrap(), &run_on(&path, &open, specs, options).unwrap(), "roi");
 }
+
+mod command_line {
+    use super::*;
+
+    fn live_command(address: &str, out: &Path, extra: &[&str]) -> Result<(), udf_host::cli::Failure> {
+        let mut args = vec![
+            "udf-host".to_owned(),
+            "live".into(),
+            format!("merlin://{address}"),
+            "builtin:sumsig".into(),
+            "--nav-shape".into(),
+            "6,7".into(),
+            "--out".into(),
+            out.display().to_string(),
+            "-q".into(),
+            "--stall-timeout".into(),
+            "0.7".into(),
+            "--start-timeout".into(),
+            "20".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        udf_host::cli::execute(args)
+    }
+
+    fn serve(path: &Path, faults: Faults) -> MerlinSim {
+        let replay = MibReplay::open(path, Some(&[6, 7])).unwrap();
+        MerlinSim::start(replay, "127.0.0.1:0", SimOptions { acquisitions: Some(1), faults, ..Default::default() }).unwrap()
+    }
+
+    #[test]
+    fn live_writes_what_came_and_exits_3_when_the_detector_disconnects() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = mib::counts(&[6, 7], &[8, 64], 255, 11);
+        let path = mib::write_mib(dir.path(), "scan", &data, MibSet::new(MibKind::U16)).remove(0);
+        let out = dir.path().join("out");
+        let sim = serve(&path, Faults { disconnect_after: Some(30), ..Faults::default() });
+        let failure = live_command(&sim.address().to_string(), &out, &["--partition-frames", "4"]).unwrap_err();
+        assert_eq!(failure.code, udf_host::cli::exit::PARTIAL, "{:#}", failure.error);
+        assert!(format!("{:#}", failure.error).contains("after 30 of 42 frames"), "{:#}", failure.error);
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+        assert_eq!(summary["status"], "ended early");
+        assert_eq!(summary["live"]["frames_received"], 30);
+        let valid = udf_host::npy::read_array(&out.join("sumsig").join("intensity.npy")).unwrap();
+        let values = udf_host_tests::reference::to_f64(&valid);
+        let expected = udf_host_tests::reference::sum_sig(&data);
+        assert_eq!(&values[..30], &expected[..30]);
+        let _ = sim.wait();
+    }
+
+    #[test]
+    fn live_writes_nothing_on_a_malformed_frame() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = mib::counts(&[6, 7], &[8, 64], 255, 12);
+        let path = mib::write_mib(dir.path(), "scan", &data, MibSet::new(MibKind::U16)).remove(0);
+        let out = dir.path().join("out");
+        let sim = serve(&path, Faults { corrupt_frame: Some(25), ..Faults::default() });
+        let failure =
+            live_command(&sim.address().to_string(), &out, &["--partition-frames", "4", "--snapshot-every", "0.01"])
+                .unwrap_err();
+        assert_eq!(failure.code, udf_host::cli::exit::USER_ERROR);
+        assert!(format!("{:#}", failure.error).contains("frame 25"), "{:#}", failure.error);
+        assert!(!out.exists(), "nothing may be left of a run over malformed data");
+        let _ = sim.stop();
+    }
+}
