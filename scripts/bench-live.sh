@@ -11,9 +11,13 @@ cd "$(dirname "$0")/.."
 target=${CARGO_TARGET_DIR:-$PWD/target}
 echo "==> building (release)" >&2
 cargo build --quiet --release -p udf-host
-cargo build --quiet --release --target wasm32-wasip2 -p udf-plugin-sum
 host="$target/release/udf-host"
-plugin="$target/wasm32-wasip2/release/sum.wasm"
+# The wasm sum plugin as the tests build it (tests/build.rs, release), else built here.
+plugin="$target/wasm-plugins/wasm32-wasip2/release/sum.wasm"
+if [[ ! -f $plugin ]]; then
+    cargo build --quiet --release --target wasm32-wasip2 -p udf-plugin-sum
+    plugin="$target/wasm32-wasip2/release/sum.wasm"
+fi
 dir=${UDF_BENCH_DIR:-/tmp}/udf-live-bench
 mkdir -p "$dir"
 py=${PYTHON:-python3}
@@ -63,6 +67,22 @@ print(f"| {label} | {gb / seconds:.2f} GB/s | {frames / seconds:.0f} | {live['by
 PY
 }
 
+# The same UDFs over the same file, offline: the processing ceiling under the same load.
+offline() { # label, file, udfs...
+    local label=$1 file=$2
+    shift 2
+    rm -rf "$dir/out"
+    "$host" run "$@" "$file" --out "$dir/out" -q
+    "$py" - "$label" "$dir/out/results.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[2]))
+frames, seconds = r["frames"], r["timings"]["process_seconds"]
+print(f"| {sys.argv[1]} (offline, the file) | {frames * 131072 / seconds / 1e9:.2f} GB/s | {frames / seconds:.0f} | | | |")
+PY
+}
+
+echo
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "| run | frames (GB/s, uint16) | frames/s | on the wire | back-pressure waits | all frames |"
 echo "|---|---|---|---|---|---|"
@@ -71,6 +91,7 @@ start_sim merlin "$dir/scan.mib" --nav-shape 128,128
 cat </dev/tcp/127.0.0.1/"$port" >/dev/null
 wait "$sim_pid"
 grep sent "$dir/sim.log" | sed 's/^/| merlin simulator alone: /; s/$/ | | | | |/'
+offline "merlin: sum sumsig com" "$dir/scan.mib" builtin:sum builtin:sumsig builtin:com --nav-shape 128,128
 for udfs in "builtin:sum builtin:sumsig builtin:com" "$plugin"; do
     start_sim merlin "$dir/scan.mib" --nav-shape 128,128
     rm -rf "$dir/out"
@@ -108,3 +129,5 @@ for udfs in "builtin:sum builtin:sumsig builtin:com" "$plugin"; do
     wait "$sim_pid" 2>/dev/null || true
     report "dectris (bslz4): $(basename -a $udfs | tr '\n' ' ')" "$dir/out"
 done
+echo
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

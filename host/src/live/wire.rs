@@ -3,7 +3,7 @@
 //! noticed (`--stall-timeout`).
 
 use super::{LiveError, Stop};
-use std::io::{ErrorKind, Read};
+use std::io::{BufReader, ErrorKind, Read};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
@@ -30,9 +30,13 @@ pub(crate) fn connect(address: &str, timeout: Duration) -> Result<TcpStream, Liv
     Err(connect_error(last))
 }
 
+/// Bytes read from the socket at a time: the small reads of message prefixes and frame
+/// headers are served from memory, a system call brings many frames.
+const READ_AHEAD: usize = 4 << 20;
+
 /// A stream of bytes from a detector.
 pub(crate) struct Wire {
-    stream: TcpStream,
+    stream: BufReader<TcpStream>,
     endpoint: String,
     /// Bytes read so far.
     pub bytes: u64,
@@ -49,7 +53,7 @@ pub(crate) enum Patience {
 
 impl Wire {
     pub fn new(stream: TcpStream, endpoint: &str) -> Self {
-        Wire { stream, endpoint: endpoint.to_owned(), bytes: 0 }
+        Wire { stream: BufReader::with_capacity(READ_AHEAD, stream), endpoint: endpoint.to_owned(), bytes: 0 }
     }
 
     pub fn endpoint(&self) -> &str {
