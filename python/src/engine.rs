@@ -16,8 +16,9 @@ use udf_host::cuda::Device;
 use udf_host::dataset::{DatasetSpec, Format, OpenOptions, OpenedDataset};
 use udf_host::exec::{Limits, Progress, Run, RunIter, RunOptions, RunResults, UdfLoader, UdfSpec};
 use udf_host::loader::{Loader, runtime_options};
+use udf_host::report::DatasetSummary;
 use udf_host::roi::Roi;
-use udf_host::udf::{BufferKind, Udf, UdfOrigin};
+use udf_host::udf::{Udf, UdfOrigin};
 use udf_host::wasm::{ComponentCache, WasmRuntime};
 
 /// The open options a dataset accepts from Python (`Context.load(..., **options)`).
@@ -263,10 +264,11 @@ impl Dataset {
 
     /// What `udf-host info` prints for this dataset, and the same as JSON.
     #[pyo3(signature = (threads=None))]
-    fn info(&self, threads: Option<usize>) -> (String, String) {
+    fn info(&self, threads: Option<usize>) -> PyResult<(String, String)> {
         let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        let summary = udf_host::cli::info::describe_dataset(self.opened.dataset.as_ref(), threads);
-        (udf_host::cli::info::text(&summary), summary.to_string())
+        let summary = DatasetSummary::of(self.opened.dataset.as_ref(), threads);
+        let json = udf_host::report::json_line(&summary).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok((summary.to_text(), json))
     }
 
     /// How to open it again, as JSON.
@@ -409,11 +411,7 @@ impl Buffer {
     /// `nav`, `sig` or `single`.
     #[getter]
     fn kind(&self) -> &'static str {
-        match self.inner.kind {
-            BufferKind::Nav => "nav",
-            BufferKind::Sig => "sig",
-            BufferKind::Single => "single",
-        }
+        self.inner.kind.name()
     }
 
     #[getter]

@@ -49,6 +49,22 @@ fn run_writes_npy_and_results_json() {
     assert_eq!(summary["udfs"][1]["buffers"][0]["shape"], serde_json::json!([6, 5]));
     assert!(summary["timings"]["process_seconds"].as_f64().is_some());
     assert!(summary["throughput_gb_per_s"].as_f64().is_some());
+    // The file is the library's run summary: it reads back as one and writes the same
+    // fields (numbers aside: a float may come back one unit in the last place off).
+    let typed: udf_host::report::RunSummary = serde_json::from_value(summary.clone()).unwrap();
+    assert_eq!(typed.status, udf_host::report::RunStatus::Complete);
+    assert_eq!(without_numbers(&serde_json::to_value(&typed).unwrap()), without_numbers(&summary));
+}
+
+/// `value` with every number replaced by 0.
+fn without_numbers(value: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::Number(_) => Value::from(0),
+        Value::Array(items) => Value::Array(items.iter().map(without_numbers).collect()),
+        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), without_numbers(v))).collect()),
+        other => other.clone(),
+    }
 }
 
 #[test]

@@ -5,15 +5,15 @@
 mod completions;
 mod conformance;
 mod generate;
-pub mod info;
-pub mod inspect;
+mod info;
+mod inspect;
 mod list;
 mod new;
 mod partition;
 mod progress;
 mod run;
 
-use crate::wasm::{ComponentCache, MAX_WASM_MEMORY, RuntimeOptions, WIT_PACKAGE, WIT_VERSION};
+use crate::wasm::{ComponentCache, MAX_WASM_MEMORY, RuntimeOptions};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
@@ -69,10 +69,10 @@ fn features_text(list: &[(&str, bool)]) -> String {
 pub fn version_text() -> &'static str {
     static TEXT: OnceLock<String> = OnceLock::new();
     TEXT.get_or_init(|| {
-        let (major, minor, patch) = WIT_VERSION;
         format!(
-            "{}\ncontract: {WIT_PACKAGE}@{major}.{minor}.{patch}\nfeatures: {}",
+            "{}\ncontract: {}\nfeatures: {}",
             env!("CARGO_PKG_VERSION"),
+            crate::report::contract_id(),
             features_text(FEATURES)
         )
     })

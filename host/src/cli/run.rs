@@ -8,13 +8,13 @@ use crate::exec::{PartitionFailure, Run, RunError, RunOptions, UdfSpec};
 use crate::log::LogLevel;
 use crate::output::snapshot::Snapshots;
 use crate::preview::{self, PreviewOptions};
+use crate::report::{LoadCache, PluginLoad, RunStatus, RunSummary, Timings};
 use crate::roi::Roi;
 use crate::udf::{Param, Params, Udf};
 use crate::wasm::{CacheOutcome, LoadErrorKind, WasmRuntime};
 use crate::{output, params};
 use anyhow::anyhow;
 use clap::Args;
-use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -196,20 +196,21 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     let mut udfs: Vec<Arc<dyn Udf>> = Vec::new();
     let mut loads = Vec::new();
     for path in plugin_paths {
+        let source = path.display().to_string();
         if let Some(builtin) = path.to_str().and_then(crate::builtins::from_source) {
             udfs.push(builtin?);
-            loads.push(json!({"source": path.display().to_string(), "cache": "builtin", "load_seconds": 0.0}));
+            loads.push(PluginLoad { source, cache: LoadCache::Builtin, load_seconds: 0.0 });
             continue;
         }
         let (udf, stats) = runtime.load(path).map_err(|e| Failure {
             code: if e.kind == LoadErrorKind::Read { exit::USER_ERROR } else { exit::PLUGIN_FAILURE },
             error: e.into(),
         })?;
-        loads.push(json!({
-            "source": path.display().to_string(),
-            "cache": match stats.cache { CacheOutcome::Hit => "hit", CacheOutcome::Compiled => "compiled" },
-            "load_seconds": stats.load_time.as_secs_f64(),
-        }));
+        let cache = match stats.cache {
+            CacheOutcome::Hit => LoadCache::Hit,
+            CacheOutcome::Compiled => LoadCache::Compiled,
+        };
+        loads.push(PluginLoad { source, cache, load_seconds: stats.load_time.as_secs_f64() });
         udfs.push(Arc::new(udf));
     }
     let load_seconds = started.elapsed().as_secs_f64();
@@ -228,7 +229,6 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         (None, Some(spec)) => Some(Roi::from_rect(spec, &nav).map_err(|e| anyhow!("--roi-rect: {e}"))?),
         (None, None) => None,
     };
-    let roi_json = roi.as_ref().map(|r| json!({"count": r.count(), "positions": r.len()}));
     let specs = assign_params(&udfs, &args.params)?;
     let run_options = RunOptions {
         roi,
@@ -280,8 +280,6 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             }
         }
     }
-    let device_json = device_summary(args.device, run.as_plan());
-    let tiling = run.tiling().clone();
     let run_names: Vec<String> = run.udfs().map(|(name, _, _)| name.to_owned()).collect();
     let planned = (
         run.udfs().map(|(name, plan, _)| (name.to_owned(), plan.input_dtype)).collect::<Planned>(),
@@ -289,32 +287,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         run.input_dtype(),
     );
     let partitions = run.partitions().len();
-    // What results.json says that does not change while the run goes on.
-    let info = data.info();
-    let shape = data.shape();
-    let mut summary = json!({
-        "udf_host_version": env!("CARGO_PKG_VERSION"),
-        "contract": format!("{}@{}.{}.{}", crate::wasm::WIT_PACKAGE, crate::wasm::WIT_VERSION.0, crate::wasm::WIT_VERSION.1, crate::wasm::WIT_VERSION.2),
-        "dataset": {
-            "path": info.path.display().to_string(),
-            "format": info.format,
-            "nav_shape": shape.nav,
-            "sig_shape": shape.sig,
-            "dtype": data.stored_dtype().descr(),
-            "details": info.details.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
-        },
-        "roi": roi_json,
-        "threads": threads,
-        "partitions": {"count": partitions},
-        "tiling": {
-            "tile_shape": tile_shape,
-            "depth": tiling.depth,
-            "signal_slices": tiling.slices.len(),
-            "intent": tiling.intent.name(),
-        },
-        "plugins": loads,
-        "device": device_json,
-    });
+    let mut summary = RunSummary::planned(&run, loads, args.device);
     let mut snapshots =
         args.snapshot_every.map(|s| Snapshots::new(&args.out, Duration::from_secs_f64(s), summary.clone()));
 
@@ -368,40 +341,28 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     }
     let stopped_by = stopped_by.or(first_udf_failure);
     let status = if interrupted {
-        "interrupted"
+        RunStatus::Interrupted
     } else if stopped_by.is_some() {
-        "failed"
+        RunStatus::Failed
     } else if !failures.is_empty() {
-        "partial"
+        RunStatus::Partial
     } else {
-        "complete"
+        RunStatus::Complete
     };
 
     // Write.
     let stats = &results.stats;
     let previews = if args.preview { preview::run_previews(&results, &PreviewOptions::default())? } else { Vec::new() };
-    output::extend_summary(
-        &mut summary,
-        json!({
-            "input_dtype": results.input_dtype.name(),
-            "status": status,
-            "failures": failures,
-            "threads": stats.threads,
-            "partitions": {"count": partitions, "merged": stats.partitions_merged, "failed": partitions_failed},
-            "udfs": output::udfs_json(&results, &previews),
-            "frames": stats.frames,
-            "bytes_read": stats.bytes_read,
-            "throughput_gb_per_s": stats.throughput_gbps(),
-            "timings": {
-                "load_seconds": load_seconds,
-                "plan_seconds": plan_seconds,
-                "process_seconds": stats.process_seconds,
-                "merge_seconds": stats.merge_seconds,
-                "results_seconds": stats.results_seconds,
-                "total_seconds": started.elapsed().as_secs_f64(),
-            },
-        }),
-    );
+    summary.record_results(&results, &previews);
+    let timings = Timings {
+        load_seconds,
+        plan_seconds,
+        process_seconds: stats.process_seconds,
+        merge_seconds: stats.merge_seconds,
+        results_seconds: stats.results_seconds,
+        total_seconds: started.elapsed().as_secs_f64(),
+    };
+    summary.finish(status, &failures, partitions_failed, timings);
     // The snapshots made `--out` (holding only `partial/`): the results replace it.
     let replace = args.force || snapshots.as_ref().is_some_and(Snapshots::made_output_dir);
     let staged = output::stage(&args.out, &results, &summary, &previews, args.preview, replace)?;
@@ -411,7 +372,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         snapshots.finish();
     }
     if !args.quiet {
-        print_summary(&args.out, &results, previews.len(), started);
+        eprint!("{}", summary.to_text(&args.out));
     }
     match (stopped_by, interrupted, failures.is_empty()) {
         (_, true, _) => Err(Failure {
@@ -646,15 +607,6 @@ fn parse_device(text: &str) -> Result<crate::cuda::Device, String> {
     crate::cuda::Device::parse(text).ok_or_else(|| format!("'{text}' is not a device: cpu, cuda or auto"))
 }
 
-/// What results.json says about devices: what was asked for, the GPU used, and per UDF
-/// where it computed (and why not on the GPU).
-fn device_summary(device: crate::cuda::Device, plan: &crate::exec::Plan) -> serde_json::Value {
-    let gpu = (device != crate::cuda::Device::Cpu).then(|| crate::cuda::available().ok()).flatten();
-    let udfs: serde_json::Map<String, serde_json::Value> =
-        plan.udfs.iter().map(|u| (u.name.clone(), json!({"device": u.device, "cpu_because": u.device_note}))).collect();
-    json!({"requested": device, "gpu": gpu, "udfs": udfs})
-}
-
 /// `--snapshot-every`: a positive number of seconds.
 fn parse_seconds(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
@@ -670,35 +622,4 @@ pub(super) fn run_failure(e: RunError) -> Failure {
         _ => exit::PLUGIN_FAILURE,
     };
     Failure { code, error: e.into() }
-}
-
-fn print_summary(out: &Path, results: &crate::exec::RunResults, previews: usize, started: Instant) {
-    let s = &results.stats;
-    eprintln!(
-        "processed {} frames ({:.1} MB) in {:.2} s ({:.2} GB/s), {} partitions on {} threads",
-        s.frames,
-        s.bytes_read as f64 / 1e6,
-        s.process_seconds,
-        s.throughput_gbps(),
-        s.partitions_merged,
-        s.threads
-    );
-    for (udf, buffer, file, _) in output::file_names(results) {
-        let shape = results
-            .udfs
-            .iter()
-            .find(|u| u.name == udf)
-            .and_then(|u| u.buffer(&buffer))
-            .map(|b| format!("{:?} {}", b.data.shape(), b.dtype()))
-            .unwrap_or_default();
-        eprintln!("  {}  {shape}", out.join(file).display());
-    }
-    if previews > 0 {
-        eprintln!("  {previews} PNG previews beside them");
-    }
-    eprintln!(
-        "results in {}/ (summary: results.json, report: index.html), total {:.2} s",
-        out.display(),
-        started.elapsed().as_secs_f64()
-    );
 }
