@@ -8,9 +8,11 @@
 //! half-written output directory, and an existing one is only replaced with `force`.
 //! While a run goes on, [`snapshot::Snapshots`] keeps `<dir>/partial/` up to date; the
 //! final rename replaces the directory with it, so finished results have no `partial/`.
+//! [`record::record`] runs a planned run to its end and writes it this way.
 
 pub mod cleanup;
 pub mod page;
+pub mod record;
 pub mod snapshot;
 
 use crate::exec::RunResults;

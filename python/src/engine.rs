@@ -21,20 +21,6 @@ use udf_host::roi::Roi;
 use udf_host::udf::{Udf, UdfOrigin};
 use udf_host::wasm::{ComponentCache, WasmRuntime};
 
-/// The open options a dataset accepts from Python (`Context.load(..., **options)`).
-const OPTIONS: &[&str] = &[
-    "dtype",
-    "nav_shape",
-    "sig_shape",
-    "offset",
-    "sync_offset",
-    "dark",
-    "gain",
-    "excluded_pixels",
-    "dataset_path",
-    "sig_axes",
-];
-
 /// Runs UDFs in this process: one wasm runtime (limits, compile cache) and a loader that
 /// keeps every compiled plugin for the next run.
 #[pyclass(module = "udf_host._native", frozen)]
@@ -205,27 +191,19 @@ impl Engine {
     }
 }
 
-/// A `DatasetSpec` for a file from the Python layer's arguments.
+/// A `DatasetSpec` for a file from the Python layer's arguments: `filetype` a format
+/// name or `auto`, the options as JSON keyed by their names.
 fn file_spec(filetype: &str, path: PathBuf, options_json: &str) -> PyResult<DatasetSpec> {
-    let mut value: serde_json::Value =
+    let value: serde_json::Value =
         serde_json::from_str(options_json).map_err(|e| PyValueError::new_err(format!("options: {e}")))?;
-    let object = value.as_object_mut().ok_or_else(|| PyValueError::new_err("options must be keyword arguments"))?;
-    if let Some(unknown) = object.keys().find(|k| !OPTIONS.contains(&k.as_str())) {
-        return Err(PyValueError::new_err(format!(
-            "unknown dataset option '{unknown}' (options: {})",
-            OPTIONS.join(", ")
-        )));
-    }
     let format = match filetype.to_ascii_lowercase().as_str() {
         "auto" => None,
         name => Some(Format::parse(name).ok_or_else(|| {
             PyValueError::new_err(format!("unknown filetype '{filetype}' (auto, {}, memory)", Format::NAMES))
         })?),
     };
-    let mut options: OpenOptions =
-        serde_json::from_value(value).map_err(|e| PyValueError::new_err(format!("dataset options: {e}")))?;
-    options.format = format;
-    Ok(DatasetSpec::file(path, options))
+    let options = OpenOptions::from_named(value).map_err(PyValueError::new_err)?;
+    Ok(DatasetSpec::file(path, OpenOptions { format, ..options }))
 }
 
 /// An open dataset; pickles as its open spec (a file path and options, or the frames).

@@ -2,7 +2,7 @@
 //! ([`DatasetSummary`]).
 
 use super::Failure;
-use super::run::DatasetArgs;
+use super::dataset::DatasetArgs;
 use crate::report::{self, DatasetSummary};
 use clap::Args;
 use std::path::PathBuf;

@@ -4,6 +4,7 @@
 
 mod completions;
 mod conformance;
+mod dataset;
 mod generate;
 mod info;
 mod inspect;
@@ -13,7 +14,7 @@ mod partition;
 mod progress;
 mod run;
 
-use crate::wasm::{ComponentCache, MAX_WASM_MEMORY, RuntimeOptions};
+use crate::wasm::{ComponentCache, MAX_WASM_MEMORY, RuntimeOptions, WasmRuntime};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
@@ -130,6 +131,13 @@ impl RuntimeArgs {
         }
     }
 
+    /// A runtime with these options for runs of `udfs` UDFs on `threads` threads,
+    /// plugin logs to `logger`.
+    fn build(&self, logger: crate::log::Logger, threads: usize, udfs: usize) -> anyhow::Result<WasmRuntime> {
+        let instances = ((threads + 2) * udfs).max(4) as u32;
+        Ok(WasmRuntime::new(self.options(logger, instances)?)?)
+    }
+
     fn options(&self, logger: crate::log::Logger, instances: u32) -> anyhow::Result<RuntimeOptions> {
         anyhow::ensure!(
             self.timeout.is_finite() && self.timeout > 0.0,
@@ -228,6 +236,13 @@ impl<E: Into<anyhow::Error>> From<E> for Failure {
     fn from(e: E) -> Self {
         Failure { code: exit::USER_ERROR, error: e.into() }
     }
+}
+
+/// A UDF that could not be loaded: the user's to fix when the name or file is wrong, the
+/// plugin's when it was read but is not a usable plugin.
+fn load_failure(e: crate::loader::SourceError) -> Failure {
+    let code = if e.is_plugin_failure() { exit::PLUGIN_FAILURE } else { exit::USER_ERROR };
+    Failure { code, error: e.into() }
 }
 
 /// Parse `args` (including the program name) and run the command.

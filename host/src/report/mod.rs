@@ -14,10 +14,12 @@
 //! object sorted (as `results.json` has always had them).
 
 mod dataset;
+mod plan;
 mod plugin;
 mod run;
 
 pub use dataset::{DatasetSummary, PartitionSizes, TileForDefaultUdf};
+pub use plan::plan_text;
 pub use plugin::{Loaded, ParamSummary, PluginSummary, TilingSummary as PluginTiling};
 pub use run::{
     BufferSummary, DatasetOfRun, DeviceSummary, FailureAt, FailureSummary, LoadCache, PartitionCounts, PluginLoad,

@@ -8,13 +8,14 @@
 //! [`RunSummary::finish`] gives it its final status, failures and timings.
 
 use crate::cuda::{Device, GpuInfo};
-use crate::exec::{PartitionFailure, Run, RunResults, UdfResults};
+use crate::exec::{PartitionFailure, Run, RunResults, RunStats, UdfResults};
 use crate::preview::{ColorMap, Preview, Scale};
 use crate::udf::{BufferKind, DeviceClass};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::Path;
+use std::time::Instant;
 
 /// What `results.json` says about a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -266,7 +267,7 @@ pub struct PreviewSummary {
 }
 
 /// Seconds per stage of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Timings {
     /// Loading (compiling) the plugins.
     pub load_seconds: f64,
@@ -362,26 +363,34 @@ impl RunSummary {
     }
 
     /// The run is over: its status, every failure, the partitions that failed (of
-    /// `failures`, as the run counts them) and the timings.
-    pub fn finish(&mut self, status: RunStatus, failures: &[PartitionFailure], failed: usize, timings: Timings) {
+    /// `failures`, as the run counts them), and the timings: those of `stats`, the load
+    /// and plan times set before (if any), and the total since `started`.
+    pub fn finish(
+        &mut self,
+        status: RunStatus,
+        failures: &[PartitionFailure],
+        failed: usize,
+        stats: &RunStats,
+        started: Instant,
+    ) {
         self.status = status;
         self.failures = Some(failures.iter().map(FailureSummary::from).collect());
         self.partitions.failed = failed;
-        self.timings = Some(timings);
+        let before = self.timings.unwrap_or_default();
+        self.timings = Some(Timings {
+            process_seconds: stats.process_seconds,
+            merge_seconds: stats.merge_seconds,
+            results_seconds: stats.results_seconds,
+            total_seconds: started.elapsed().as_secs_f64(),
+            ..before
+        });
     }
 
     /// The text the command line prints after a run whose results are in `dir`: what was
     /// processed, every result file with its shape and dtype, the previews and the time.
     pub fn to_text(&self, dir: &Path) -> String {
         let mut out = String::new();
-        let timings = self.timings.unwrap_or(Timings {
-            load_seconds: 0.0,
-            plan_seconds: 0.0,
-            process_seconds: 0.0,
-            merge_seconds: 0.0,
-            results_seconds: 0.0,
-            total_seconds: 0.0,
-        });
+        let timings = self.timings.unwrap_or_default();
         let _ = writeln!(
             out,
             "processed {} frames ({:.1} MB) in {:.2} s ({:.2} GB/s), {} partitions on {} threads",
