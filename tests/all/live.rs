@@ -409,7 +409,8 @@ mod command_line {
 
     fn serve(path: &Path, faults: Faults) -> MerlinSim {
         let replay = MibReplay::open(path, Some(&[6, 7])).unwrap();
-        MerlinSim::start(replay, "127.0.0.1:0", SimOptions { acquisitions: Some(1), faults, ..Default::default() }).unwrap()
+        MerlinSim::start(replay, "127.0.0.1:0", SimOptions { acquisitions: Some(1), faults, ..Default::default() })
+            .unwrap()
     }
 
     #[test]
@@ -424,7 +425,8 @@ mod command_line {
         assert!(format!("{:#}", failure.error).contains("after 30 of 42 frames"), "{:#}", failure.error);
         let summary: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
-        assert_eq!(summary["status"], "ended early");
+        assert_eq!(summary["status"], "partial");
+        assert!(summary["live"]["ended_early"].as_str().is_some_and(|why| why.contains("closed the connection")));
         assert_eq!(summary["live"]["frames_received"], 30);
         let valid = udf_host::npy::read_array(&out.join("sumsig").join("intensity.npy")).unwrap();
         let values = udf_host_tests::reference::to_f64(&valid);

@@ -1,21 +1,20 @@
 //! `udf-host live SOURCE PLUGIN...`: run plugins over a scan while it comes off the
-//! detector (docs/live.md). The wiring of `run`, with [`crate::live::LiveRun`] in place
-//! of the file's run.
+//! detector (docs/live.md). A short script over library calls, as `run`: load the UDFs
+//! ([`crate::loader`]), assign the parameters ([`crate::params::assign`]), start the
+//! live run ([`crate::live::LiveRun`]), then write its results ([`crate::output`]) with a
+//! [`RunSummary`] that carries the live statistics.
 
-use super::run::{assign_params, interrupt, run_failure};
+use super::run::run_failure;
 use super::{Failure, RuntimeArgs, Shape, exit};
-use crate::exec::RunError;
+use crate::exec::{PartitionFailure, RunError, UdfSpec};
 use crate::live::{LiveError, LiveOptions, LiveRun, LiveSource, Stop};
 use crate::log::LogLevel;
-use crate::output;
-use crate::output::snapshot::Snapshots;
+use crate::output::{self, snapshot::Snapshots};
 use crate::preview::{self, PreviewOptions};
+use crate::report::{RunStatus, RunSummary};
 use crate::roi::Roi;
-use crate::udf::Udf;
-use crate::wasm::{LoadErrorKind, WasmRuntime};
 use anyhow::anyhow;
 use clap::Args;
-use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::task::Poll;
@@ -86,154 +85,86 @@ pub fn live(args: LiveArgs) -> Result<(), Failure> {
     let started = Instant::now();
     let (source_text, plugins) = args.inputs.split_first().ok_or_else(|| anyhow!("give the source, then plugins"))?;
     let mut source: LiveSource = source_text.parse()?;
-    if let (LiveSource::Dectris { api, .. }, Some(url)) = (&mut source, &args.api) {
-        *api = Some(url.clone());
-    } else if args.api.is_some() {
-        return Err(anyhow!("--api is for dectris:// sources (the SIMPLON API)").into());
+    match (&mut source, &args.api) {
+        (LiveSource::Dectris { api, .. }, Some(url)) => *api = Some(url.clone()),
+        (LiveSource::Merlin { .. }, Some(_)) => {
+            return Err(anyhow!("--api is for dectris:// sources (the SIMPLON API)").into());
+        }
+        _ => {}
     }
     if args.out.exists() && !args.force {
         return Err(output::OutputError::Exists(args.out.clone()).into());
     }
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
-    let instances = ((threads + 2) * plugins.len()).max(4) as u32;
-    let runtime = WasmRuntime::new(args.runtime.options(crate::log::stderr(LogLevel::Warn), instances)?)?;
-    let mut udfs: Vec<Arc<dyn Udf>> = Vec::new();
-    for plugin in plugins {
-        if let Some(builtin) = crate::builtins::from_source(plugin) {
-            udfs.push(builtin?);
-            continue;
-        }
-        let (udf, _) = runtime.load(plugin.as_ref()).map_err(|e| Failure {
-            code: if e.kind == LoadErrorKind::Read { exit::USER_ERROR } else { exit::PLUGIN_FAILURE },
-            error: e.into(),
-        })?;
-        udfs.push(Arc::new(udf));
-    }
+    let runtime = args.runtime.build(crate::log::stderr(LogLevel::Warn), threads, plugins.len())?;
+    let sources: Vec<PathBuf> = plugins.iter().map(PathBuf::from).collect();
+    let loaded = crate::loader::load_sources(&runtime, &sources).map_err(super::load_failure)?;
     let nav = args.nav_shape.0.clone();
     let mut options = LiveOptions::new(nav.clone());
     options.run.threads = Some(threads);
     options.run.limits = args.runtime.limits();
-    options.run.roi = args
-        .roi_rect
-        .as_deref()
-        .map(|r| Roi::from_rect(r, &nav).map_err(|e| anyhow!("--roi-rect: {e}")))
-        .transpose()?;
+    options.run.roi =
+        args.roi_rect.as_deref().map(|r| Roi::from_rect(r, &nav).map_err(|e| anyhow!("--roi-rect: {e}"))).transpose()?;
     options.partition_frames = args.partition_frames;
     options.max_buffer = args.max_buffer;
     options.stall_timeout = seconds("stall-timeout", args.stall_timeout)?;
     options.start_timeout = args.start_timeout.map(|s| seconds("start-timeout", s)).transpose()?;
-    let specs = assign_params(&udfs, &args.params)?;
+    let snapshot_every = args.snapshot_every.map(|s| seconds("snapshot-every", s)).transpose()?;
+    let params = crate::params::assign(&loaded.udfs, &args.params)?;
+    let specs = loaded.udfs.into_iter().zip(params).map(|(udf, params)| UdfSpec { udf, params }).collect();
 
     // Ctrl-C stops the wait for the acquisition, or the scan (what is merged is written).
+    crate::interrupt::listen_to_ctrl_c();
     let stop = Stop::default();
-    let _interrupt = {
+    let _routing = {
         let stop = stop.clone();
-        interrupt::Guard::install(Arc::new(move || stop.stop()))
+        crate::interrupt::Routing::to(Arc::new(move || stop.stop()))
     };
     if !args.quiet {
         eprintln!("waiting for an acquisition on {} ...", source.url());
     }
-    let mut run = LiveRun::start(&source, specs, options, stop.clone()).map_err(live_failure)?;
-    let plan = run.plan().clone();
-    let mut summary = json!({
-        "udf_host_version": env!("CARGO_PKG_VERSION"),
-        "dataset": {
-            "path": source.url(),
-            "format": plan.dataset.as_ref().map_or("live", |_| "live"),
-            "nav_shape": plan.shape.nav,
-            "sig_shape": plan.shape.sig,
-            "dtype": plan.stored_dtype.descr(),
-        },
-        "threads": threads,
-        "partitions": {"count": plan.partitions.len()},
-    });
-    let mut snapshots = args
-        .snapshot_every
-        .map(|s| seconds("snapshot-every", s).map(|every| (Snapshots::new(&args.out, every, summary.clone()), every)))
-        .transpose()?;
-    let mut last_snapshot = Instant::now();
-    let mut stopped_by = None;
-    let mut last_report = Instant::now();
-    loop {
-        match run.next_timeout(Duration::from_millis(200)) {
-            Poll::Ready(None) => break,
-            Poll::Ready(Some(Ok(_))) | Poll::Pending => {}
-            Poll::Ready(Some(Err(e))) => {
-                stopped_by = Some(e);
-                break;
-            }
-        }
-        if let Some((snapshots, every)) = snapshots.as_mut()
-            && last_snapshot.elapsed() >= *every
-        {
-            last_snapshot = Instant::now();
-            if let Ok(results) = run.results()
-                && let Err(e) = snapshots.write(&results)
-            {
-                eprintln!("warning: cannot write a snapshot: {e}");
-            }
-        }
-        if !args.quiet && last_report.elapsed() >= Duration::from_secs(2) {
-            last_report = Instant::now();
-            let s = run.stats();
-            eprintln!(
-                "{}/{} frames received ({:.2} GB/s), buffer peak {} MiB",
-                s.frames_received,
-                s.frames_expected,
-                s.gbps(),
-                s.buffer.peak_bytes >> 20
-            );
-        }
-    }
-    // A malformed message or a failed start: nothing is written (snapshots removed).
-    let keep = match &stopped_by {
-        None | Some(LiveError::Ended { .. } | LiveError::Stopped) => true,
-        Some(LiveError::Run(RunError::Udf { .. })) => true,
-        Some(_) => false,
-    };
-    if !keep {
+    let mut run = LiveRun::start(&source, specs, options, stop).map_err(live_failure)?;
+    let mut summary = RunSummary::of_plan(run.plan(), run.dataset().as_ref(), loaded.loads, crate::cuda::Device::Cpu);
+    let mut snapshots = snapshot_every.map(|every| Snapshots::new(&args.out, every, summary.clone()));
+    let stopped_by = drive(&mut run, snapshots.as_mut(), args.quiet);
+    // A malformed message: nothing is written (the snapshots are removed with them).
+    if let Some(e) = &stopped_by
+        && !keeps_results(e)
+    {
         drop(snapshots);
         return Err(live_failure(stopped_by.unwrap_or(LiveError::Stopped)));
     }
-    interrupt::writing();
-    let (results, _failures) = run.results_each();
+    crate::interrupt::writing();
+    let (results, _) = run.results_each();
     let stats = run.stats();
-    let status = match &stopped_by {
-        None => "complete",
-        Some(LiveError::Stopped) => "interrupted",
-        Some(LiveError::Ended { .. }) => "ended early",
-        Some(_) => "failed",
+    let (status, failures) = match &stopped_by {
+        None => (RunStatus::Complete, Vec::new()),
+        Some(LiveError::Stopped) => (RunStatus::Interrupted, Vec::new()),
+        Some(e) => {
+            let failure = PartitionFailure { partition: None, frames: None, udf: None, at: None, error: e.to_string() };
+            let status = if matches!(e, LiveError::Ended { .. }) { RunStatus::Partial } else { RunStatus::Failed };
+            (status, vec![failure])
+        }
     };
     let previews = if args.preview { preview::run_previews(&results, &PreviewOptions::default())? } else { Vec::new() };
-    output::extend_summary(
-        &mut summary,
-        json!({
-            "input_dtype": results.input_dtype.name(),
-            "status": status,
-            "error": stopped_by.as_ref().map(|e| e.to_string()),
-            "live": stats,
-            "udfs": output::udfs_json(&results, &previews),
-            "frames": results.stats.frames,
-            "partitions": {"count": results.stats.partitions, "merged": results.stats.partitions_merged},
-            "timings": {"total_seconds": started.elapsed().as_secs_f64()},
-        }),
-    );
-    let replace = args.force || snapshots.as_ref().is_some_and(|(s, _)| s.made_output_dir());
-    let staged = output::stage(&args.out, &results, &summary, &previews, args.preview, replace)?;
-    staged.commit()?;
-    if let Some((snapshots, _)) = snapshots {
+    summary.record_results(&results, &previews);
+    summary.finish(status, &failures, 0, &results.stats, started);
+    summary.live = Some(stats.clone());
+    let replace = args.force || snapshots.as_ref().is_some_and(Snapshots::made_output_dir);
+    output::stage(&args.out, &results, &summary, &previews, args.preview, replace)?.commit()?;
+    if let Some(snapshots) = snapshots {
         snapshots.finish();
     }
     if !args.quiet {
+        eprint!("{}", summary.to_text(&args.out));
         eprintln!(
-            "{} of {} frames received in {:.2} s ({:.2} GB/s, back-pressure {} times, {:.2} s); results in {}/",
+            "{} of {} frames received in {:.2} s ({:.2} GB/s; the receiver waited for the partitions {} times, {:.2} s)",
             stats.frames_received,
             stats.frames_expected,
             stats.seconds,
             stats.gbps(),
             stats.buffer.back_pressure_waits,
             stats.buffer.back_pressure_seconds,
-            args.out.display()
         );
     }
     match stopped_by {
@@ -248,6 +179,41 @@ pub fn live(args: LiveArgs) -> Result<(), Failure> {
             error: anyhow!("{e}; what was merged is in {} (valid masks say which frames)", args.out.display()),
         }),
     }
+}
+
+/// Iterate the run to its end, writing snapshots and a progress line: the error that
+/// ended it, if one did.
+fn drive(run: &mut LiveRun, mut snapshots: Option<&mut Snapshots>, quiet: bool) -> Option<LiveError> {
+    let mut last_report = Instant::now();
+    loop {
+        match run.next_timeout(Duration::from_millis(200)) {
+            Poll::Ready(None) => return None,
+            Poll::Ready(Some(Err(e))) => return Some(e),
+            Poll::Ready(Some(Ok(_))) => {
+                if let Some(snapshots) = snapshots.as_deref_mut() {
+                    snapshots.tick_on(run.damage(), || run.results());
+                }
+            }
+            Poll::Pending => {}
+        }
+        if !quiet && last_report.elapsed() >= Duration::from_secs(2) {
+            last_report = Instant::now();
+            let s = run.stats();
+            eprintln!(
+                "{}/{} frames received ({:.2} GB/s), buffer peak {} MiB",
+                s.frames_received,
+                s.frames_expected,
+                s.gbps(),
+                s.buffer.peak_bytes >> 20
+            );
+        }
+    }
+}
+
+/// Whether a run that ended with `e` has results worth writing: what was merged before a
+/// disconnect, stall, Ctrl-C or plugin failure; not what came before malformed input.
+fn keeps_results(e: &LiveError) -> bool {
+    matches!(e, LiveError::Ended { .. } | LiveError::Stopped | LiveError::Run(RunError::Udf { .. }))
 }
 
 /// A live run that could not start or go on: the plugin's fault (exit 2), udf-host's

@@ -1,7 +1,6 @@
 //! `udf-host simulate merlin|dectris FILE`: replay a dataset over a detector's protocol
 //! on this machine (docs/live.md), until Ctrl-C or the acquisitions asked for.
 
-use super::run::interrupt;
 use super::{Failure, Shape};
 use crate::dataset::OpenOptions;
 use crate::live::StreamFormat;
@@ -111,7 +110,8 @@ pub fn simulate(args: SimulateArgs) -> Result<(), Failure> {
                 sim.address()
             );
             let stop = sim.stopper();
-            let _interrupt = interrupt::Guard::install(Arc::new(move || stop.stop()));
+            crate::interrupt::listen_to_ctrl_c();
+            let _routing = crate::interrupt::Routing::to(Arc::new(move || stop.stop()));
             sim.wait()?
         }
         Detector::Dectris { file, port, api_port, stream_format, no_compression, nav_shape, common } => {
@@ -131,7 +131,8 @@ pub fn simulate(args: SimulateArgs) -> Result<(), Failure> {
                 sim.address()
             );
             let stop = sim.stopper();
-            let _interrupt = interrupt::Guard::install(Arc::new(move || stop.stop()));
+            crate::interrupt::listen_to_ctrl_c();
+            let _routing = crate::interrupt::Routing::to(Arc::new(move || stop.stop()));
             sim.wait()?
         }
     };

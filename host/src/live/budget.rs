@@ -3,13 +3,13 @@
 //! detector (TCP, ZeroMQ) until a partition finishes and frees its frames. Nothing is
 //! dropped; the time spent waiting is counted ([`BufferStats`]).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// How full the buffer got and how long the receiver waited for room.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BufferStats {
     /// The limit, in bytes.
     pub limit_bytes: u64,

@@ -20,7 +20,7 @@ use crate::dataset::{DatasetShape, OpenedDataset};
 use crate::exec::{Control, Merger, PartitionOutput, Plan, RunError, RunOptions, RunResults, UdfSpec, Worker};
 use crate::udf::{Params, Udf};
 use bytes::Bytes;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 use std::task::Poll;
@@ -78,7 +78,7 @@ pub struct LiveStep {
 }
 
 /// What happened during a live run (part of `results.json`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LiveStats {
     /// `merlin://127.0.0.1:6342`.
     pub source: String,
@@ -134,6 +134,7 @@ struct Shared {
 /// point gives what is merged. Dropping it stops the run.
 pub struct LiveRun {
     plan: Arc<Plan>,
+    dataset: Arc<LiveShape>,
     udfs: Vec<Arc<dyn Udf>>,
     merger: Merger,
     shared: Arc<Shared>,
@@ -202,7 +203,7 @@ impl LiveRun {
             Arc::new(LiveShape { shape: shape.clone(), stored: acquisition.stored, description: description.clone() });
         let mut run_options = options.run.clone();
         run_options.partitions = Some(nav_len.div_ceil(partition_frames));
-        let plan = Arc::new(Plan::make(&OpenedDataset::from(dataset), &udfs, &run_options)?);
+        let plan = Arc::new(Plan::make(&OpenedDataset::from(dataset.clone()), &udfs, &run_options)?);
         let udfs: Vec<Arc<dyn Udf>> = udfs.into_iter().map(|s| s.udf).collect();
         let merger = Merger::new(plan.clone(), udfs.clone())?;
         let shared = Arc::new(Shared {
@@ -243,6 +244,7 @@ impl LiveRun {
             .map_err(|e| LiveError::Invalid(format!("cannot start the receiver thread: {e}")))?;
         Ok(LiveRun {
             plan,
+            dataset,
             udfs: feed_udfs,
             merger,
             shared,
@@ -260,6 +262,12 @@ impl LiveRun {
     /// The plan (UDF names, partitions, the nav and sig shape).
     pub fn plan(&self) -> &Arc<Plan> {
         &self.plan
+    }
+
+    /// The acquisition as a dataset: its shape, dtype and description (source, header
+    /// details); it reads no frames (they reach the partitions as they arrive).
+    pub fn dataset(&self) -> Arc<dyn crate::dataset::Dataset> {
+        self.dataset.clone()
     }
 
     /// The results of what has been merged so far; valid where frames were merged.
