@@ -34,6 +34,7 @@ pub mod exec;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod interrupt;
+pub mod live;
 pub mod loader;
 pub mod log;
 pub mod npy;

@@ -132,6 +132,13 @@ impl Engine {
 }
 
 impl Engine {
+    /// This engine's threads, plugin limits and device, set in `options` (live runs).
+    pub(crate) fn run_options(&self, options: &mut RunOptions) {
+        options.threads = self.threads;
+        options.limits = self.limits;
+        options.device = self.device;
+    }
+
     /// Plan a run for another engine (Dask): `threads` is the parallelism the default
     /// partition count is made for (the cluster's).
     pub fn plan_for(
@@ -164,7 +171,7 @@ impl Engine {
     }
 
     /// Each `(kind, source, bytes, params)` as a UDF of this engine with its params.
-    fn udf_specs(&self, udfs: &Bound<'_, PyList>) -> PyResult<Vec<UdfSpec>> {
+    pub(crate) fn udf_specs(&self, udfs: &Bound<'_, PyList>) -> PyResult<Vec<UdfSpec>> {
         udfs.iter()
             .map(|item| {
                 let tuple = item.cast::<PyTuple>()?;
@@ -314,17 +321,7 @@ impl RunHandle {
     /// The merged positions, nav-shaped (false outside the ROI).
     fn damage(&self) -> PyResult<(Vec<usize>, Vec<bool>)> {
         let compressed = self.with_iter(|iter| Ok(iter.damage().to_vec()))?;
-        let full = match &self.roi {
-            None => compressed,
-            Some(roi) => {
-                let mut full = vec![false; roi.len()];
-                for (position, merged) in roi.selected().zip(compressed) {
-                    full[position] = merged;
-                }
-                full
-            }
-        };
-        Ok((self.nav.clone(), full))
+        Ok((self.nav.clone(), expand_damage(self.roi.as_ref(), compressed)))
     }
 
     #[getter]
@@ -353,6 +350,20 @@ impl RunHandle {
         self.progress.interrupt();
         let taken = self.iter.lock().ok().and_then(|mut guard| guard.take());
         py.detach(move || drop(taken));
+    }
+}
+
+/// Merged positions over every nav position, from the ROI-compressed `damage`.
+pub(crate) fn expand_damage(roi: Option<&Roi>, compressed: Vec<bool>) -> Vec<bool> {
+    match roi {
+        None => compressed,
+        Some(roi) => {
+            let mut full = vec![false; roi.len()];
+            for (position, merged) in roi.selected().zip(compressed) {
+                full[position] = merged;
+            }
+            full
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 mod convert;
 mod distributed;
 mod engine;
+mod live;
 mod session;
 
 use pyo3::create_exception;
@@ -79,6 +80,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<engine::Dataset>()?;
     m.add_class::<engine::RunHandle>()?;
     m.add_class::<engine::Buffer>()?;
+    m.add_class::<live::LiveHandle>()?;
+    m.add_function(wrap_pyfunction!(live::start_live, m)?)?;
     m.add_class::<distributed::PlanHandle>()?;
     m.add_class::<distributed::MergerHandle>()?;
     m.add_function(wrap_pyfunction!(distributed::install_plugin, m)?)?;

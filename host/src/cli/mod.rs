@@ -9,10 +9,12 @@ mod generate;
 mod info;
 mod inspect;
 mod list;
+mod live;
 mod new;
 mod partition;
 mod progress;
 mod run;
+mod simulate;
 
 use crate::wasm::{ComponentCache, MAX_WASM_MEMORY, RuntimeOptions, WasmRuntime};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -52,6 +54,12 @@ enum Command {
     New(new::NewArgs),
     /// Print a shell completion script (bash, zsh, fish) to stdout.
     Completions(completions::CompletionsArgs),
+    /// Run plugins over a scan while it comes off the detector (merlin://, dectris://)
+    /// and write their results (docs/live.md).
+    Live(live::LiveArgs),
+    /// Replay a dataset over a detector's protocol on this machine (Merlin TCP, DECTRIS
+    /// ZeroMQ), for trying `live` without a detector.
+    Simulate(simulate::SimulateArgs),
 }
 
 /// The cargo features of this build that `--version` reports. When host/Cargo.toml gets a
@@ -277,6 +285,8 @@ where
         Command::RunPartition(args) => partition::run_partition(args),
         Command::New(args) => new::new(args),
         Command::Completions(args) => completions::completions(args, &mut command()),
+        Command::Live(args) => live::live(args),
+        Command::Simulate(args) => simulate::simulate(args),
     }
 }
 

@@ -42,6 +42,7 @@ pub mod tvips;
 
 pub use corrections::ExcludedPixels;
 pub use mapped::MappedFrames;
+pub(crate) use mapped::{Access, map_file};
 pub use memory::MemoryDataset;
 pub use partition::{Partition, default_partition_count, plan_partitions};
 pub use registry::{FORMATS, FileHead, Format, FormatNames, FormatSpec, Opened};

@@ -140,6 +140,25 @@ impl Plan {
         })
     }
 
+    /// The plan of a scan that ended after its first `frames` frames (a live source that
+    /// stopped early): partitions past it are dropped, the one it cuts ends there. Every
+    /// other field stays, so results keep the full nav shape, invalid where no frame came.
+    pub fn truncated(&self, frames: u64) -> Plan {
+        let partitions = self
+            .partitions
+            .iter()
+            .filter(|p| p.range.start < frames)
+            .map(|p| {
+                let mut p = p.clone();
+                p.range.end = p.range.end.min(frames);
+                p.frames.retain(|&f| f < frames);
+                p
+            })
+            .filter(|p| !p.is_empty())
+            .collect();
+        Plan { partitions, ..self.clone() }
+    }
+
     /// Plan a run (see the module docs for the steps).
     pub(crate) fn make(opened: &OpenedDataset, udfs: &[UdfSpec], options: &RunOptions) -> Result<Plan, RunError> {
         if udfs.is_empty() {
