@@ -17,6 +17,7 @@
 //! | [`preview`] | PNG previews of image results (colour maps, robust scaling, colour bar) |
 //! | [`dtype`], [`array`], [`npy`] | element types, arrays, the `.npy` format |
 //! | [`params`], [`roi`], [`log`] | parameters, regions of interest, plugin logs |
+//! | [`serve`] | `udf-host serve`: the browser front end (a local web server and its page) |
 //!
 //! See `docs/architecture.md` for how the pieces fit together.
 
@@ -38,5 +39,6 @@ pub mod params;
 pub mod preview;
 pub mod roi;
 pub mod sample;
+pub mod serve;
 pub mod udf;
 pub mod wasm;

@@ -51,6 +51,9 @@ enum Command {
     New(new::NewArgs),
     /// Print a shell completion script (bash, zsh, fish) to stdout.
     Completions(completions::CompletionsArgs),
+    /// Explore datasets in the browser: a local web page with virtual detectors, frames,
+    /// centre of mass and plugins (prints a URL with a token; docs/serve.md).
+    Serve(crate::serve::ServeArgs),
 }
 
 /// The cargo features of this build that `--version` reports. When host/Cargo.toml gets a
@@ -262,6 +265,7 @@ where
         Command::RunPartition(args) => partition::run_partition(args),
         Command::New(args) => new::new(args),
         Command::Completions(args) => completions::completions(args, &mut command()),
+        Command::Serve(args) => Ok(crate::serve::main(args)?),
     }
 }
 
