@@ -2,10 +2,10 @@
 //! `index.html` and reports console errors, exceptions, failed or outgoing requests and
 //! how each image decoded; a full-page screenshot goes to `target/report-page.png`.
 
-use udf_host_tests::browser::{Browser, chromium_or_skip};
 use super::cli::{cli, s};
 use serde_json::{Value, json};
 use std::path::Path;
+use udf_host_tests::browser::{Browser, chromium_or_skip};
 use udf_host_tests::plugin;
 
 #[test]

@@ -6,7 +6,6 @@
 //! a dragged region the sum of its frames (a plain loop over the file). Screenshots go
 //! to `target/serve-page.png` (docs/images/serve-page.png is one of them).
 
-use udf_host_tests::browser::{Browser, chromium_or_skip};
 use super::cli::{cli, s};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
@@ -15,6 +14,7 @@ use std::time::Duration;
 use udf_host::exec::{Run, RunOptions, UdfSpec};
 use udf_host::serve::{ServeOptions, Server};
 use udf_host::udf::{ParamValue, Params};
+use udf_host_tests::browser::{Browser, chromium_or_skip};
 use udf_host_tests::reference::{assert_close, to_f64};
 
 const NAV: [usize; 2] = [24, 32];
@@ -243,7 +243,8 @@ fn requests_without_the_token_from_other_origins_or_for_files_outside_the_root_a
         let (status, body) = http(&server, path, &[]);
         assert_eq!(status, 401, "{path}: {body}");
         assert!(body.contains("no valid token"), "{body}");
-        let (status, _) = http(&server, &format!("{path}{}token=wrong", if path.contains('?') { '&' } else { '?' }), &[]);
+        let (status, _) =
+            http(&server, &format!("{path}{}token=wrong", if path.contains('?') { '&' } else { '?' }), &[]);
         assert_eq!(status, 401, "{path} with a wrong token");
     }
     let auth = format!("token {token}");

@@ -102,7 +102,9 @@ fn main() {
 
     let (mut first, mut done, mut alone, mut over) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut first_server, mut done_server) = (Vec::new(), Vec::new());
-    println!("round | first partial ms | complete ms | (server: first / complete) | builtin:ring alone ms | complete − alone");
+    println!(
+        "round | first partial ms | complete ms | (server: first / complete) | builtin:ring alone ms | complete − alone"
+    );
     for round in 0..rounds {
         // Drag the ring's inside a few pixels right and back, alternately.
         let geometry = browser.evaluate(&tab, "udfHost.detectorAnalysis()");
@@ -128,7 +130,10 @@ fn main() {
         let own = ring_alone(&path, &geometry);
         let f = entry["first"].as_f64().expect("first");
         let d = entry["done"].as_f64().expect("done");
-        let (fs, ds) = (entry["first_server_ms"].as_f64().unwrap_or(f64::NAN), entry["done_server_ms"].as_f64().unwrap_or(f64::NAN));
+        let (fs, ds) = (
+            entry["first_server_ms"].as_f64().unwrap_or(f64::NAN),
+            entry["done_server_ms"].as_f64().unwrap_or(f64::NAN),
+        );
         println!("{round:5} | {f:16.1} | {d:11.1} | {fs:6.1} / {ds:6.1} | {own:21.1} | {:+.1}", d - own);
         first.push(f);
         done.push(d);

@@ -45,8 +45,11 @@ impl Refusal {
 #[derive(Debug, Clone)]
 pub struct Access {
     token: String,
-    /// `127.0.0.1:PORT`, `localhost:PORT`, ...: the `Host` values accepted.
+    /// `127.0.0.1:PORT`, `localhost:PORT`, ...: the `Host` values accepted (any, when
+    /// listening on every address: `--bind 0.0.0.0`).
     hosts: Vec<String>,
+    any_host: bool,
+    port: u16,
     /// The root folder, canonical.
     root: PathBuf,
 }
@@ -68,7 +71,7 @@ impl Access {
             hosts.push(format!("[{}]:{port}", v6.ip()));
         }
         hosts.dedup();
-        Ok(Access { token, hosts, root })
+        Ok(Access { token, hosts, any_host: address.ip().is_unspecified(), port, root })
     }
 
     /// A new random token: 24 bytes from rand's thread generator (a CSPRNG seeded by
@@ -90,8 +93,7 @@ impl Access {
 
     /// The name of the cookie that carries the token (per port: cookies ignore ports).
     pub fn cookie_name(&self) -> String {
-        let port = self.hosts[0].rsplit(':').next().unwrap_or_default();
-        format!("udf-host-token-{port}")
+        format!("udf-host-token-{}", self.port)
     }
 
     /// Check a request: its `Host`, its `Origin` (if any) and its token (query
@@ -108,13 +110,14 @@ impl Access {
         cookies: &[&str],
     ) -> Result<(), Refusal> {
         let host = host.unwrap_or_default();
-        if !self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
+        let port_suffix = format!(":{}", self.port);
+        let known = self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host));
+        if !known && !(self.any_host && host.ends_with(&port_suffix)) {
             return Err(Refusal::Host(host.to_owned(), self.hosts.join(" or ")));
         }
+        // The page's own origin is the host it was loaded from.
         if let Some(origin) = origin {
-            let own = origin
-                .strip_prefix("http://")
-                .is_some_and(|rest| self.hosts.iter().any(|h| h.eq_ignore_ascii_case(rest)));
+            let own = origin.strip_prefix("http://").is_some_and(|rest| rest.eq_ignore_ascii_case(host));
             if !own {
                 return Err(Refusal::Origin(origin.to_owned()));
             }
@@ -202,6 +205,14 @@ mod tests {
         assert_eq!(cross, Err(Refusal::Origin("http://evil.example".into())));
         assert!(a.check(Some("127.0.0.1:8123"), Some("null"), t, None, &[]).is_err());
         assert!(a.check(Some("127.0.0.1:8123"), Some("http://127.0.0.1:8124"), t, None, &[]).is_err());
+        // The origin must be the host the request is for.
+        assert!(a.check(Some("127.0.0.1:8123"), Some("http://localhost:8123"), t, None, &[]).is_err());
+        // Listening on every address: any host name with the port, the same origin.
+        let dir = tempfile::tempdir().unwrap();
+        let all = Access::new("secret".into(), "0.0.0.0:8123".parse().unwrap(), dir.path()).unwrap();
+        assert_eq!(all.check(Some("10.1.2.3:8123"), Some("http://10.1.2.3:8123"), t, None, &[]), Ok(()));
+        assert!(all.check(Some("10.1.2.3:8123"), Some("http://evil.example"), t, None, &[]).is_err());
+        assert!(all.check(Some("10.1.2.3:9999"), None, t, None, &[]).is_err());
     }
 
     #[test]

@@ -136,7 +136,9 @@ impl Analysis {
                     )));
                 }
             },
-            Analysis::Disk { cx, cy, r } => (one(builtin("disk")?, floats(&[("cx", *cx), ("cy", *cy), ("r", *r)])), None, None),
+            Analysis::Disk { cx, cy, r } => {
+                (one(builtin("disk")?, floats(&[("cx", *cx), ("cy", *cy), ("r", *r)])), None, None)
+            }
             Analysis::Ring { cx, cy, ri, ro } => {
                 let params = floats(&[("cx", *cx), ("cy", *cy), ("ri", *ri), ("ro", *ro)]);
                 (one(builtin("ring")?, params), None, None)
@@ -154,7 +156,8 @@ impl Analysis {
                 for y in y0..y1 {
                     mask[y * width + x0..y * width + x1].fill(1.0);
                 }
-                let mask = NdArray::from_vec(&[height, width], mask).map_err(|e| AnalysisError::Invalid(e.to_string()))?;
+                let mask =
+                    NdArray::from_vec(&[height, width], mask).map_err(|e| AnalysisError::Invalid(e.to_string()))?;
                 let mut params = Params::default();
                 params.set("masks", ParamValue::Array(Arc::new(mask)));
                 (one(builtin("masks")?, params), None, None)
@@ -201,9 +204,11 @@ fn plugin_params(udf: &dyn Udf, given: &BTreeMap<String, String>, catalog: &Cata
         if text.trim().is_empty() {
             continue;
         }
-        let spec = desc.params.iter().find(|s| &s.name == name).ok_or_else(|| {
-            AnalysisError::Invalid(format!("plugin '{}' has no parameter '{name}'", desc.name))
-        })?;
+        let spec = desc
+            .params
+            .iter()
+            .find(|s| &s.name == name)
+            .ok_or_else(|| AnalysisError::Invalid(format!("plugin '{}' has no parameter '{name}'", desc.name)))?;
         let text = match text.trim().strip_prefix('@') {
             Some(file) => {
                 let resolved = catalog.resolve(file).map_err(|e| AnalysisError::Catalog(e.into()))?;

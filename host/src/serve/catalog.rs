@@ -87,11 +87,8 @@ impl Catalog {
     /// under the root, at most [`MAX_DEPTH`] folders deep, hidden folders skipped.
     pub fn list(&self) -> Listing {
         let extensions: Vec<&str> = FORMATS.iter().flat_map(|f| f.extensions.iter().copied()).collect();
-        let mut datasets: Vec<Entry> = self
-            .named
-            .iter()
-            .map(|p| Entry { path: self.access.relative(p), bytes: size(p), named: true })
-            .collect();
+        let mut datasets: Vec<Entry> =
+            self.named.iter().map(|p| Entry { path: self.access.relative(p), bytes: size(p), named: true }).collect();
         let mut plugins = Vec::new();
         let mut seen = 0;
         let mut stack = vec![(self.access.root().to_owned(), 0)];

@@ -94,17 +94,24 @@ async fn guard(State(shared): AppState, request: axum::extract::Request, next: N
         .query()
         .and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("token=")))
         .map(str::to_owned);
-    if let Err(refusal) =
-        access.check(text(header::HOST), text(header::ORIGIN), query_token.as_deref(), text(header::AUTHORIZATION), &cookies)
-    {
+    if let Err(refusal) = access.check(
+        text(header::HOST),
+        text(header::ORIGIN),
+        query_token.as_deref(),
+        text(header::AUTHORIZATION),
+        &cookies,
+    ) {
         return refusal.into_response();
     }
     let set_cookie = query_token.is_some() && request.uri().path() == "/";
     let mut response = next.run(request).await;
     let headers = response.headers_mut();
     if set_cookie
-        && let Ok(cookie) =
-            HeaderValue::from_str(&format!("{}={}; HttpOnly; SameSite=Strict; Path=/", access.cookie_name(), access.token()))
+        && let Ok(cookie) = HeaderValue::from_str(&format!(
+            "{}={}; HttpOnly; SameSite=Strict; Path=/",
+            access.cookie_name(),
+            access.token()
+        ))
     {
         headers.insert(header::SET_COOKIE, cookie);
     }
@@ -114,7 +121,7 @@ async fn guard(State(shared): AppState, request: axum::extract::Request, next: N
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(
-            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; connect-src 'self'; \
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; connect-src 'self' blob:; \
              frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
         ),
     );

@@ -118,18 +118,13 @@ impl Server {
         let listener = runtime
             .block_on(tokio::net::TcpListener::bind(options.address))
             .map_err(|source| ServeError::Listen { address: options.address, source })?;
-        let address = listener.local_addr().map_err(|source| ServeError::Listen { address: options.address, source })?;
+        let address =
+            listener.local_addr().map_err(|source| ServeError::Listen { address: options.address, source })?;
         let access = Access::new(Access::random_token(), address, &options.root)
             .map_err(|source| ServeError::Root { path: options.root.clone(), source })?;
-        let named = options
-            .data
-            .iter()
-            .map(|p| access.resolve(&p.to_string_lossy()))
-            .collect::<Result<Vec<_>, _>>()?;
-        let threads = options
-            .threads
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-            .max(1);
+        let named = options.data.iter().map(|p| access.resolve(&p.to_string_lossy())).collect::<Result<Vec<_>, _>>()?;
+        let threads =
+            options.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
         let catalog = Arc::new(catalog::Catalog::new(access.clone(), named, options.open_options, options.runtime));
         let app = http::router(Arc::new(http::Shared { catalog, threads }));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

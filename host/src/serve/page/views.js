@@ -33,6 +33,7 @@ export class ImageView {
       canvas.style.width = `${cssWidth}px`;
       canvas.style.height = `${cssHeight}px`;
     }
+    this.container.style.height = `${cssHeight}px`;
     const ratio = window.devicePixelRatio || 1;
     this.overlay.width = Math.round(cssWidth * ratio);
     this.overlay.height = Math.round(cssHeight * ratio);
