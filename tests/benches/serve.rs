@@ -105,7 +105,9 @@ fn main() {
     println!(
         "round | first partial ms | complete ms | (server: first / complete) | builtin:ring alone ms | complete − alone"
     );
-    for round in 0..rounds {
+    // Round 0 is a warm-up, not counted: it takes a screenshot as soon as the first
+    // partial virtual image is in (target/serve-page-partial.png).
+    for round in 0..=rounds {
         // Drag the ring's inside a few pixels right and back, alternately.
         let geometry = browser.evaluate(&tab, "udfHost.detectorAnalysis()");
         let [cx, cy, ri, ro] = ["cx", "cy", "ri", "ro"].map(|k| geometry[k].as_f64().expect("a number"));
@@ -124,6 +126,14 @@ fn main() {
             std::thread::sleep(Duration::from_millis(16));
         }
         browser.mouse(&tab, "mouseReleased", to);
+        if round == 0 {
+            browser.wait_until(&tab, "udfHost.state.latency.at(-1)?.first != null", wait);
+            let png = browser.screenshot(&tab, 1300);
+            let target = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/serve-page-partial.png");
+            std::fs::write(&target, png).expect("write the screenshot");
+            browser.wait_until(&tab, "udfHost.state.latency.at(-1)?.done != null", wait);
+            continue;
+        }
         browser.wait_until(&tab, "udfHost.state.latency.at(-1)?.done != null", wait);
         let entry = browser.evaluate(&tab, "udfHost.state.latency.at(-1)");
         let geometry = browser.evaluate(&tab, "udfHost.detectorAnalysis()");

@@ -34,6 +34,7 @@ export class ImageView {
       canvas.style.height = `${cssHeight}px`;
     }
     this.container.style.height = `${cssHeight}px`;
+    this.container.style.width = `${cssWidth}px`;
     const ratio = window.devicePixelRatio || 1;
     this.overlay.width = Math.round(cssWidth * ratio);
     this.overlay.height = Math.round(cssHeight * ratio);
