@@ -112,7 +112,8 @@ impl Access {
         let host = host.unwrap_or_default();
         let port_suffix = format!(":{}", self.port);
         let known = self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host));
-        if !known && !(self.any_host && host.ends_with(&port_suffix)) {
+        let any_with_port = self.any_host && host.ends_with(&port_suffix);
+        if !(known || any_with_port) {
             return Err(Refusal::Host(host.to_owned(), self.hosts.join(" or ")));
         }
         // The page's own origin is the host it was loaded from.

@@ -53,6 +53,9 @@ pub struct Listing {
     pub truncated: bool,
 }
 
+/// A plugin loaded from a file, and the file's modification time then.
+type LoadedPlugin = (Option<SystemTime>, Arc<dyn Udf>);
+
 /// The datasets and plugins of one server.
 pub struct Catalog {
     access: Access,
@@ -61,7 +64,7 @@ pub struct Catalog {
     datasets: Mutex<HashMap<PathBuf, OpenedDataset>>,
     runtime: OnceLock<Result<WasmRuntime, String>>,
     runtime_options: Mutex<Option<RuntimeOptions>>,
-    plugins: Mutex<HashMap<PathBuf, (Option<SystemTime>, Arc<dyn Udf>)>>,
+    plugins: Mutex<HashMap<PathBuf, LoadedPlugin>>,
 }
 
 impl Catalog {
