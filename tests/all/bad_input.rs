@@ -309,3 +309,41 @@ fn results_larger_than_the_memory_cap_are_refused_before_running() {
     let msg = err.to_string();
     assert!(msg.contains("more than the limit") && msg.contains("'intensity' of 'sum'"), "{msg}");
 }
+
+/// Issue 33, finding 3: `--sig-shape 4,4611686018427387905` multiplies out to 4 pixels
+/// when the product wraps; the raw reader took 16-byte frames and every partition then
+/// panicked indexing the file. A shape whose size does not fit is bad input.
+#[test]
+fn a_sig_shape_whose_size_wraps_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("u16.raw");
+    fixtures::write_raw(&path, &fixtures::mk_random(&[4, 4], &[4, 4], 0), Ty::U16, false, 0);
+    let wrapping = OpenOptions {
+        dtype: Some(StoredDType::le(DType::U16)),
+        sig_shape: Some(vec![4, 4_611_686_018_427_387_905]),
+        ..OpenOptions::default()
+    };
+    let msg = open_err(&path, &wrapping);
+    assert!(msg.contains("u16.raw") && msg.contains("--sig-shape") && msg.contains("more elements"), "{msg}");
+    let nav = OpenOptions { sig_shape: Some(vec![4, 4]), nav_shape: Some(vec![1 << 62, 1 << 3]), ..wrapping };
+    let msg = open_err(&path, &nav);
+    assert!(msg.contains("--nav-shape") && msg.contains("more elements"), "{msg}");
+    // On the command line, the option itself is refused (exit 1).
+    let (code, msg) = crate::cli::cli(&[
+        "run",
+        "builtin:sumsig",
+        &path.display().to_string(),
+        "--format",
+        "raw",
+        "--dtype",
+        "uint16",
+        "--sig-shape",
+        "4,4611686018427387905",
+        "--out",
+        &dir.path().join("out").display().to_string(),
+    ])
+    .expect_err("a wrapping shape is refused");
+    assert_eq!(code, udf_host::cli::exit::USER_ERROR, "{msg}");
+    assert!(msg.contains("more elements than this machine can address"), "{msg}");
+    assert!(!dir.path().join("out").exists());
+}
