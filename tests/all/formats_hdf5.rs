@@ -504,3 +504,61 @@ fn a_two_dimensional_dataset_is_one_frame() {
     assert_eq!((ds.shape().nav.clone(), ds.shape().sig.clone()), (vec![1], vec![7, 9]));
     assert_eq!(all_frames(ds.as_ref()), fx::values(63, 35, Kind::F(4)));
 }
+
+/// Issue 33, finding 4: a 5 KiB file that gives bitshuffle-LZ4 an element size of
+/// 2^32 - 1 made the decoder ask for a 512 GiB scratch buffer, and the process aborted.
+/// Filter parameters are checked against the dataset's elements when it is opened.
+#[test]
+fn filter_parameters_from_a_crafted_file_are_checked_before_any_allocation() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = std::fs::read(fx::file("chunked.h5")).unwrap();
+    // The bslz4 dataset (uint16): client data (0, 4, element size 2, block 0, lz4 2).
+    let params: Vec<u8> = [0u32, 4, 2, 0, 2].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let crafted: Vec<u8> = [0u32, 4, u32::MAX, 0, 2].iter().flat_map(|v| v.to_le_bytes()).collect();
+    patch(&mut bytes, &params, &crafted);
+    let path = dir.path().join("crafted.h5");
+    std::fs::write(&path, &bytes).unwrap();
+    let msg = open_err(&path, Some("/entry/data/bslz4"));
+    assert!(
+        msg.contains("crafted.h5") && msg.contains("bitshuffle") && msg.contains("element size of 4294967295"),
+        "{msg}"
+    );
+}
+
+/// Issue 33, finding 4: an external link to a FIFO hung the open (reading a FIFO waits
+/// for a writer). Links are followed to regular files only.
+#[cfg(unix)]
+#[test]
+fn an_external_link_to_a_fifo_is_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = fx::file("layouts/dectris");
+    for name in ["scan_master.h5", "scan_data_000002.h5"] {
+        std::fs::copy(src.join(name), dir.path().join(name)).unwrap();
+    }
+    let fifo = dir.path().join("scan_data_000001.h5");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+    assert!(made.success());
+    let master = dir.path().join("scan_master.h5");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(open_err(&master, None));
+    });
+    // A guard against the hang this test is about, not a measure of speed.
+    let msg = rx.recv_timeout(std::time::Duration::from_secs(120)).expect("opening the master file hung on a FIFO");
+    assert!(msg.contains("scan_data_000001.h5") && msg.contains("not a regular file"), "{msg}");
+}
+
+/// External links resolve as HDF5 resolves them: an absolute name that does not exist
+/// is looked for by its last component next to the linking file; a relative name keeps
+/// its directories.
+#[test]
+fn external_link_names_resolve_as_hdf5_resolves_them() {
+    use udf_host::dataset::hdf5::link_candidates;
+    let from = Path::new("/data/run1/master.h5");
+    let found = link_candidates(from, "/elsewhere/x_data_1.h5");
+    assert_eq!(found.first().map(|p| p.as_path()), Some(Path::new("/elsewhere/x_data_1.h5")));
+    assert!(found.contains(&Path::new("/data/run1/x_data_1.h5").to_path_buf()), "{found:?}");
+    let found = link_candidates(from, "sub/x.h5");
+    assert!(found.contains(&Path::new("/data/run1/sub/x.h5").to_path_buf()), "{found:?}");
+    assert_eq!(found.last().map(|p| p.as_path()), Some(Path::new("sub/x.h5")));
+}

@@ -30,7 +30,7 @@ use filters::Filter;
 use hdf5_reader::messages::HdfMessage;
 use hdf5_reader::messages::layout::{ChunkIndexing, DataLayout};
 use hdf5_reader::{Datatype, Hdf5File};
-pub use select::{Axes, Candidate, Located};
+pub use select::{Axes, Candidate, Located, link_candidates};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -60,6 +60,14 @@ fn h5_err(path: &Path, what: &str, e: impl std::fmt::Display) -> DatasetError {
     DatasetError::invalid(path, format!("{what}: {e}"))
 }
 
+/// Open the HDF5 file at `path` (the dataset's, a linked data file, a sidecar): a
+/// regular file ([`map_file`]: a FIFO is refused, not waited on), mapped read-only.
+fn open_hdf5(path: &Path) -> Result<Hdf5File, DatasetError> {
+    let map = map_file(path, Access::Random)?;
+    Hdf5File::from_mmap_with_options(map, hdf5_reader::OpenOptions::default())
+        .map_err(|e| h5_err(path, "not a readable HDF5 file", e))
+}
+
 /// Open the dataset of an HDF5 file that `options.dataset_path` names (a dataset, or the
 /// group of a DECTRIS master file's numbered data files), or the only one there is.
 ///
@@ -67,7 +75,7 @@ fn h5_err(path: &Path, what: &str, e: impl std::fmt::Display) -> DatasetError {
 /// Not HDF5, no such dataset, several candidates (all numeric datasets are listed), an
 /// external link that cannot be followed, an unsupported type, layout or filter.
 pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<Opened, DatasetError> {
-    let file = Hdf5File::open(path).map_err(|e| h5_err(path, "not a readable HDF5 file", e))?;
+    let file = open_hdf5(path)?;
     let wanted = options.dataset_path.as_deref().map(|p| format!("/{}", p.trim_matches('/')));
     let direct = wanted.as_deref().and_then(|p| select::direct(path, &file, p));
     let walk = match direct {
@@ -90,6 +98,15 @@ pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<Opened, Dataset
         }
         None => (pick(path, &walk, &broken)?, "chosen automatically (the only frame stack in the file)"),
     };
+    // A series with a data file that cannot be read would be a dataset with frames
+    // missing: refuse it rather than read the rest as if it were all.
+    let group = format!("{}/", candidate.name.trim_end_matches('/'));
+    if let Some(link) = walk.broken.iter().find(|b| candidate.series && b.starts_with(&group)) {
+        return Err(DatasetError::invalid(
+            path,
+            format!("dataset '{}': a data file of the series cannot be read: {link}", candidate.name),
+        ));
+    }
     let stored = candidate
         .stored
         .clone()

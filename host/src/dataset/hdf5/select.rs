@@ -154,17 +154,39 @@ fn dense_links(file: &Hdf5File, heap_address: u64, btree_address: u64) -> Vec<Li
     out
 }
 
-/// Open the target of an external link `filename:path` of the file at `from`. Relative
-/// names are looked up next to `from` (where DECTRIS writes the data files).
-fn follow(from: &Path, filename: &str, path: &str) -> Result<Located, String> {
-    let dir = from.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+/// Where HDF5 looks for the file of an external link `filename` of the file at `from`
+/// (`H5Lcreate_external`): an absolute name as it is, else (and then its last component
+/// only) under each directory of `$HDF5_EXT_PREFIX`, then next to `from` (where DECTRIS
+/// writes the data files), then relative to the working directory. The first that
+/// exists is the link's target.
+pub fn link_candidates(from: &Path, filename: &str) -> Vec<PathBuf> {
     let name = Path::new(filename);
-    let file_path = if name.is_absolute() && name.exists() {
-        name.to_owned()
+    let mut out = Vec::new();
+    let target = if name.is_absolute() {
+        out.push(name.to_owned());
+        name.file_name().map_or_else(|| name.to_owned(), PathBuf::from)
     } else {
-        dir.join(name.file_name().map_or(name, Path::new))
+        name.to_owned()
     };
-    let file = Hdf5File::open(&file_path).map_err(|e| format!("{}: {e}", file_path.display()))?;
+    if let Some(prefixes) = std::env::var_os("HDF5_EXT_PREFIX") {
+        out.extend(std::env::split_paths(&prefixes).filter(|p| !p.as_os_str().is_empty()).map(|p| p.join(&target)));
+    }
+    let dir = from.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    out.push(dir.join(&target));
+    out.push(target);
+    out
+}
+
+/// Open the target of an external link `filename:path` of the file at `from`, found as
+/// HDF5 finds it ([`link_candidates`]); only a regular file is followed (a FIFO or
+/// device is an error, never waited on).
+fn follow(from: &Path, filename: &str, path: &str) -> Result<Located, String> {
+    let candidates = link_candidates(from, filename);
+    let file_path = candidates.iter().find(|p| p.exists()).cloned().ok_or_else(|| {
+        let tried: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
+        format!("no such file (looked for {})", tried.join(", "))
+    })?;
+    let file = super::open_hdf5(&file_path).map_err(|e| e.to_string())?;
     let dataset = file.dataset(path).map_err(|e| format!("{}:{path}: {e}", file_path.display()))?;
     Ok(Located { file_path, file, path: path.to_owned(), dataset })
 }
@@ -350,7 +372,7 @@ pub fn dectris_scan(master: &Path, file: &Hdf5File, frames: u64) -> Option<(Vec<
     let name = master.file_name()?.to_str()?;
     let base = name.strip_suffix("_master.h5")?;
     let sidecar = master.with_file_name(format!("{base}.h5"));
-    if let Ok(meta) = Hdf5File::open(&sidecar)
+    if let Ok(meta) = super::open_hdf5(&sidecar)
         && let Ok(group) = meta.group("/STEM Metadata")
     {
         let get = |key: &str| group.attribute(key).ok().and_then(|a| a.read_as_f64().ok());
