@@ -6,7 +6,7 @@ use crate::conformance::{self, Config, DataSource, Group, Synthetic, Tolerance};
 use crate::dataset::{self, Format, OpenOptions};
 use crate::dtype::{DType, StoredDType};
 use crate::udf::Udf;
-use crate::wasm::{LoadErrorKind, WasmRuntime};
+use crate::wasm::WasmRuntime;
 use anyhow::anyhow;
 use clap::Args;
 use std::path::PathBuf;
@@ -150,7 +150,7 @@ pub fn conformance(args: ConformanceArgs) -> Result<(), Failure> {
     let mut udfs: Vec<Arc<dyn Udf>> = Vec::new();
     for path in &args.plugins {
         let (udf, _) = runtime.load(path).map_err(|e| Failure {
-            code: if e.kind == LoadErrorKind::Read { exit::USER_ERROR } else { exit::PLUGIN_FAILURE },
+            code: if e.kind.is_users() { exit::USER_ERROR } else { exit::PLUGIN_FAILURE },
             error: e.into(),
         })?;
         udfs.push(Arc::new(udf));

@@ -10,7 +10,7 @@ use crate::output::snapshot::Snapshots;
 use crate::preview::{self, PreviewOptions};
 use crate::roi::Roi;
 use crate::udf::{Param, Params, Udf};
-use crate::wasm::{CacheOutcome, LoadErrorKind, WasmRuntime};
+use crate::wasm::{CacheOutcome, WasmRuntime};
 use crate::{output, params};
 use anyhow::anyhow;
 use clap::Args;
@@ -202,7 +202,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             continue;
         }
         let (udf, stats) = runtime.load(path).map_err(|e| Failure {
-            code: if e.kind == LoadErrorKind::Read { exit::USER_ERROR } else { exit::PLUGIN_FAILURE },
+            code: if e.kind.is_users() { exit::USER_ERROR } else { exit::PLUGIN_FAILURE },
             error: e.into(),
         })?;
         loads.push(json!({
