@@ -188,10 +188,17 @@ fn a_single_stack_is_picked_and_nav_can_be_reshaped() {
 
 #[test]
 fn several_candidates_are_listed() {
+    // The larger of two stacks is chosen; the other is named with how to choose it.
     let path = fx::file("two_candidates.h5");
-    let err = dataset::open(&path, &OpenOptions::default()).err().expect("ambiguous file opened").to_string();
-    assert!(err.contains("two_candidates.h5") && err.contains("/a/data") && err.contains("/b/data"), "{err}");
-    assert!(err.contains("--dataset-path"), "{err}");
+    let ds = dataset::open(&path, &OpenOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(detail(ds.as_ref(), "dataset"), "/a/data");
+    let choice = detail(ds.as_ref(), "dataset_choice");
+    assert!(choice.contains("/b/data [3, 4, 4]") && choice.contains("--dataset-path"), "{choice}");
+    // Two of the same size: no choice, both listed.
+    let tied = fx::file("layouts/tied.h5");
+    let err = dataset::open(&tied, &OpenOptions::default()).err().expect("ambiguous file opened").to_string();
+    assert!(err.contains("tied.h5") && err.contains("/depth0/data") && err.contains("/depth1/data"), "{err}");
+    assert!(err.contains("same size") && err.contains("--dataset-path"), "{err}");
     let err = dataset::open(&path, &OpenOptions { dataset_path: Some("/c".into()), ..OpenOptions::default() })
         .err()
         .expect("missing dataset opened")
@@ -561,4 +568,28 @@ fn external_link_names_resolve_as_hdf5_resolves_them() {
     let found = link_candidates(from, "sub/x.h5");
     assert!(found.contains(&Path::new("/data/run1/sub/x.h5").to_path_buf()), "{found:?}");
     assert_eq!(found.last().map(|p| p.as_path()), Some(Path::new("sub/x.h5")));
+}
+
+/// Issue 33, finding 11: with several datasets in a file, the automatic choice could be
+/// a dimension scale (the only stack of 3 axes next to a 2-D image) or no choice at all
+/// (Delmic SPARC files: acquisitions of several sizes). A dimension scale is never
+/// chosen; the largest stack is; `info` names the others and how to choose.
+#[test]
+fn the_largest_stack_is_chosen_never_a_dimension_scale() {
+    let ds = dataset::open(&fx::file("layouts/scales.h5"), &OpenOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((ds.shape().nav.clone(), ds.shape().sig.clone()), (vec![1, 3, 4], vec![8, 6]));
+    assert_eq!(all_frames(ds.as_ref()), fx::values(12 * 48, 37, Kind::U(2)));
+    let choice = detail(ds.as_ref(), "dataset_choice");
+    assert!(
+        choice.contains("largest") && choice.contains("/Acquisition1/ImageData/Image") && choice.contains("--dataset-path"),
+        "{choice}"
+    );
+    assert!(!choice.contains("ScaleCube"), "a dimension scale is no candidate: {choice}");
+    let ds = dataset::open(&fx::file("layouts/image_and_scale.h5"), &OpenOptions::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(detail(ds.as_ref(), "dataset"), "/image");
+    assert_eq!((ds.shape().nav.clone(), ds.shape().sig.clone()), (vec![1], vec![7, 9]));
+    // Named, a dimension scale still opens.
+    let cube = open_path(&fx::file("layouts/scales.h5"), "/Acquisition0/ImageData/ScaleCube");
+    assert_eq!(cube.shape().nav, vec![10]);
 }

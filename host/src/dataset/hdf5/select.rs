@@ -77,6 +77,9 @@ pub struct Candidate {
     pub layout: Option<(Axes, String)>,
     /// Numbered data files of a group joined (a DECTRIS master's `/entry/data`).
     pub series: bool,
+    /// An axis of another dataset, not data: an HDF5 dimension scale (`CLASS` attribute
+    /// `DIMENSION_SCALE`) or an EMD group's `dimN` array. Never chosen automatically.
+    pub dimension_scale: bool,
 }
 
 impl Candidate {
@@ -90,6 +93,27 @@ impl Candidate {
     pub fn is_preview(&self) -> bool {
         matches!(&self.stored, Ok(d) if d.dtype == DType::U8) && matches!(self.shape.last(), Some(3 | 4))
     }
+
+    /// Elements of the array (saturating: only compared).
+    pub fn elements(&self) -> u64 {
+        self.shape.iter().fold(1u64, |n, &d| n.saturating_mul(d))
+    }
+
+    /// `name [shape] dtype`, for messages and `info`.
+    pub fn summary(&self) -> String {
+        self.describe()
+    }
+}
+
+/// Whether `dataset` is an HDF5 dimension scale (`H5DSmake_scale`: attribute `CLASS`
+/// = `DIMENSION_SCALE`).
+fn is_dimension_scale(dataset: &hdf5_reader::Dataset) -> bool {
+    dataset.attribute("CLASS").ok().and_then(|a| a.read_string().ok()).is_some_and(|c| c == "DIMENSION_SCALE")
+}
+
+/// Whether `name` is an EMD axis array (`dim1`, `dim2`, ...).
+fn is_emd_dim(name: &str) -> bool {
+    name.strip_prefix("dim").is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
 }
 
 /// The links of a group that point into other files: `(name, file, path)`, from compact
@@ -247,6 +271,7 @@ pub fn walk(file_path: &Path, file: &Hdf5File) -> Result<Walk, hdf5_reader::erro
                 stored: stored_dtype(located.dataset.dtype()),
                 layout,
                 series: false,
+                dimension_scale: is_dimension_scale(&located.dataset) || (emd.is_some() && is_emd_dim(name)),
             });
         }
         if let Some(series) = series(&prefix, &here) {
@@ -274,8 +299,9 @@ pub fn direct(file_path: &Path, file: &Hdf5File, path: &str) -> Option<Candidate
         emd_dims(&group).and_then(|kind| emd_axes(kind, name, shape.len()))
     };
     let stored = stored_dtype(dataset.dtype());
+    let dimension_scale = is_dimension_scale(&dataset);
     let located = Located { file_path: file_path.to_owned(), file: file.clone(), path: path.to_owned(), dataset };
-    Some(Candidate { name: path.to_owned(), parts: vec![located], shape, stored, layout, series: false })
+    Some(Candidate { name: path.to_owned(), parts: vec![located], shape, stored, layout, series: false, dimension_scale })
 }
 
 /// Numbered data arrays `data_000001`, `data_000002`, ... of one group (a DECTRIS master
@@ -308,6 +334,7 @@ fn series(prefix: &str, here: &[(String, Located)]) -> Option<Candidate> {
         stored,
         layout: None,
         series: true,
+        dimension_scale: false,
     })
 }
 
