@@ -95,8 +95,19 @@ impl MergerHandle {
 #[pymethods]
 impl MergerHandle {
     /// Merge one partition's output; returns `(merged so far, partitions in the plan)`.
-    fn merge(&self, py: Python<'_>, output: &[u8]) -> PyResult<(usize, usize)> {
+    /// `index`: the partition the task that returned it was asked for; an output of
+    /// another partition is refused.
+    #[pyo3(signature = (output, index=None))]
+    fn merge(&self, py: Python<'_>, output: &[u8], index: Option<usize>) -> PyResult<(usize, usize)> {
         let output = PartitionOutput::from_bytes(output).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        if let Some(index) = index
+            && output.index != index
+        {
+            return Err(PyValueError::new_err(format!(
+                "the task for partition {index} returned the output of partition {}",
+                output.index
+            )));
+        }
         self.with(|merger| {
             let step = py.detach(move || merger.merge(output)).map_err(|e| run_error(py, e))?;
             Ok((step.merged, step.total))

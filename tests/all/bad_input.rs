@@ -347,3 +347,66 @@ fn a_sig_shape_whose_size_wraps_is_refused() {
     assert!(msg.contains("more elements than this machine can address"), "{msg}");
     assert!(!dir.path().join("out").exists());
 }
+
+/// A dataset whose reads of one frame panic, as a format reader with an arithmetic bug
+/// would (`--sig-shape 4,4611686018427387905` on a raw file did, in every partition).
+struct PanicsAt {
+    inner: std::sync::Arc<dyn dataset::Dataset>,
+    frame: u64,
+}
+
+impl dataset::Dataset for PanicsAt {
+    fn shape(&self) -> &dataset::DatasetShape {
+        self.inner.shape()
+    }
+    fn stored_dtype(&self) -> StoredDType {
+        self.inner.stored_dtype()
+    }
+    fn info(&self) -> dataset::DatasetInfo {
+        self.inner.info()
+    }
+    fn read_tile(
+        &self,
+        frames: &[u64],
+        sig: &dataset::SigSlice,
+        dtype: DType,
+        out: &mut [u8],
+    ) -> Result<(), dataset::DatasetError> {
+        assert!(!frames.contains(&self.frame), "a reader's index out of bounds at frame {}", self.frame);
+        self.inner.read_tile(frames, sig, dtype, out)
+    }
+}
+
+/// Issue 33, finding 1: a panic in a partition was swallowed — the partition was missing
+/// from every plugin's results, the sums were wrong without an invalid mark, and the run
+/// said "complete". A panic is that partition's internal error; every partition ends
+/// merged or failed; the others' results are kept.
+#[test]
+fn a_panic_in_a_partition_fails_that_partition_and_never_passes_for_complete() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("u16.npy");
+    fixtures::write_npy(&path, &fixtures::mk_random(&[4, 4], &[8, 8], 3), Ty::U16);
+    let open = || -> std::sync::Arc<dyn dataset::Dataset> {
+        std::sync::Arc::new(PanicsAt { inner: dataset::open(&path, &OpenOptions::default()).unwrap(), frame: 5 })
+    };
+    let sumsig = || udf_host::builtins::get("sumsig").unwrap();
+    let spec = || vec![udf_host::exec::UdfSpec { udf: sumsig(), params: Params::default() }];
+    // Stopping at the failure: the run fails with an internal error naming the partition.
+    let options = RunOptions { partitions: Some(4), threads: Some(2), ..RunOptions::default() };
+    let err = udf_host::exec::Run::plan(open(), spec(), options.clone()).unwrap().execute().unwrap_err();
+    assert!(matches!(err, RunError::Internal(_)), "{err:?}");
+    assert!(err.to_string().contains("partition 1") && err.to_string().contains("panicked"), "{err}");
+    // Going on: the other three partitions are merged, the failed one is recorded and
+    // its positions are invalid; merged + failed = partitions.
+    let options = RunOptions { keep_going: true, ..options };
+    let mut iter = udf_host::exec::Run::plan(open(), spec(), options).unwrap().iter();
+    let steps: Vec<_> = iter.by_ref().collect();
+    assert_eq!(steps.iter().filter(|s| s.is_err()).count(), 1, "{steps:?}");
+    iter.check_accounted().unwrap();
+    let results = iter.results().unwrap();
+    assert_eq!((results.stats.partitions_merged, results.stats.partitions_failed), (3, 1));
+    assert_eq!(iter.failures().len(), 1);
+    assert_eq!(iter.failures()[0].partition, Some(1));
+    let valid = results.udfs[0].buffer("intensity").unwrap().valid.to_bools().unwrap();
+    assert_eq!(valid.iter().filter(|v| !**v).count(), 4, "the failed partition's 4 frames are invalid");
+}

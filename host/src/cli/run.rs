@@ -323,6 +323,8 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     // one exits and removes what is half-written (`output::cleanup`).
     let mut iter = run.iter();
     let mut stopped_by: Option<RunError> = None;
+    // A partition that failed by a bug of udf-host (a panic): exit 4 even with --keep-going.
+    let mut internal_failure = false;
     let progress = iter.progress();
     let _interrupt = interrupt::Guard::install(Arc::new(move || progress.interrupt()));
     {
@@ -336,6 +338,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
                     stopped_by = Some(e);
                     break;
                 }
+                internal_failure |= matches!(e, RunError::Internal(_));
                 eprintln!("warning: {e:#}; going on with the other partitions (--keep-going)");
             }
             if let Some(snapshots) = snapshots.as_mut() {
@@ -366,7 +369,15 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         });
         first_udf_failure.get_or_insert(e);
     }
-    let stopped_by = stopped_by.or(first_udf_failure);
+    let mut stopped_by = stopped_by.or(first_udf_failure);
+    // Never "complete" with a partition missing: every partition is merged or failed.
+    let accounted = results.stats.partitions_merged + partitions_failed;
+    if stopped_by.is_none() && !interrupted && accounted != partitions {
+        stopped_by = Some(RunError::Internal(format!(
+            "{accounted} of {partitions} partitions are accounted for ({} merged, {partitions_failed} failed)",
+            results.stats.partitions_merged
+        )));
+    }
     let status = if interrupted {
         "interrupted"
     } else if stopped_by.is_some() {
@@ -436,7 +447,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             Err(failure)
         }
         (None, false, false) => Err(Failure {
-            code: exit::PARTIAL,
+            code: if internal_failure { exit::INTERNAL } else { exit::PARTIAL },
             error: anyhow!(
                 "{} failure(s) (--keep-going): {} of {} partitions failed; the rest is in {} and results.json \
                  lists the failures",

@@ -144,6 +144,10 @@ impl Worker {
     ///
     /// # Errors
     /// As [`run_partition`](Self::run_partition), and [`RunError::Cancelled`].
+    ///
+    /// A panic while the partition runs (a bug in a format reader, a built-in or the
+    /// executor) is caught and becomes this partition's [`RunError::Internal`]: the other
+    /// partitions, and every engine that drives them, go on knowing it failed.
     pub fn run_partition_with(
         &self,
         index: usize,
@@ -151,9 +155,25 @@ impl Worker {
         control: &Control,
     ) -> Result<PartitionOutput, RunError> {
         let partition = self.plan.partition(index)?;
-        let mut job = PartitionJob::start(self, partition, params)?;
-        job.process_tiles(control)?;
-        job.finish()
+        // Unwind safety: everything the closure touches is either dropped with it (the
+        // job, its runners and buffers) or shared state that stays consistent under a
+        // panic (atomic counters, locks that recover from poisoning).
+        let run = std::panic::AssertUnwindSafe(|| {
+            let mut job = PartitionJob::start(self, partition, params)?;
+            job.process_tiles(control)?;
+            job.finish()
+        });
+        std::panic::catch_unwind(run).unwrap_or_else(|panic| {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".to_owned());
+            Err(RunError::Internal(format!(
+                "partition {index} (frames {}) panicked: {message}",
+                super::first_last(&partition.frames).map_or_else(|| "none".to_owned(), |(a, b)| format!("{a}..={b}"))
+            )))
+        })
     }
 
     pub(crate) fn udf_error(&self, u: usize, at: FailurePoint, error: CallError) -> RunError {
