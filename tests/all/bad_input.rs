@@ -410,3 +410,44 @@ fn a_panic_in_a_partition_fails_that_partition_and_never_passes_for_complete() {
     let valid = results.udfs[0].buffer("intensity").unwrap().valid.to_bools().unwrap();
     assert_eq!(valid.iter().filter(|v| !**v).count(), 4, "the failed partition's 4 frames are invalid");
 }
+
+/// Issue 33, finding 2: the result memory cap counted ROI-compressed buffers only. 65536
+/// one-pixel masks over a 16-position ROI of a 4096 x 4096 scan are 4 MiB merged, but the
+/// results expand them to the whole scan (4 PiB): the allocation aborted the process
+/// with nothing written. What is really allocated is counted, and the run is refused
+/// before it starts, naming the buffer and the sizes.
+#[test]
+fn results_that_expand_beyond_memory_are_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("scan.raw");
+    // Sparse: 4096 x 4096 frames of 4 x 4 uint8, all zero.
+    std::fs::File::create(&data).unwrap().set_len(4096 * 4096 * 16).unwrap();
+    let masks_path = dir.path().join("masks.npy");
+    let masks: Vec<u8> = (0..65536 * 16).map(|i| u8::from(i % 16 == (i / 16) % 16)).collect();
+    let masks = udf_host::array::NdArray::from_vec(&[65536, 4, 4], masks).unwrap();
+    udf_host::npy::write_array(&mut std::fs::File::create(&masks_path).unwrap(), &masks).unwrap();
+    let out = dir.path().join("out");
+    let (code, msg) = crate::cli::cli(&[
+        "run",
+        "builtin:masks",
+        "--param",
+        &format!("masks=@{}", masks_path.display()),
+        &data.display().to_string(),
+        "--format",
+        "raw",
+        "--dtype",
+        "uint8",
+        "--sig-shape",
+        "4,4",
+        "--nav-shape",
+        "4096,4096",
+        "--roi-rect",
+        "0:4,0:4",
+        "--out",
+        &out.display().to_string(),
+    ])
+    .expect_err("the run is refused");
+    assert_eq!(code, udf_host::cli::exit::USER_ERROR, "{msg}");
+    assert!(msg.contains("expanded to the whole scan") && msg.contains("'intensity' of 'masks'"), "{msg}");
+    assert!(!out.exists(), "nothing written");
+}

@@ -131,9 +131,11 @@ pub struct RunArgs {
     /// previews, a self-reloading index.html) to OUT/partial/ at most every SECONDS.
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds, allow_hyphen_values = true)]
     snapshot_every: Option<f64>,
-    /// Refuse runs whose merged results would need more host memory than this.
-    #[arg(long, value_name = "SIZE", default_value = "16G", value_parser = super::parse_memory)]
-    max_result_memory: u64,
+    /// Refuse runs whose results (merged buffers, results, valid masks, nav buffers
+    /// expanded to the scan) would need more host memory than this [default: half the
+    /// machine's memory].
+    #[arg(long, value_name = "SIZE", value_parser = super::parse_memory)]
+    max_result_memory: Option<u64>,
     /// Also write the run plan as JSON (for running partitions elsewhere:
     /// `udf-host run-partition`).
     #[arg(long, value_name = "PLAN.json")]
@@ -236,7 +238,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         threads: Some(threads),
         tile_shape: args.tile_shape.clone().map(|s| s.0),
         keep_going: args.keep_going,
-        max_result_bytes: Some(args.max_result_memory),
+        max_result_bytes: args.max_result_memory,
         limits: args.runtime.limits(),
         device: args.device,
         ..RunOptions::default()
