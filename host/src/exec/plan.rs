@@ -84,7 +84,8 @@ pub struct Limits {
     /// machine it runs on; plans written before it existed read as `None`).
     #[serde(default)]
     pub max_memory_total: Option<u64>,
-    /// No timeout checks (epoch interruption off).
+    /// No timeout checks (epoch interruption off) where the run was planned. Workers elsewhere
+    /// ignore it: a plan never turns a protection off (`run-partition --trusted` does).
     pub trusted: bool,
 }
 
@@ -111,6 +112,12 @@ impl Plan {
     /// The plan as JSON (arrays as base64 of their bytes).
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|e| unreachable!("a plan always serialises: {e}"))
+    }
+
+    /// The SHA-256 of the plan's JSON, as lowercase hex: what every partition output
+    /// records and a merger checks (an output of another run is refused).
+    pub fn hash(&self) -> String {
+        crate::wasm::sha256_hex(self.to_json().as_bytes())
     }
 
     /// A plan from [`Plan::to_json`]'s output, checked for consistency.
