@@ -91,8 +91,7 @@ pub enum ShapeMismatch {
 /// Every size that comes from outside (a file header, an option, a plugin, a plan, a
 /// partition output) goes through here before anything is allocated or indexed.
 pub fn byte_len(shape: &[usize], item_size: usize) -> Option<usize> {
-    let nonzero =
-        shape.iter().filter(|&&d| d != 0).try_fold(item_size, |acc, &d| acc.checked_mul(d))?;
+    let nonzero = shape.iter().filter(|&&d| d != 0).try_fold(item_size, |acc, &d| acc.checked_mul(d))?;
     if nonzero > isize::MAX as usize {
         return None;
     }
@@ -138,8 +137,8 @@ impl NdArray {
     }
 
     fn check(dtype: DType, shape: &[usize], actual: usize) -> Result<(), ShapeMismatch> {
-        let expected = byte_len(shape, dtype.size())
-            .ok_or_else(|| ShapeMismatch::TooLarge { shape: shape.to_vec(), dtype })?;
+        let expected =
+            byte_len(shape, dtype.size()).ok_or_else(|| ShapeMismatch::TooLarge { shape: shape.to_vec(), dtype })?;
         if expected == actual {
             Ok(())
         } else {

@@ -581,7 +581,9 @@ fn the_largest_stack_is_chosen_never_a_dimension_scale() {
     assert_eq!(all_frames(ds.as_ref()), fx::values(12 * 48, 37, Kind::U(2)));
     let choice = detail(ds.as_ref(), "dataset_choice");
     assert!(
-        choice.contains("largest") && choice.contains("/Acquisition1/ImageData/Image") && choice.contains("--dataset-path"),
+        choice.contains("largest")
+            && choice.contains("/Acquisition1/ImageData/Image")
+            && choice.contains("--dataset-path"),
         "{choice}"
     );
     assert!(!choice.contains("ScaleCube"), "a dimension scale is no candidate: {choice}");

@@ -398,25 +398,21 @@ fn saved_plan(dir: &Path, plugin_name: &str, extra: &[&str]) -> String {
     let input = dir.join("in.npy");
     fixtures::write_npy(&input, &fixtures::mk_random(&[4, 4], &[6, 5], 2), Ty::F32);
     let plan = dir.join(format!("{plugin_name}.plan.json"));
-    let mut args: Vec<String> = ["udf-host", "run", &plugin(plugin_name).display().to_string()]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
+    let mut args: Vec<String> =
+        ["udf-host", "run", &plugin(plugin_name).display().to_string()].iter().map(|s| (*s).to_owned()).collect();
     args.extend(extra.iter().map(|s| (*s).to_owned()));
-    args.extend(
-        [
-            input.display().to_string(),
-            "--save-plan".into(),
-            plan.display().to_string(),
-            "--out".into(),
-            dir.join(format!("{plugin_name}-out")).display().to_string(),
-            "--partitions".into(),
-            "2".into(),
-            "--cache-dir".into(),
-            test_cache_dir().display().to_string(),
-            "-q".into(),
-        ],
-    );
+    args.extend([
+        input.display().to_string(),
+        "--save-plan".into(),
+        plan.display().to_string(),
+        "--out".into(),
+        dir.join(format!("{plugin_name}-out")).display().to_string(),
+        "--partitions".into(),
+        "2".into(),
+        "--cache-dir".into(),
+        test_cache_dir().display().to_string(),
+        "-q".into(),
+    ]);
     udf_host::cli::execute(args).map_err(|f| format!("{:#}", f.error)).unwrap();
     std::fs::read_to_string(plan).unwrap()
 }
@@ -459,7 +455,17 @@ fn a_plan_cannot_turn_the_timeout_off_in_run_partition() {
     std::fs::write(&plan, edited.to_string()).unwrap();
     let out = dir.path().join("part-0.bin");
     let cache = test_cache_dir().display().to_string();
-    let args = [plan.to_str().unwrap(), "--index", "0", "--out", out.to_str().unwrap(), "--timeout", "0.5", "--cache-dir", &cache];
+    let args = [
+        plan.to_str().unwrap(),
+        "--index",
+        "0",
+        "--out",
+        out.to_str().unwrap(),
+        "--timeout",
+        "0.5",
+        "--cache-dir",
+        &cache,
+    ];
     let (code, msg) = run_partition_cli(&args).expect_err("the spinning plugin is stopped by --timeout");
     assert_eq!(code, udf_host::cli::exit::PLUGIN_FAILURE, "{msg}");
     assert!(msg.contains("timed out"), "{msg}");

@@ -35,9 +35,7 @@ pub fn run_partition(args: RunPartitionArgs) -> Result<(), Failure> {
     // The dataset is opened and checked against the plan before the plan's partitions
     // are built.
     let worker = Worker::from_json(&json, &loader).map_err(|e| match e {
-        RunError::Invalid(_) => {
-            Failure { code: exit::USER_ERROR, error: anyhow!("{}: {e}", args.plan.display()) }
-        }
+        RunError::Invalid(_) => Failure { code: exit::USER_ERROR, error: anyhow!("{}: {e}", args.plan.display()) },
         e => super::run::run_failure(e),
     })?;
     let output = worker.run_partition(args.index).map_err(|e| match e {

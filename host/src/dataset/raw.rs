@@ -20,7 +20,8 @@ pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<MappedFrames, D
         ));
     }
     let frame_bytes = crate::array::byte_len(&sig, stored.dtype.size())
-        .ok_or_else(|| DatasetError::invalid(path, format!("sig shape {sig:?} is too large")))? as u64;
+        .ok_or_else(|| DatasetError::invalid(path, format!("sig shape {sig:?} is too large")))?
+        as u64;
     if frame_bytes == 0 {
         return Err(DatasetError::invalid(path, format!("sig shape {sig:?} is empty")));
     }

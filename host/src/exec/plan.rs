@@ -441,7 +441,9 @@ fn check_result_memory(planned: &[PlannedUdf], meta: &DatasetMeta, roi: bool, ca
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     let largest = all()
         .max_by_key(|(_, d)| bytes(d))
-        .map(|(p, d)| format!("'{}' of '{}', {} {:?}: {:.1} GiB", d.name, p.name, d.dtype, d.extra_shape, gib(bytes(d))))
+        .map(|(p, d)| {
+            format!("'{}' of '{}', {} {:?}: {:.1} GiB", d.name, p.name, d.dtype, d.extra_shape, gib(bytes(d)))
+        })
         .unwrap_or_default();
     Err(RunError::Invalid(format!(
         "the results would need {:.1} GiB of memory (merged buffers, results, valid masks{}), more than the limit of \

@@ -88,7 +88,9 @@ impl PartitionOutput {
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, WireError> {
         let err = |m: &str| WireError(m.to_owned());
         if bytes.starts_with(b"UDFPART1") {
-            return Err(err("an output of an older udf-host (UDFPART1, without its plan's hash); run the partition again"));
+            return Err(err(
+                "an output of an older udf-host (UDFPART1, without its plan's hash); run the partition again",
+            ));
         }
         let rest = bytes.strip_prefix(MAGIC.as_slice()).ok_or_else(|| err("wrong magic"))?;
         let (len, rest) = rest.split_first_chunk::<4>().ok_or_else(|| err("truncated header length"))?;

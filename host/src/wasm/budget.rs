@@ -405,9 +405,7 @@ mod tests {
             let (budget, interrupted) = (budget.clone(), interrupted.clone());
             std::thread::spawn(move || {
                 let stop = || {
-                    interrupted
-                        .load(std::sync::atomic::Ordering::Relaxed)
-                        .then(|| wasmtime::format_err!("interrupted"))
+                    interrupted.load(std::sync::atomic::Ordering::Relaxed).then(|| wasmtime::format_err!("interrupted"))
                 };
                 match budget.take(50, &stop) {
                     Take::Stopped(why) => why.to_string(),

@@ -192,7 +192,8 @@ fn usize_of(v: u64, what: &str) -> Result<usize, CallError> {
 /// ([`byte_len`]), and that size in bytes.
 fn shape_from_wit(shape: &[u64], item_size: usize, what: &str) -> Result<(Vec<usize>, usize), CallError> {
     let shape = shape.iter().map(|&d| usize_of(d, what)).collect::<Result<Vec<_>, _>>()?;
-    let bytes = byte_len(&shape, item_size).ok_or_else(|| CallError::Contract(format!("{what} {shape:?} is too large")))?;
+    let bytes =
+        byte_len(&shape, item_size).ok_or_else(|| CallError::Contract(format!("{what} {shape:?} is too large")))?;
     Ok((shape, bytes))
 }
 
@@ -421,8 +422,12 @@ pub fn buffer_decl_from_wit(b: wit::BufferDecl) -> Result<BufferDecl, CallError>
         )));
     }
     Ok(BufferDecl {
-        extra_shape: shape_from_wit(&b.extra_shape, 1, &format!("extra shape of buffer {:?}", escape_control(&b.name)))?
-            .0,
+        extra_shape: shape_from_wit(
+            &b.extra_shape,
+            1,
+            &format!("extra shape of buffer {:?}", escape_control(&b.name)),
+        )?
+        .0,
         name: b.name,
         kind: match b.kind {
             wit::BufferKind::Nav => BufferKind::Nav,

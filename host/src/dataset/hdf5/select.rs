@@ -301,7 +301,15 @@ pub fn direct(file_path: &Path, file: &Hdf5File, path: &str) -> Option<Candidate
     let stored = stored_dtype(dataset.dtype());
     let dimension_scale = is_dimension_scale(&dataset);
     let located = Located { file_path: file_path.to_owned(), file: file.clone(), path: path.to_owned(), dataset };
-    Some(Candidate { name: path.to_owned(), parts: vec![located], shape, stored, layout, series: false, dimension_scale })
+    Some(Candidate {
+        name: path.to_owned(),
+        parts: vec![located],
+        shape,
+        stored,
+        layout,
+        series: false,
+        dimension_scale,
+    })
 }
 
 /// Numbered data arrays `data_000001`, `data_000002`, ... of one group (a DECTRIS master
