@@ -67,7 +67,8 @@ pub fn ndarray_from_numpy(array: &Bound<'_, PyUntypedArray>) -> PyResult<NdArray
 /// object that holds `array`, which never changes it while Python may look).
 ///
 /// Read-only, because Rust holds the memory as immutable: a write through the view
-/// would change data Rust reads as `&[T]`. Bool arrays are handed out as their bytes
+/// would change data Rust reads as `&[T]` (NumPy still lets a caller turn the flag
+/// back on; docs/security.md). Bool arrays are handed out as their bytes
 /// (`uint8`) viewed as `bool` by NumPy: Rust never reinterprets bytes as `bool`, so no
 /// byte NumPy might hold (2, say) is ever a Rust `bool`.
 pub fn numpy_view<'py>(array: &NdArray, owner: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
