@@ -172,11 +172,5 @@ def test_the_worker_cache_is_keyed_by_the_plans_content(ctx, scan_file):
     for index in plan_b.partitions():
         merger.merge(_native.run_partition(plan_b.json(), index, None, plan_a.id()), index)
     assert merger.is_complete()
-    (sumsig,) = _udf_results_of(merger)
-    np.testing.assert_allclose(sumsig["intensity"].data, data.astype(np.float64).sum(axis=(2, 3)), rtol=1e-5)
-
-
-def _udf_results_of(merger):
-    from udf_host.api import _udf_results
-
-    return _udf_results(merger, False)
+    intensity = merger.results()[0]["intensity"].data
+    np.testing.assert_allclose(intensity, data.astype(np.float64).sum(axis=(2, 3)), rtol=1e-5)

@@ -57,8 +57,8 @@ mod wire;
 pub use iter::{MergeStep, Progress, RunIter};
 pub use merge::{MergeState, Merger};
 pub use partition::{Control, PartitionOutput, UdfOutput, Worker, check_exported};
-pub use plan::{Limits, PLAN_VERSION, Plan, PlannedUdf, UdfLoader, unique_names};
-pub use results::{ResultBuffer, RunResults, UdfResults};
+pub use plan::{Limits, PLAN_VERSION, Plan, PlannedUdf, UdfLoader, check_declarations, unique_names};
+pub use results::{ResultBuffer, RunResults, UdfResults, check_results};
 pub use wire::WireError;
 
 use crate::dataset::{DatasetError, OpenedDataset, Partition, TilingScheme};

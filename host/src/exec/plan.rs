@@ -500,7 +500,15 @@ pub(crate) fn resolve_params(
 /// Check declarations against the rules of API.md §5 and [`rules`]: at most
 /// [`rules::MAX_BUFFERS`], names usable as files and unique (also ignoring case), sizes
 /// that can be allocated. One pass over the declarations.
-fn check_declarations(desc: &Description, decls: &[BufferDecl], frames: usize, sig: &[usize]) -> Result<(), CallError> {
+///
+/// # Errors
+/// [`CallError::Contract`] for the first rule broken.
+pub fn check_declarations(
+    desc: &Description,
+    decls: &[BufferDecl],
+    frames: usize,
+    sig: &[usize],
+) -> Result<(), CallError> {
     let contract = |m: String| Err(CallError::Contract(m));
     if decls.len() > rules::MAX_BUFFERS {
         return contract(format!("it declares {} buffers; at most {}", decls.len(), rules::MAX_BUFFERS));
