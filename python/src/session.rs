@@ -22,12 +22,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use udf_host::array::NdArray;
 use udf_host::dtype::DType;
-use udf_host::exec::{FailurePoint, Limits, RunError, UdfLoader, check_declarations, check_exported, check_results};
+use udf_host::exec::{FailurePoint, Limits, RunError, UdfLoader, check_exported, check_results};
 use udf_host::loader::{Loader, runtime_options};
+use udf_host::udf::rules::check_declarations;
 use udf_host::udf::{
-    BufferDecl, BufferKind, BufferUse, BufferViewMut, CallError, DTypePreference, DatasetMeta, DeviceClass,
-    InitContext, MergeContext, Method, NamedBuffer, ParamType, Params, PartitionMeta, PartitionRunner, ResultsContext,
-    SigSlice, Tile, TileDepth, TileSize, TilingScheme, Udf, UdfOrigin,
+    BufferDecl, BufferUse, BufferViewMut, CallError, DTypePreference, DatasetMeta, DeviceClass, InitContext,
+    MergeContext, Method, NamedBuffer, ParamType, Params, PartitionMeta, PartitionRunner, ResultsContext, SigSlice,
+    Tile, TileDepth, TileSize, TilingScheme, Udf, UdfOrigin,
 };
 use udf_host::wasm::WasmRuntime;
 
@@ -185,7 +186,7 @@ impl Plugin {
     }
 
     /// The buffer declarations for a run, checked by the same rules as every other
-    /// engine's (`exec::check_declarations`: names, counts, sizes, API.md §5).
+    /// engine's (`udf::rules::check_declarations`: names, counts, sizes, API.md §5).
     fn declarations(&self, params: &Params, meta: &DatasetMeta) -> Result<Vec<BufferDecl>, CallError> {
         let decls = self.udf.result_buffers(params, meta)?;
         check_declarations(self.udf.description(), &decls, meta.frames(), &meta.sig_shape)?;
@@ -301,22 +302,7 @@ impl Plugin {
         let meta = dataset.meta()?;
         let decls =
             py.detach(|| self.declarations(&params, &meta)).map_err(|e| self.site("result_buffers").error(py, e))?;
-        Ok(decls
-            .into_iter()
-            .map(|d| {
-                let kind = match d.kind {
-                    BufferKind::Nav => "nav",
-                    BufferKind::Sig => "sig",
-                    BufferKind::Single => "single",
-                };
-                let usage = match d.usage {
-                    BufferUse::Normal => "normal",
-                    BufferUse::Private => "private",
-                    BufferUse::ResultOnly => "result-only",
-                };
-                (d.name, kind, d.dtype.name(), d.extra_shape, usage)
-            })
-            .collect())
+        Ok(decls.into_iter().map(|d| (d.name, d.kind.name(), d.dtype.name(), d.extra_shape, d.usage.name())).collect())
     }
 
     /// Start an instance: `init` with the params, dataset meta and partition meta

@@ -26,6 +26,7 @@ mod gallery;
 mod hostile_matrix;
 #[cfg(target_os = "linux")]
 mod interrupt;
+mod live;
 mod new_project;
 mod plugin_matrix;
 mod plugins_com;
