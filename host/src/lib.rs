@@ -19,6 +19,7 @@
 //! | [`preview`] | PNG previews of image results (colour maps, robust scaling, colour bar) |
 //! | [`dtype`], [`array`], [`npy`] | element types, arrays, the `.npy` format |
 //! | [`params`], [`roi`], [`log`] | parameters, regions of interest, plugin logs |
+//! | [`serve`] | `udf-host serve`: the browser front end (a local web server and its page) |
 //!
 //! See `docs/architecture.md` for how the pieces fit together.
 
@@ -44,5 +45,6 @@ pub mod preview;
 pub mod report;
 pub mod roi;
 pub mod sample;
+pub mod serve;
 pub mod udf;
 pub mod wasm;

@@ -43,5 +43,7 @@ mod report_page;
 mod run_plan;
 mod sandbox;
 mod sdk_examples;
+#[cfg(unix)]
+mod serve;
 mod snapshots;
 mod sum;

@@ -60,6 +60,9 @@ enum Command {
     /// Replay a dataset over a detector's protocol on this machine (Merlin TCP, DECTRIS
     /// ZeroMQ), for trying `live` without a detector.
     Simulate(simulate::SimulateArgs),
+    /// Explore datasets in the browser: a local web page with virtual detectors, frames,
+    /// centre of mass and plugins (prints a URL with a token; docs/serve.md).
+    Serve(crate::serve::ServeArgs),
 }
 
 /// The cargo features of this build that `--version` reports. When host/Cargo.toml gets a
@@ -293,6 +296,7 @@ where
         Command::Completions(args) => completions::completions(args, &mut command()),
         Command::Live(args) => live::live(args),
         Command::Simulate(args) => simulate::simulate(args),
+        Command::Serve(args) => Ok(crate::serve::main(args)?),
     }
 }
 
