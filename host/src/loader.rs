@@ -9,9 +9,7 @@ use crate::builtins::UnknownBuiltin;
 use crate::exec::{Limits, Plan, UdfLoader};
 use crate::report::{LoadCache, PluginLoad};
 use crate::udf::{Udf, UdfOrigin};
-use crate::wasm::{
-    CacheOutcome, ComponentCache, LoadError, LoadErrorKind, RuntimeError, RuntimeOptions, WasmRuntime, sha256_hex,
-};
+use crate::wasm::{CacheOutcome, ComponentCache, LoadError, RuntimeError, RuntimeOptions, WasmRuntime, sha256_hex};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -106,7 +104,8 @@ impl UdfLoader for Loader {
     }
 }
 
-/// The wasm runtime's options for a plan's limits, with room for `instances` instances.
+/// The wasm runtime's options for a plan's limits, with room for `instances` instances;
+/// never `trusted` (see [`crate::exec::Limits::trusted`]).
 pub fn runtime_options(limits: &Limits, instances: u32) -> RuntimeOptions {
     RuntimeOptions {
         max_memory: usize::try_from(limits.max_memory).unwrap_or(usize::MAX).min(crate::wasm::MAX_WASM_MEMORY),
@@ -114,7 +113,9 @@ pub fn runtime_options(limits: &Limits, instances: u32) -> RuntimeOptions {
             .max_memory_total
             .map_or_else(crate::wasm::default_memory_total, |t| usize::try_from(t).unwrap_or(usize::MAX)),
         timeout: Duration::try_from_secs_f64(limits.timeout_seconds).unwrap_or(Duration::from_secs(300)),
-        trusted: limits.trusted,
+        // A plan never turns the timeout off where it runs: `--trusted` is the worker's
+        // own choice (run-partition's command line), not the plan's.
+        trusted: false,
         cache: ComponentCache::new(ComponentCache::default_dir()),
         max_instances: instances,
         ..RuntimeOptions::default()
@@ -142,7 +143,7 @@ impl SourceError {
     /// Whether the plugin is at fault (it was read, but is not a usable plugin) rather
     /// than the name given.
     pub fn is_plugin_failure(&self) -> bool {
-        matches!(self, SourceError::Wasm(e) if e.kind != LoadErrorKind::Read)
+        matches!(self, SourceError::Wasm(e) if !e.kind.is_users())
     }
 }
 

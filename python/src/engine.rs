@@ -304,7 +304,11 @@ impl RunHandle {
         let polled = self.with_iter(|iter| Ok(py.detach(|| iter.next_timeout(timeout))))?;
         match polled {
             Poll::Pending => Ok(None),
-            Poll::Ready(None) => Ok(Some(false)),
+            Poll::Ready(None) => {
+                // Never a finished run with a partition neither merged nor failed.
+                self.with_iter(|iter| iter.check_accounted().map_err(|e| run_error(py, e)))?;
+                Ok(Some(false))
+            }
             Poll::Ready(Some(Ok(_))) => Ok(Some(true)),
             Poll::Ready(Some(Err(e))) => Err(run_error(py, e)),
         }

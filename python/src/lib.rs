@@ -70,7 +70,10 @@ fn contract_version() -> String {
     udf_host::report::contract_id()
 }
 
-#[pymodule]
+/// The module needs the GIL (`gil_used`): its unsafe code reads NumPy arrays' memory
+/// and hands out views over Rust's, relying on the GIL to keep them alive and unchanged
+/// while it does (a free-threaded Python enables the GIL when it imports it).
+#[pymodule(gil_used = true)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("DatasetError", py.get_type::<DatasetError>())?;

@@ -215,10 +215,16 @@ impl std::str::FromStr for Shape {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, String> {
-        text.split([',', 'x', 'X'])
+        let dims = text
+            .split([',', 'x', 'X'])
             .map(|d| d.trim().parse::<usize>().map_err(|_| format!("'{text}' is not a shape like 16,16")))
-            .collect::<Result<Vec<_>, _>>()
-            .map(Shape)
+            .collect::<Result<Vec<_>, _>>()?;
+        // The largest element (complex128) must still fit: a product that wraps would
+        // pass for a small one in every size computed from it.
+        if crate::array::byte_len(&dims, crate::dtype::DType::C128.size()).is_none() {
+            return Err(format!("shape '{text}' has more elements than this machine can address"));
+        }
+        Ok(Shape(dims))
     }
 }
 

@@ -372,11 +372,19 @@ impl LiveRun {
         }
     }
 
-    /// Every partition is merged: the scan is over, complete or ended early.
+    /// Every partition dispatched has reported: the scan is over, complete or ended early.
+    /// Never a finished scan with a partition neither merged nor failed.
     fn finish(&mut self) -> Option<Result<LiveStep, LiveError>> {
         self.done = true;
         self.stats.seconds = self.started.elapsed().as_secs_f64();
         self.join();
+        if !self.merger.is_complete() {
+            let stats = self.merger.stats();
+            return Some(Err(LiveError::Run(RunError::Internal(format!(
+                "{} of {} partitions were merged, and no other reported; a partition was lost",
+                stats.partitions_merged, stats.partitions
+            )))));
+        }
         let (received, reason) = self.ended.take()?;
         self.stats.ended_early = Some(reason.to_string());
         Some(Err(LiveError::Ended { received, expected: self.stats.frames_expected, reason: Box::new(reason) }))

@@ -225,6 +225,11 @@ impl Worker {
                     break;
                 }
                 Poll::Ready(None) => {
+                    // Never complete with a partition neither merged nor failed.
+                    if let Err(e) = iter.check_accounted() {
+                        self.error(id, e.to_string());
+                        break;
+                    }
                     self.complete(&request, &iter, (merged, total), show.clone(), (summary, started));
                     break;
                 }

@@ -222,7 +222,7 @@ struct Scanned {
 
 fn scan_file(path: &Path) -> Result<Scanned, DatasetError> {
     let open_err = |source| DatasetError::Open { path: path.to_owned(), source };
-    let file = std::fs::File::open(path).map_err(open_err)?;
+    let file = crate::dataset::mapped::open_file(path).map_err(open_err)?;
     let len = file.metadata().map_err(open_err)?.len();
     let mut head = Vec::new();
     file.take(HEAD_BYTES).read_to_end(&mut head).map_err(open_err)?;
