@@ -4,8 +4,8 @@
 
 use super::{Failure, exit};
 use crate::exec::{Plan, RunError, Worker};
-use crate::loader::{Loader, runtime_options};
-use crate::wasm::{ComponentCache, WasmRuntime};
+use crate::loader::{Loader, RuntimeSetup};
+use crate::wasm::ComponentCache;
 use anyhow::{Context, anyhow};
 use clap::Args;
 use std::path::PathBuf;
@@ -33,14 +33,10 @@ pub struct RunPartitionArgs {
 pub fn run_partition(args: RunPartitionArgs) -> Result<(), Failure> {
     let json = std::fs::read_to_string(&args.plan).with_context(|| format!("cannot read {}", args.plan.display()))?;
     let plan = Arc::new(Plan::from_json(&json).map_err(|e| anyhow!("{}: {e}", args.plan.display()))?);
-    let mut options = runtime_options(&plan.limits, 4);
-    options.cache = ComponentCache::new(if args.no_cache {
-        None
-    } else {
-        args.cache_dir.clone().or_else(ComponentCache::default_dir)
-    });
-    options.logger = crate::log::stderr(crate::log::LogLevel::Warn);
-    let loader = Loader::new(WasmRuntime::new(options)?);
+    let cache_dir = if args.no_cache { None } else { args.cache_dir.clone().or_else(ComponentCache::default_dir) };
+    let setup =
+        RuntimeSetup { cache: ComponentCache::new(cache_dir), ..RuntimeSetup::new(plan.limits, 1, plan.udfs.len()) };
+    let loader = Loader::new(setup.build()?);
     let worker = Worker::load(plan, &loader).map_err(super::run::run_failure)?;
     let output = worker.run_partition(args.index).map_err(|e| match e {
         RunError::Invalid(_) => Failure { code: exit::USER_ERROR, error: e.into() },
