@@ -14,7 +14,6 @@
 //! | [`builtins`] | native built-in UDFs (LiberTEM's), the same `Udf`s |
 //! | [`conformance`] | the plugin conformance kit (`udf-host conformance`) |
 //! | [`report`] | what the host reports: dataset, plugin and run summaries (`results.json`), for every front end |
-//! | [`interrupt`] | Ctrl-C: the first stops a run (its results are written), a second quits |
 //! | [`output`] | writing results (`.npy`, `results.json`, `index.html`) atomically; live snapshots |
 //! | [`preview`] | PNG previews of image results (colour maps, robust scaling, colour bar) |
 //! | [`dtype`], [`array`], [`npy`] | element types, arrays, the `.npy` format |
@@ -33,7 +32,6 @@ pub mod dtype;
 pub mod exec;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod interrupt;
 pub mod loader;
 pub mod log;
 pub mod npy;
