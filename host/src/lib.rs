@@ -16,6 +16,7 @@
 //! | [`report`] | what the host reports: dataset, plugin and run summaries (`results.json`), for every front end |
 //! | [`output`] | writing results (`.npy`, `results.json`, `index.html`) atomically; live snapshots |
 //! | [`preview`] | PNG previews of image results (colour maps, robust scaling, colour bar) |
+//! | [`scaffold`] | new plugin projects: templates, the vendored SDKs and lock file (`udf-host new`) |
 //! | [`dtype`], [`array`], [`npy`] | element types, arrays, the `.npy` format |
 //! | [`params`], [`roi`], [`log`] | parameters, regions of interest, plugin logs |
 //!
@@ -41,5 +42,6 @@ pub mod preview;
 pub mod report;
 pub mod roi;
 pub mod sample;
+pub mod scaffold;
 pub mod udf;
 pub mod wasm;
