@@ -315,4 +315,15 @@ mod tests {
         }
         assert!(plugin_name(Path::new(&"a".repeat(65))).is_err());
     }
+
+    #[test]
+    fn no_file_of_a_project_names_a_placeholder_repository() {
+        for lang in Language::ALL {
+            for file in project("my-sum", lang, Template::Sum).unwrap() {
+                for url in ["example.invalid", "example.com", "repository ="] {
+                    assert!(!file.contents.contains(url), "{lang:?} {}: {url}", file.path);
+                }
+            }
+        }
+    }
 }
