@@ -19,6 +19,7 @@
 //! | [`scaffold`] | new plugin projects: templates, the vendored SDKs and lock file (`udf-host new`) |
 //! | [`dtype`], [`array`], [`npy`] | element types, arrays, the `.npy` format |
 //! | [`params`], [`roi`], [`log`] | parameters, regions of interest, plugin logs |
+//! | [`serve`] | `udf-host serve`: the browser front end (a local web server and its page) |
 //!
 //! See `docs/architecture.md` for how the pieces fit together.
 
@@ -33,6 +34,7 @@ pub mod dtype;
 pub mod exec;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod live;
 pub mod loader;
 pub mod log;
 pub mod npy;
@@ -43,5 +45,6 @@ pub mod report;
 pub mod roi;
 pub mod sample;
 pub mod scaffold;
+pub mod serve;
 pub mod udf;
 pub mod wasm;

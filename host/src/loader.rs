@@ -12,9 +12,7 @@ use crate::exec::{Limits, Plan, UdfLoader};
 use crate::log::{LogLevel, Logger};
 use crate::report::{LoadCache, PluginLoad};
 use crate::udf::{Udf, UdfOrigin};
-use crate::wasm::{
-    CacheOutcome, ComponentCache, LoadError, LoadErrorKind, RuntimeError, RuntimeOptions, WasmRuntime, sha256_hex,
-};
+use crate::wasm::{CacheOutcome, ComponentCache, LoadError, RuntimeError, RuntimeOptions, WasmRuntime, sha256_hex};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -37,12 +35,12 @@ impl Loader {
     }
 
     /// A loader with a runtime set up for `plan` ([`RuntimeSetup`]: its limits, threads
-    /// and UDFs; the default compile cache).
+    /// and UDFs; the default compile cache), never `trusted` ([`Limits::untrusted`]).
     ///
     /// # Errors
     /// If the runtime cannot be created with those limits.
     pub fn for_plan(plan: &Plan) -> Result<Self, RuntimeError> {
-        Ok(Loader::new(RuntimeSetup::new(plan.limits, plan.threads, plan.udfs.len()).build()?))
+        Ok(Loader::new(RuntimeSetup::new(plan.limits.untrusted(), plan.threads, plan.udfs.len()).build()?))
     }
 
     /// The runtime plugins are loaded into.
@@ -201,7 +199,7 @@ impl SourceError {
     /// Whether the plugin is at fault (it was read, but is not a usable plugin) rather
     /// than the name given.
     pub fn is_plugin_failure(&self) -> bool {
-        matches!(self, SourceError::Wasm(e) if e.kind != LoadErrorKind::Read)
+        matches!(self, SourceError::Wasm(e) if !e.kind.is_users())
     }
 }
 

@@ -130,6 +130,13 @@ impl Engine {
 }
 
 impl Engine {
+    /// This engine's threads, plugin limits and device, set in `options` (live runs).
+    pub(crate) fn run_options(&self, options: &mut RunOptions) {
+        options.threads = self.threads;
+        options.limits = self.limits;
+        options.device = self.device;
+    }
+
     /// Plan a run for another engine (Dask): `threads` is the parallelism the default
     /// partition count is made for (the cluster's).
     pub fn plan_for(
@@ -162,7 +169,7 @@ impl Engine {
     }
 
     /// Each `(kind, source, bytes, params)` as a UDF of this engine with its params.
-    fn udf_specs(&self, udfs: &Bound<'_, PyList>) -> PyResult<Vec<UdfSpec>> {
+    pub(crate) fn udf_specs(&self, udfs: &Bound<'_, PyList>) -> PyResult<Vec<UdfSpec>> {
         udfs.iter()
             .map(|item| {
                 let tuple = item.cast::<PyTuple>()?;
@@ -294,7 +301,11 @@ impl RunHandle {
         let polled = self.with_iter(|iter| Ok(py.detach(|| iter.next_timeout(timeout))))?;
         match polled {
             Poll::Pending => Ok(None),
-            Poll::Ready(None) => Ok(Some(false)),
+            Poll::Ready(None) => {
+                // Never a finished run with a partition neither merged nor failed.
+                self.with_iter(|iter| iter.check_accounted().map_err(|e| run_error(py, e)))?;
+                Ok(Some(false))
+            }
             Poll::Ready(Some(Ok(_))) => Ok(Some(true)),
             Poll::Ready(Some(Err(e))) => Err(run_error(py, e)),
         }

@@ -5,6 +5,7 @@
 mod convert;
 mod distributed;
 mod engine;
+mod live;
 mod runtime;
 mod session;
 
@@ -57,7 +58,10 @@ fn contract_version() -> String {
     udf_host::report::contract_id()
 }
 
-#[pymodule]
+/// The module needs the GIL (`gil_used`): its unsafe code reads NumPy arrays' memory
+/// and hands out views over Rust's, relying on the GIL to keep them alive and unchanged
+/// while it does (a free-threaded Python enables the GIL when it imports it).
+#[pymodule(gil_used = true)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("DatasetError", py.get_type::<DatasetError>())?;
@@ -67,6 +71,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<engine::Dataset>()?;
     m.add_class::<engine::RunHandle>()?;
     m.add_class::<engine::Buffer>()?;
+    m.add_class::<live::LiveHandle>()?;
+    m.add_function(wrap_pyfunction!(live::start_live, m)?)?;
     m.add_class::<distributed::PlanHandle>()?;
     m.add_class::<distributed::MergerHandle>()?;
     m.add_function(wrap_pyfunction!(distributed::install_plugin, m)?)?;

@@ -132,6 +132,7 @@ class DaskResultIterator(_ResultIteratorBase):
         self._executor = executor
         self._client = executor.client
         self._merger = plan.merger()
+        self._frames_total = plan.frames_total
         # A key of its own per run: with the content hash as key, a run that releases
         # the plan while the next identical run scatters it again loses the next run's copy.
         self._plan = self._client.scatter(plan.json(), broadcast=True, hash=False)
@@ -143,7 +144,7 @@ class DaskResultIterator(_ResultIteratorBase):
         self._run = uuid.uuid4().hex[:12]
         self._flight: dict[Any, int] = {}
         self._completed = as_completed()
-        super().__init__(self._merger, _Progress(self._merger, plan.frames_total), single, progress)
+        super().__init__(self._merger, _Progress(self._merger, self._frames_total), single, progress)
         self._fill()
 
     def _submit(self, index: int) -> None:
@@ -183,10 +184,17 @@ class DaskResultIterator(_ResultIteratorBase):
                 raise RuntimeError(f"partition {index} was cancelled")
             output = future.result()
             future.release()
-            self._merger.merge(output)
+            self._merger.merge(output, index)
             self._fill()
             self._progress.update()
             return True
+        if not self._merger.is_complete():
+            # Every task ended, each merged or raised: never a finished run with a
+            # partition missing.
+            raise RuntimeError(
+                f"the run ended with {self._merger.frames_merged} of {self._frames_total} frames merged: "
+                "a partition neither merged nor failed (a bug in udf-host; please report it)"
+            )
         return False
 
     def _update_params(self, index: int, params: dict) -> None:

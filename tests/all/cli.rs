@@ -265,6 +265,55 @@ fn roi_options_select_frames_and_write_valid_masks() {
     assert!(msg.contains("--roi-rect") && msg.contains("outside"), "{msg}");
 }
 
+/// Issue 33, finding 5: with another plugin's compiled entry planted under a plugin's
+/// name, `run sum.wasm` silently ran the other plugin. An entry records the hash of
+/// the wasm it was compiled from and is replaced when it does not match; a cache
+/// directory others can write is refused (exit 1) instead of trusted.
+#[cfg(unix)]
+#[test]
+fn a_planted_compile_cache_entry_never_runs() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let data = fixtures::mk_random(&[2, 3], &[5, 4], 9);
+    let input = dir.path().join("in.npy");
+    fixtures::write_npy(&input, &data, Ty::F32);
+    let cache = dir.path().join("cache");
+    let run = |plugin_name: &str, out: &str| {
+        let args = [
+            "udf-host",
+            "run",
+            &s(&plugin(plugin_name)),
+            &s(&input),
+            "--out",
+            &s(&dir.path().join(out)),
+            "--cache-dir",
+            &s(&cache),
+            "-q",
+        ];
+        execute(args.iter().map(|a| (*a).to_owned())).map_err(|f| (f.code, format!("{:#}", f.error)))
+    };
+    run("sum", "a").unwrap();
+    run("sumsig", "b").unwrap();
+    let entries = cache.join("components");
+    let entry_of = |plugin_name: &str| {
+        let hash = udf_host::wasm::sha256_hex(&std::fs::read(plugin(plugin_name)).unwrap());
+        std::fs::read_dir(&entries)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&hash))
+            .expect("an entry for the plugin")
+    };
+    std::fs::copy(entry_of("sumsig"), entry_of("sum")).unwrap();
+    run("sum", "c").unwrap();
+    assert!(dir.path().join("c/sum/intensity.npy").exists(), "sum.wasm ran as itself");
+    assert!(!dir.path().join("c/sumsig").exists(), "the planted entry (sumsig) ran");
+    // A cache directory others can write: nothing is loaded from it.
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (code, msg) = run("sum", "d").expect_err("an unsafe cache is refused");
+    assert_eq!(code, exit::USER_ERROR, "{msg}");
+    assert!(msg.contains("mode 0777") && msg.contains("--no-cache"), "{msg}");
+}
+
 /// What `udf-host run` does after planning is a library call a second front end makes
 /// too: record a planned run into a results directory.
 #[test]

@@ -26,6 +26,7 @@ mod gallery;
 mod hostile_matrix;
 #[cfg(target_os = "linux")]
 mod interrupt;
+mod live;
 mod new_project;
 mod plugin_matrix;
 mod plugins_com;
@@ -42,5 +43,7 @@ mod report_page;
 mod run_plan;
 mod sandbox;
 mod sdk_examples;
+#[cfg(unix)]
+mod serve;
 mod snapshots;
 mod sum;

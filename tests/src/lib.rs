@@ -1,6 +1,8 @@
 //! Shared pieces of the integration tests: fixture writers, plain-Rust references,
 //! and access to the plugins built by `build.rs`.
 
+#[cfg(unix)]
+pub mod browser;
 pub mod fixture_formats;
 pub mod fixtures;
 pub mod reference;

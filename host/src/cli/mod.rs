@@ -9,10 +9,13 @@ mod generate;
 mod info;
 mod inspect;
 mod list;
+mod live;
 mod new;
 mod partition;
 mod progress;
 mod run;
+mod serve;
+mod simulate;
 
 use crate::loader::RuntimeSetup;
 use crate::wasm::{ComponentCache, MAX_WASM_MEMORY, WasmRuntime};
@@ -53,6 +56,15 @@ enum Command {
     New(new::NewArgs),
     /// Print a shell completion script (bash, zsh, fish) to stdout.
     Completions(completions::CompletionsArgs),
+    /// Run plugins over a scan while it comes off the detector (merlin://, dectris://)
+    /// and write their results (docs/live.md).
+    Live(live::LiveArgs),
+    /// Replay a dataset over a detector's protocol on this machine (Merlin TCP, DECTRIS
+    /// ZeroMQ), for trying `live` without a detector.
+    Simulate(simulate::SimulateArgs),
+    /// Explore datasets in the browser: a local web page with virtual detectors, frames,
+    /// centre of mass and plugins (prints a URL with a token; docs/serve.md).
+    Serve(serve::ServeArgs),
 }
 
 /// The cargo features of this build that `--version` reports. When host/Cargo.toml gets a
@@ -195,10 +207,16 @@ impl std::str::FromStr for Shape {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, String> {
-        text.split([',', 'x', 'X'])
+        let dims = text
+            .split([',', 'x', 'X'])
             .map(|d| d.trim().parse::<usize>().map_err(|_| format!("'{text}' is not a shape like 16,16")))
-            .collect::<Result<Vec<_>, _>>()
-            .map(Shape)
+            .collect::<Result<Vec<_>, _>>()?;
+        // The largest element (complex128) must still fit: a product that wraps would
+        // pass for a small one in every size computed from it.
+        if crate::array::byte_len(&dims, crate::dtype::DType::C128.size()).is_none() {
+            return Err(format!("shape '{text}' has more elements than this machine can address"));
+        }
+        Ok(Shape(dims))
     }
 }
 
@@ -268,6 +286,9 @@ where
         Command::RunPartition(args) => partition::run_partition(args),
         Command::New(args) => new::new(args),
         Command::Completions(args) => completions::completions(args, &mut command()),
+        Command::Live(args) => live::live(args),
+        Command::Simulate(args) => simulate::simulate(args),
+        Command::Serve(args) => Ok(serve::main(args)?),
     }
 }
 

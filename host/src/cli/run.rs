@@ -55,9 +55,11 @@ pub struct RunArgs {
     /// previews, a self-reloading index.html) to OUT/partial/ at most every SECONDS.
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds, allow_hyphen_values = true)]
     snapshot_every: Option<f64>,
-    /// Refuse runs whose merged results would need more host memory than this.
-    #[arg(long, value_name = "SIZE", default_value = "16G", value_parser = super::parse_memory)]
-    max_result_memory: u64,
+    /// Refuse runs whose results (merged buffers, results, valid masks, nav buffers
+    /// expanded to the scan) would need more host memory than this [default: half the
+    /// machine's memory].
+    #[arg(long, value_name = "SIZE", value_parser = super::parse_memory)]
+    max_result_memory: Option<u64>,
     /// Also write the run plan as JSON (for running partitions elsewhere:
     /// `udf-host run-partition`).
     #[arg(long, value_name = "PLAN.json")]
@@ -110,7 +112,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         threads: Some(threads),
         tile_shape: args.tile_shape.clone().map(|s| s.0),
         keep_going: args.keep_going,
-        max_result_bytes: Some(args.max_result_memory),
+        max_result_bytes: args.max_result_memory,
         limits: args.runtime.limits(),
         device: args.device,
         ..RunOptions::default()
@@ -149,7 +151,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
 /// The exit of a recorded run: 0 when complete, else what stopped it or how much is
 /// missing, and where the rest is.
 fn outcome(recorded: Recorded, plan: &crate::exec::Plan, out: &Path) -> Result<(), Failure> {
-    let Recorded { summary, stopped_by } = recorded;
+    let Recorded { summary, stopped_by, internal_failure } = recorded;
     let partitions = summary.partitions;
     match (summary.status, stopped_by) {
         (RunStatus::Interrupted, _) => Err(Failure {
@@ -169,17 +171,24 @@ fn outcome(recorded: Recorded, plan: &crate::exec::Plan, out: &Path) -> Result<(
             }
             Err(failure)
         }
-        (RunStatus::Partial, None) => Err(Failure {
-            code: exit::PARTIAL,
-            error: anyhow!(
+        (RunStatus::Partial, None) => {
+            let error = anyhow!(
                 "{} failure(s) (--keep-going): {} of {} partitions failed; the rest is in {} and results.json \
                  lists the failures",
                 summary.failures.as_ref().map_or(0, Vec::len),
                 partitions.failed,
                 partitions.count,
                 out.display()
-            ),
-        }),
+            );
+            Err(match internal_failure {
+                // A partition failed by a bug of udf-host: exit 4 even though the run went on.
+                Some(bug) => Failure {
+                    code: exit::INTERNAL,
+                    error: anyhow::Error::new(bug).context(error).context("a partition failed by a bug of udf-host"),
+                },
+                None => Failure { code: exit::PARTIAL, error },
+            })
+        }
         _ => Ok(()),
     }
 }

@@ -42,6 +42,7 @@ pub mod tvips;
 
 pub use corrections::ExcludedPixels;
 pub use mapped::MappedFrames;
+pub(crate) use mapped::{Access, map_file};
 pub use memory::MemoryDataset;
 pub use partition::{Partition, default_partition_count, plan_partitions};
 pub use registry::{FORMATS, FileHead, Format, FormatNames, FormatSpec, Opened};
@@ -215,10 +216,34 @@ impl OpenOptions {
 /// [`DatasetError`] naming the file: unreadable, too short or long for the shape,
 /// malformed header, missing options.
 pub fn open(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Dataset>, DatasetError> {
+    check_shape_options(path, options)?;
     let format = options.format.unwrap_or_else(|| Format::detect(path));
     let (data, hints) = (format.spec().open)(path, options)?;
     let data = reshaped::apply(path, data, &hints, options)?;
-    corrections::apply(path, data, options)
+    let data = corrections::apply(path, data, options)?;
+    let shape = data.shape();
+    if crate::array::byte_len(&shape.full(), DType::C128.size()).is_none() {
+        return Err(DatasetError::invalid(
+            path,
+            format!("nav {:?} × sig {:?} is more than this machine can address", shape.nav, shape.sig),
+        ));
+    }
+    Ok(data)
+}
+
+/// `--nav-shape` and `--sig-shape` must have a size that fits in memory: every reader
+/// multiplies them out, and a product that wraps would pass for a small one.
+fn check_shape_options(path: &Path, options: &OpenOptions) -> Result<(), DatasetError> {
+    let shapes = [("--nav-shape", &options.nav_shape), ("--sig-shape", &options.sig_shape)];
+    for (option, shape) in shapes.into_iter().filter_map(|(o, s)| Some((o, s.as_ref()?))) {
+        if crate::array::byte_len(shape, DType::C128.size()).is_none() {
+            return Err(DatasetError::invalid(
+                path,
+                format!("{option} {shape:?} has more elements than this machine can address"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Check that `nav` × `sig` covers `total` elements, for reshaping options.

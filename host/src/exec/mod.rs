@@ -58,7 +58,7 @@ pub use iter::{MergeStep, Progress, RunIter};
 pub use merge::{MergeState, Merger};
 pub use partition::{Control, PartitionOutput, UdfOutput, Worker, check_exported};
 pub use plan::{Limits, PLAN_VERSION, Plan, PlannedUdf, UdfLoader};
-pub use results::{ResultBuffer, RunResults, UdfResults};
+pub use results::{ResultBuffer, RunResults, UdfResults, check_results};
 pub use wire::WireError;
 
 use crate::dataset::{DatasetError, OpenedDataset, Partition, TilingScheme};
@@ -88,8 +88,8 @@ pub struct RunOptions {
     pub tile_shape: Option<Vec<usize>>,
     /// Go on with the other partitions when one fails (the failed ones stay invalid).
     pub keep_going: bool,
-    /// Refuse runs whose merged buffers would need more host memory than this
-    /// (default [`DEFAULT_MAX_RESULT_BYTES`]).
+    /// Refuse runs whose results would need more host memory than this (default
+    /// [`default_max_result_bytes`]: half the machine's memory).
     pub max_result_bytes: Option<u64>,
     /// Use this method for every UDF instead of what `plan` chose (each must implement
     /// it). For testing that results don't depend on the method.
@@ -112,8 +112,12 @@ pub struct RunOptions {
     pub device: crate::cuda::Device,
 }
 
-/// Default cap on the host memory of a run's merged buffers: 16 GiB.
-pub const DEFAULT_MAX_RESULT_BYTES: u64 = 16 << 30;
+/// Default cap on the host memory of a run's results (merged buffers, results, valid
+/// masks, expansion to the scan): half the machine's memory, as the plugins' total
+/// budget ([`crate::wasm::default_memory_total`]).
+pub fn default_max_result_bytes() -> u64 {
+    crate::wasm::default_memory_total() as u64
+}
 
 /// A failure of a run: a partition that failed (in a run that went on with
 /// `keep_going`, or that stopped it), a UDF's merge of a partition, or a UDF's

@@ -68,6 +68,10 @@ pub struct Recorded {
     /// The failure that stopped the run (its status is then `failed`), or that cost a UDF
     /// its results (`partial`).
     pub stopped_by: Option<RunError>,
+    /// The first partition that failed by a bug of udf-host ([`RunError::Internal`], a
+    /// panic) in a run that went on with the others (`keep_going`): the run is `partial`,
+    /// but a front end reports the bug as such (the CLI exits 4).
+    pub internal_failure: Option<RunError>,
 }
 
 /// Why a run was not recorded.
@@ -107,7 +111,8 @@ pub fn record(
     // Routed until the results are written: a press while writing lets the writing finish.
     let _routing = super::interrupt::Routing::to(Arc::new(move || progress.interrupt()));
     watch.started(iter.progress());
-    let driven = drive(&mut iter, snapshots.as_mut(), watch);
+    let mut internal_failure = None;
+    let driven = drive(&mut iter, snapshots.as_mut(), watch, &mut internal_failure);
     watch.finished();
     let stopped_by = driven.map_err(RecordError::Run)?;
     super::interrupt::writing();
@@ -124,15 +129,17 @@ pub fn record(
     if let Some(snapshots) = snapshots {
         snapshots.finish();
     }
-    Ok(Recorded { summary, stopped_by: account.stopped_by })
+    Ok(Recorded { summary, stopped_by: account.stopped_by, internal_failure })
 }
 
 /// Iterate the run to its end (snapshots after each step): `Ok(Some(e))` for the failure
-/// that stopped it, `Err` for one the user must fix before anything was merged.
+/// that stopped it, `Err` for one the user must fix before anything was merged. The first
+/// internal error of a partition the run went on without lands in `internal_failure`.
 fn drive(
     iter: &mut RunIter,
     mut snapshots: Option<&mut Snapshots>,
     watch: &mut dyn Watch,
+    internal_failure: &mut Option<RunError>,
 ) -> Result<Option<RunError>, RunError> {
     let keep_going = iter.keeps_going();
     while let Some(step) = iter.next() {
@@ -144,6 +151,9 @@ fn drive(
                 return Ok(Some(e));
             }
             watch.partition_failed(&e);
+            if matches!(e, RunError::Internal(_)) {
+                internal_failure.get_or_insert(e);
+            }
         }
         if let Some(snapshots) = snapshots.as_deref_mut() {
             snapshots.tick(iter);
@@ -194,7 +204,8 @@ impl Account {
             });
             first_udf_failure.get_or_insert(e);
         }
-        let stopped_by = stopped_by.or(first_udf_failure);
+        // Never "complete" with a partition missing: each one ended merged or failed.
+        let stopped_by = stopped_by.or(first_udf_failure).or_else(|| iter.check_accounted().err());
         let status = if iter.interrupted() {
             RunStatus::Interrupted
         } else if stopped_by.is_some() {

@@ -25,7 +25,7 @@
 
 use super::cleanup::{self, Registration, Undo};
 use super::{OutputError, io, write_tree};
-use crate::exec::{RunIter, RunResults};
+use crate::exec::{RunError, RunIter, RunResults};
 use crate::preview::{self, PreviewOptions};
 use crate::report::RunSummary;
 use std::path::{Path, PathBuf};
@@ -86,13 +86,19 @@ impl Snapshots {
     /// the last one and more frames have been merged. A snapshot that cannot be written is
     /// reported once, as a warning; the run goes on.
     pub fn tick(&mut self, iter: &RunIter) {
-        let merged = iter.damage().iter().filter(|&&d| d).count();
+        self.tick_on(iter.damage(), || iter.results());
+    }
+
+    /// [`tick`](Self::tick) for any engine (a live run): `damage` is what is merged,
+    /// `results` gives the results merged so far when a snapshot is due.
+    pub fn tick_on(&mut self, damage: &[bool], results: impl FnOnce() -> Result<RunResults, RunError>) {
+        let merged = damage.iter().filter(|&&d| d).count();
         if merged == self.merged_frames || self.last.elapsed() < self.every {
             return;
         }
         self.merged_frames = merged;
         self.last = Instant::now();
-        let written = iter.results().map_err(|e| e.to_string()).and_then(|r| self.write(&r).map_err(|e| e.to_string()));
+        let written = results().map_err(|e| e.to_string()).and_then(|r| self.write(&r).map_err(|e| e.to_string()));
         if let Err(e) = written
             && !std::mem::replace(&mut self.warned, true)
         {

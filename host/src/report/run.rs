@@ -8,7 +8,8 @@
 //! [`RunSummary::finish`] gives it its final status, failures and timings.
 
 use crate::cuda::{Device, GpuInfo};
-use crate::exec::{PartitionFailure, Run, RunResults, RunStats, UdfResults};
+use crate::dataset::Dataset;
+use crate::exec::{PartitionFailure, Plan, Run, RunResults, RunStats, UdfResults};
 use crate::preview::{ColorMap, Preview, Scale};
 use crate::udf::{BufferKind, DeviceClass};
 use serde::{Deserialize, Serialize};
@@ -55,6 +56,10 @@ pub struct RunSummary {
     /// Seconds since the run started (only in snapshots).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub elapsed_seconds: Option<f64>,
+    /// A live acquisition's source, frames received, buffer and back-pressure, and why
+    /// the scan ended early if it did (only for live runs, docs/live.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<crate::live::LiveStats>,
 }
 
 /// How a run ended (or that it is still going, in snapshots).
@@ -286,10 +291,13 @@ impl RunSummary {
     /// tiling), how each UDF was loaded (`plugins`) and where each computes (`requested`:
     /// the device the run asked for).
     pub fn planned(run: &Run, plugins: Vec<PluginLoad>, requested: Device) -> Self {
-        let plan = run.as_plan();
-        let data = run.worker().dataset();
+        Self::of_plan(run.as_plan(), run.worker().dataset().as_ref(), plugins, requested)
+    }
+
+    /// [`planned`](Self::planned) for a plan whose dataset is `data` (a live run's).
+    pub fn of_plan(plan: &Plan, data: &dyn Dataset, plugins: Vec<PluginLoad>, requested: Device) -> Self {
         let (info, shape) = (data.info(), data.shape());
-        let tiling = run.tiling();
+        let tiling = &plan.tiling;
         let gpu = (requested != Device::Cpu).then(|| crate::cuda::available().ok()).flatten();
         RunSummary {
             udf_host_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -306,7 +314,7 @@ impl RunSummary {
             },
             roi: plan.roi.as_ref().map(|r| RoiSummary { count: r.count(), positions: r.len() }),
             threads: plan.threads,
-            partitions: PartitionCounts { count: run.partitions().len(), merged: 0, failed: 0 },
+            partitions: PartitionCounts { count: plan.partitions.len(), merged: 0, failed: 0 },
             tiling: TilingOfRun {
                 tile_shape: tiling.tile_shape(),
                 depth: tiling.depth,
@@ -323,7 +331,7 @@ impl RunSummary {
                     .map(|u| (u.name.clone(), UdfDevice { device: u.device, cpu_because: u.device_note.clone() }))
                     .collect(),
             },
-            input_dtype: run.input_dtype().name().to_owned(),
+            input_dtype: plan.meta.input_dtype.name().to_owned(),
             frames: 0,
             bytes_read: 0,
             throughput_gb_per_s: 0.0,
@@ -331,6 +339,7 @@ impl RunSummary {
             timings: None,
             snapshot: None,
             elapsed_seconds: None,
+            live: None,
         }
     }
 
@@ -594,6 +603,7 @@ mod tests {
             }),
             snapshot: None,
             elapsed_seconds: None,
+            live: None,
         }
     }
 
