@@ -319,7 +319,7 @@ fn declare_buffers(
 }
 
 /// Step: which UDFs compute on the GPU: with `cuda` or `auto` and a usable GPU, the
-/// built-ins that have a kernel ([`crate::cuda::kernel_for`]); `cuda` without a usable
+/// built-ins with a GPU request ([`crate::builtins::gpu_request_for`]); `cuda` without a usable
 /// GPU is an error, `auto` falls back to the CPU. Each UDF left on the CPU gets a note
 /// saying why.
 fn choose_devices(planned: &mut [PlannedUdf], device: crate::cuda::Device) -> Result<(), RunError> {
@@ -337,7 +337,7 @@ fn choose_devices(planned: &mut [PlannedUdf], device: crate::cuda::Device) -> Re
         return Ok(());
     }
     for p in planned.iter_mut() {
-        match crate::cuda::kernel_for(&p.origin, &p.decls) {
+        match crate::builtins::gpu_request_for(&p.origin, &p.decls) {
             Ok(()) => p.device = DeviceClass::Cuda,
             Err(why) => p.device_note = Some(why),
         }
