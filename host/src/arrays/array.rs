@@ -343,6 +343,14 @@ impl Dense {
         true
     }
 
+    /// Whether two views read exactly the same elements in the same order.
+    pub fn same_layout(&self, other: &Dense) -> bool {
+        self.dtype == other.dtype
+            && self.offset == other.offset
+            && self.shape == other.shape
+            && self.strides == other.strides
+    }
+
     /// Whether two arrays may share elements.
     pub fn shares_storage(&self, other: &Dense) -> bool {
         Arc::ptr_eq(&self.storage, &other.storage)

@@ -358,8 +358,13 @@ pub fn binary(cx: &Ctx<'_>, op: BinaryOp, a: Operand<'_>, b: Operand<'_>) -> Res
             if kind == Kind::Complex {
                 return bad("needs real dtypes");
             }
-            let f = if kind == Kind::Float { promoted } else { float_for(promoted) };
-            let f = if kind == Kind::Bool { DType::F32 } else { f };
+            // NumPy picks the smallest float loop each input casts to safely.
+            let float_of = |o: &Operand<'_>| match o {
+                Operand::Array(x) if x.dtype() == DType::Bool => DType::F32,
+                Operand::Array(x) => float_for(x.dtype()),
+                Operand::Scalar(_) => DType::F32,
+            };
+            let f = if kind == Kind::Float { promoted } else { result_type(float_of(&a), float_of(&b)) };
             (f, f)
         }
     };

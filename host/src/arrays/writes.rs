@@ -38,6 +38,10 @@ pub fn write(
     let value = match value {
         Operand::Array(v) => {
             let v = v.dense(op)?;
+            if mode == WriteMode::Assign && v.shares_storage(&t) && v.same_layout(&t) {
+                // `x[i] = x[i]` (what Python's `x[i] += v` ends with): already there.
+                return Ok(());
+            }
             if mode == WriteMode::Add && !same_kind(v.dtype, dtype) {
                 return Err(ArrayError::dtype(
                     op,
