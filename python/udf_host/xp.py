@@ -910,3 +910,29 @@ for _kind, _names in _b.operations():
 for _alias, _name in NUMPY_ALIASES.items():
     _g[_alias] = _g[_name]
 del _g, _kind, _names, _name, _alias
+
+
+class _NamespaceInfo:
+    """`__array_namespace_info__()`: what this namespace offers."""
+
+    def capabilities(self):
+        return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": 64}
+
+    def default_device(self):
+        return "cpu"
+
+    def devices(self):
+        return ["cpu"]
+
+    def default_dtypes(self, *, device=None):
+        return {"real floating": float64, "complex floating": complex128, "integral": int64, "indexing": int64}
+
+    def dtypes(self, *, device=None, kind=None):
+        out = dict(_DTYPES)
+        if kind is not None:
+            out = {n: d for n, d in out.items() if isdtype(d, kind)}
+        return out
+
+
+def __array_namespace_info__():
+    return _NamespaceInfo()
