@@ -86,7 +86,7 @@ impl Array {
     }
 
     /// An array from the plugin's values (C order).
-    pub fn from_slice<T: Element>(shape: &[u64], values: &[T]) -> Result<Array> {
+    pub fn from_slice<T: Element + bytemuck::NoUninit>(shape: &[u64], values: &[T]) -> Result<Array> {
         host::from_bytes(T::DTYPE, shape, bytemuck::cast_slice(values)).map(Array).map_err(err)
     }
 
@@ -99,7 +99,7 @@ impl Array {
     }
 
     /// The elements, copied into the plugin (C order).
-    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+    pub fn to_vec<T: Element + bytemuck::Pod>(&self) -> Result<Vec<T>> {
         if self.dtype() != T::DTYPE {
             return Err(UdfError::internal(format!("to_vec: the array is {:?}", self.dtype())));
         }
@@ -151,7 +151,7 @@ impl Array {
     /// `op(self, other)` with broadcasting.
     pub fn binary<'a>(&self, op: BinaryOp, other: impl Into<Value<'a>>) -> Result<Array> {
         let other = other.into();
-        host::binary(op, host::Operand::Array(&self.0), other.operand()).map(Array).map_err(err)
+        host::binary(op, &host::Operand::Array(&self.0), &other.operand()).map(Array).map_err(err)
     }
 
     /// `self @ other`.
@@ -161,11 +161,11 @@ impl Array {
 
     /// `self[index] += value`, in place.
     pub fn add_at<'a>(&self, index: &[IndexItem], value: impl Into<Value<'a>>) -> Result<()> {
-        self.0.add_at(index, value.into().operand()).map_err(err)
+        self.0.add_at(index, &value.into().operand()).map_err(err)
     }
 
     /// `self[index] = value`.
     pub fn set<'a>(&self, index: &[IndexItem], value: impl Into<Value<'a>>) -> Result<()> {
-        self.0.set(index, value.into().operand()).map_err(err)
+        self.0.set(index, &value.into().operand()).map_err(err)
     }
 }

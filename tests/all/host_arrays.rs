@@ -16,7 +16,7 @@ fn host_array_sums_match_plain_loops_for_every_partitioning_tiling_and_roi() {
     let data = scaled(fixtures::mk_uniform(&nav, &sig, 5), 100.0);
     let path = write(dir.path(), "host-arrays", &data, Ty::F32);
     let stored = data.rounded(Ty::F32);
-    let udf = load("host_arrays");
+    let udf = load("probe_host_arrays");
     let tiles = [vec![2, 3, 5], vec![1, 9, 11], vec![5, 9, 4]];
     for case in cases(24, &tiles, 3) {
         let what = format!("{case:?}");

@@ -21,6 +21,13 @@ use std::time::Instant;
 use wasmtime::component::{Component, ComponentExportIndex, Func, TypedFunc};
 use wasmtime::{Store, UpdateDeadline};
 
+/// The empty data of a tile lent as a host array. Empty, but aligned for every dtype:
+/// `array_data` casts it to the dtype's elements, and a `&[]` of bytes is not aligned
+/// for `f32` (bytemuck panics on that even for an empty slice).
+fn no_tile_data() -> &'static [u8] {
+    bytemuck::cast_slice::<u64, u8>(&[])
+}
+
 /// A wasm plugin.
 pub struct WasmUdf {
     shared: Arc<Shared>,
@@ -608,7 +615,7 @@ impl PartitionRunner for WasmPartition<'_> {
             unsafe { self.instance.store.data_mut().arrays.lend_tile(tile.dtype, &shape, tile.data) }
                 .map_err(|e| CallError::internal(e.to_string()))?;
         }
-        let data: &[u8] = if host_tiles { &[] } else { tile.data };
+        let data: &[u8] = if host_tiles { no_tile_data() } else { tile.data };
         let wit_tile = wit::Tile {
             origin: tile.origin,
             frames: tile.frames as u64,
@@ -644,7 +651,7 @@ impl PartitionRunner for WasmPartition<'_> {
                 scheme_index: tile.scheme_index as u32,
                 sig: sig_slice_to_wit(tile.sig),
                 true_nav_indices: tile.true_nav_indices,
-                data: array_data(tile.dtype, &[], self.udf.access()),
+                data: array_data(tile.dtype, no_tile_data(), self.udf.access()),
             };
             let outcome = self.timed_process(|p, s| p.udf_plugin_udf().call_process(s, wit_tile));
             self.instance.store.data_mut().arrays.end_call();
