@@ -460,6 +460,12 @@ class ndarray:
         return ndarray(_b.binary(name, a, b))
 
     def _inplace(self, name, other):
+        kind = self.dtype.kind
+        if name == "add" and kind != "b" and (isinstance(other, ndarray) or (type(other) in (int, float) and kind in "fc")):
+            # `x += v` in one pass, in place: the host broadcasts, checks `same_kind` casting
+            # and shapes (LiberTEM's `self.results.x[:] += ...`, once per tile).
+            self._a.add_at([], other._a if isinstance(other, ndarray) else other)
+            return self
         result = self._bin(name, other)
         if result is NotImplemented:
             return result
