@@ -376,21 +376,21 @@ fn zig_and_python_masks_match_the_dot_products() {
         })
         .collect();
     for language in ["zig", "python"] {
-    let plugin = load_polyglot(language, "masks");
-    for mask_dtype in [DType::F32, DType::F64] {
-        let p = params(&[("masks", array_param(mask_dtype, &[m, 9, 11], &masks))]);
-        for (partitions, tile) in [(1, None), (2, Some(vec![4, 3, 11])), (5, Some(vec![3, 9, 5]))] {
-            let what = format!("{language} masks {mask_dtype:?}, {partitions} partitions, tile {tile:?}");
-            let options = RunOptions { partitions: Some(partitions), tile_shape: tile, ..Default::default() };
-            let results = run_on(&path, &OpenOptions::default(), vec![(plugin.clone(), p.clone())], options)
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
-            assert_eq!(results.input_dtype, DType::F32, "{what}: float32 preferred and native");
-            let b = results.udfs[0].buffer("intensity").unwrap();
-            assert_eq!(b.data.shape(), &[3, 7, 3], "{what}");
-            assert_eq!(b.dtype(), mask_dtype, "{what}: result_type(float32, mask dtype)");
-            assert_close(&to_f64(&b.data), &expected, 1e-5, &what);
+        let plugin = load_polyglot(language, "masks");
+        for mask_dtype in [DType::F32, DType::F64] {
+            let p = params(&[("masks", array_param(mask_dtype, &[m, 9, 11], &masks))]);
+            for (partitions, tile) in [(1, None), (2, Some(vec![4, 3, 11])), (5, Some(vec![3, 9, 5]))] {
+                let what = format!("{language} masks {mask_dtype:?}, {partitions} partitions, tile {tile:?}");
+                let options = RunOptions { partitions: Some(partitions), tile_shape: tile, ..Default::default() };
+                let results = run_on(&path, &OpenOptions::default(), vec![(plugin.clone(), p.clone())], options)
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert_eq!(results.input_dtype, DType::F32, "{what}: float32 preferred and native");
+                let b = results.udfs[0].buffer("intensity").unwrap();
+                assert_eq!(b.data.shape(), &[3, 7, 3], "{what}");
+                assert_eq!(b.dtype(), mask_dtype, "{what}: result_type(float32, mask dtype)");
+                assert_close(&to_f64(&b.data), &expected, 1e-5, &what);
+            }
         }
-    }
     }
 }
 

@@ -32,7 +32,8 @@ fn runtime() -> &'static WasmRuntime {
     static RUNTIME: std::sync::OnceLock<WasmRuntime> = std::sync::OnceLock::new();
     RUNTIME.get_or_init(|| {
         // Python and JavaScript components take a while to compile the first time.
-        let options = RuntimeOptions { compile_timeout: Duration::from_secs(3600), ..udf_host_tests::runtime_options() };
+        let options =
+            RuntimeOptions { compile_timeout: Duration::from_secs(3600), ..udf_host_tests::runtime_options() };
         WasmRuntime::new(options).expect("runtime")
     })
 }
@@ -45,6 +46,9 @@ fn load(path: &Path) -> Arc<dyn Udf> {
 fn polyglot(language: &str, name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/polyglot").join(language).join(format!("{name}.wasm"))
 }
+
+/// A UDF of a case with its params.
+type Variant = (Arc<dyn Udf>, Vec<Param>);
 
 fn text(name: &str, value: &str) -> Param {
     Param { name: name.into(), value: ParamValue::Text(value.into()) }
@@ -98,7 +102,9 @@ fn main() {
             SIG[1]
         );
         println!();
-        println!("| case | native GB/s | Rust, host arrays | vs native | Python, host arrays | vs native | JavaScript | vs native |");
+        println!(
+            "| case | native GB/s | Rust, host arrays | vs native | Python, host arrays | vs native | JavaScript | vs native |"
+        );
         println!("|---|---:|---:|---:|---:|---:|---:|---:|");
         for (label, name, params) in cases() {
             if !filters.is_empty() && !filters.iter().any(|f| label.contains(f.as_str())) {
@@ -108,7 +114,7 @@ fn main() {
             let builtin = udf_host::builtins::get(name).expect("built-in");
             let mut probe_params = params.clone();
             probe_params.push(text("op", name));
-            let mut variants: Vec<Option<(Arc<dyn Udf>, Vec<Param>)>> =
+            let mut variants: Vec<Option<Variant>> =
                 vec![Some((builtin, params.clone())), Some((load(&probe), probe_params))];
             for language in ["python", "js"] {
                 let path = polyglot(language, name);

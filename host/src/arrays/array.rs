@@ -14,6 +14,10 @@ use crate::dtype::DType;
 use ndarray::{ArrayViewD, ArrayViewMutD, IxDyn, ShapeBuilder};
 use std::sync::Arc;
 
+/// A view's layout for ndarray: byte offset of the lowest element, shape, strides (all
+/// non-negative) and the axes whose strides were negative.
+type RawParts = (usize, Vec<usize>, Vec<usize>, Vec<usize>);
+
 /// An n-dimensional array the host owns.
 #[derive(Clone)]
 pub enum HostArray {
@@ -146,7 +150,7 @@ impl HostArray {
         if n.checked_mul(dtype.size()) != Some(bytes.len()) {
             return Err(ArrayError::value("tile", "bytes and shape disagree"));
         }
-        if (bytes.as_ptr() as usize) % dtype.size().min(16) != 0 {
+        if !(bytes.as_ptr() as usize).is_multiple_of(dtype.size().min(16)) {
             return Self::from_bytes(memory, dtype, shape, bytes);
         }
         // SAFETY: passed on to our caller.
@@ -272,7 +276,7 @@ pub fn resolve_shape(op: &str, from: &[usize], shape: &[i64]) -> Result<Vec<usiz
     let known: u128 = shape.iter().filter(|&&d| d >= 0).map(|&d| d as u128).product();
     let mut out: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
     if let [i] = unknown[..] {
-        if known == 0 || len as u128 % known != 0 {
+        if known == 0 || !(len as u128).is_multiple_of(known) {
             return Err(ArrayError::shape(op, &[from], format!("cannot reshape {len} elements to {shape:?}")));
         }
         out[i] = (len as u128 / known) as usize;
@@ -397,11 +401,7 @@ impl Dense {
 
     /// The byte offset of the lowest element, the shape, non-negative strides and the
     /// axes to flip back; checked against a storage of `storage_len` bytes.
-    fn raw_parts<T>(
-        &self,
-        storage_len: usize,
-        op: &str,
-    ) -> Result<(usize, Vec<usize>, Vec<usize>, Vec<usize>), ArrayError> {
+    fn raw_parts<T>(&self, storage_len: usize, op: &str) -> Result<RawParts, ArrayError> {
         let size = std::mem::size_of::<T>();
         let broken = || ArrayError::value(op, "internal error: a view reaches outside its array");
         if size == 0 || size != self.dtype.size() {
@@ -427,7 +427,7 @@ impl Dense {
             return Err(broken());
         }
         let start = low as usize * size;
-        if start % size.min(16) != 0 && !empty {
+        if !start.is_multiple_of(size.min(16)) && !empty {
             return Err(broken());
         }
         Ok((if empty { 0 } else { start }, self.shape.clone(), strides, flips))
@@ -586,7 +586,8 @@ mod tests {
     #[test]
     fn slices_follow_python() {
         // Expected values: Python's range(10)[start:stop:step].
-        let cases: &[(Option<i64>, Option<i64>, Option<i64>, &[i64])] = &[
+        type Case<'a> = (Option<i64>, Option<i64>, Option<i64>, &'a [i64]);
+        let cases: &[Case<'_>] = &[
             (None, None, None, &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]),
             (Some(2), Some(8), Some(3), &[2, 5]),
             (None, None, Some(-1), &[9, 8, 7, 6, 5, 4, 3, 2, 1, 0]),

@@ -113,15 +113,10 @@ fn lanes<F: FftNum + num_traits::Float>(
 
 /// `irfft2`: inverse over the leading axes, then the real inverse of the last axis
 /// (output length `2 * (n - 1)`).
-fn irfft<F: FftNum + num_traits::Float>(
-    cx: &Ctx<'_>,
-    d: &Dense,
-    axes: &[usize],
-    cdtype: DType,
-) -> Result<HostArray, ArrayError>
+fn irfft<F>(cx: &Ctx<'_>, d: &Dense, axes: &[usize], cdtype: DType) -> Result<HostArray, ArrayError>
 where
     num_complex::Complex<F>: bytemuck::Pod,
-    F: bytemuck::Pod,
+    F: FftNum + num_traits::Float + bytemuck::Pod,
 {
     let op = "irfft2";
     let data = cast_dense(cx, d, cdtype, op)?;

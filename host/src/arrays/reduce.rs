@@ -460,11 +460,12 @@ fn extremes<S: bytemuck::Pod + CastTo>(
         let mut best_v = row[0].cast_to::<f64>();
         let greater = matches!(op, Max | Nanmax | Argmax);
         let skip_nan = matches!(op, Nanmin | Nanmax);
-        if skip_nan && best_v.is_nan() {
-            if let Some(i) = row.iter().position(|&v| !v.cast_to::<f64>().is_nan()) {
-                best = i;
-                best_v = row[i].cast_to::<f64>();
-            }
+        if skip_nan
+            && best_v.is_nan()
+            && let Some(i) = row.iter().position(|&v| !v.cast_to::<f64>().is_nan())
+        {
+            best = i;
+            best_v = row[i].cast_to::<f64>();
         }
         if best_v.is_nan() && !skip_nan {
             return best;

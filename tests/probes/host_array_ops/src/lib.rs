@@ -38,7 +38,9 @@ fn sig_index(tile: &Tile<'_>) -> Vec<IndexItem> {
     tile.sig_origin()
         .iter()
         .zip(tile.sig_shape())
-        .map(|(&o, &n)| IndexItem::Slice(Slice { start: Some(o as i64), stop: Some((o + n as u64) as i64), step: None }))
+        .map(|(&o, &n)| {
+            IndexItem::Slice(Slice { start: Some(o as i64), stop: Some((o + n as u64) as i64), step: None })
+        })
         .collect()
 }
 
@@ -53,7 +55,8 @@ fn pairwise(s0: &Array, v0: &Array, n0: u64, s1: &Array, v1: &Array, n1: u64) ->
         s0.set(&[], s1)?;
         return v0.set(&[], v1);
     }
-    let delta = s1.binary(BinaryOp::Divide, n1 as f64)?.binary(BinaryOp::Subtract, &s0.binary(BinaryOp::Divide, n0 as f64)?)?;
+    let delta =
+        s1.binary(BinaryOp::Divide, n1 as f64)?.binary(BinaryOp::Subtract, &s0.binary(BinaryOp::Divide, n0 as f64)?)?;
     let weight = (n0 * n1) as f64 / (n0 + n1) as f64;
     let correction = delta.binary(BinaryOp::Multiply, &delta)?.binary(BinaryOp::Multiply, weight)?;
     v0.add_at(&[], v1)?;
@@ -67,7 +70,10 @@ impl Udf for HostArrayOps {
         Description::new("host-array-ops", "0.1.0", "The Python plugins' operations with host arrays, in Rust")
             .param(ParamSpec::text("op", "sum, sumsig, stddev, masks or calls").default("sum"))
             .param(ParamSpec::int("calls", "host calls per tile for op=calls").default(1000))
-            .param(ParamSpec::array("masks", "float32 masks (M, *sig) for op=masks").default_array(&[0], Vec::<f32>::new()))
+            .param(
+                ParamSpec::array("masks", "float32 masks (M, *sig) for op=masks")
+                    .default_array(&[0], Vec::<f32>::new()),
+            )
             .custom_merge()
     }
 
@@ -85,7 +91,11 @@ impl Udf for HostArrayOps {
                 vec![BufferDecl::nav("intensity", DType::Float32).extra_shape(&[count as u64])]
             }
             "calls" => vec![BufferDecl::nav("n", DType::Int64)],
-            other => return Err(UdfError::bad_param(format!("op must be sum, sumsig, stddev, masks or calls, found '{other}'"))),
+            other => {
+                return Err(UdfError::bad_param(format!(
+                    "op must be sum, sumsig, stddev, masks or calls, found '{other}'"
+                )));
+            }
         })
     }
 
@@ -98,7 +108,11 @@ impl Udf for HostArrayOps {
                 let view = ctx.params().array::<f32>("masks")?;
                 let shape: Vec<u64> = view.shape().iter().map(|&n| n as u64).collect();
                 let values: Vec<f32> = view.iter().copied().collect();
-                Op::Masks { masks: Array::from_slice(&shape, &values)?, count: view.shape()[0], by_slice: HashMap::new() }
+                Op::Masks {
+                    masks: Array::from_slice(&shape, &values)?,
+                    count: view.shape()[0],
+                    by_slice: HashMap::new(),
+                }
             }
             _ => Op::Calls { small: Array::zeros(&[4], DType::Float32)?, calls: ctx.params().int("calls")? },
         };
@@ -195,7 +209,8 @@ impl Udf for HostArrayOps {
             }
             "stddev" => {
                 // Plain loops: a merge is once per partition.
-                let count = |b: &Buffers| -> Result<f64> { Ok(b.whole::<i64>("num_frames")?.iter().sum::<i64>() as f64) };
+                let count =
+                    |b: &Buffers| -> Result<f64> { Ok(b.whole::<i64>("num_frames")?.iter().sum::<i64>() as f64) };
                 let (n0, n1) = (count(dest)?, count(src)?);
                 if n1 > 0.0 {
                     let s0 = dest.to_owned::<f64>("sum")?;
