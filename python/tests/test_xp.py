@@ -300,3 +300,30 @@ def test_memory_is_given_back():
         del a, b
     # Up to the few buffers kept for reuse (POOL_BUFFERS = 8) stay charged.
     assert native.memory_in_use()[0] - before <= 8 * 256 * 256 * 8 + 4096
+
+
+def test_fill_and_in_place_add_follow_numpy():
+    a = xp.zeros((2, 3), dtype=xp.float32)
+    a.fill(2.5)
+    close(a, np.full((2, 3), 2.5, np.float32))
+    # `+=` of an array is one host call (add_at): the result must still be NumPy's.
+    f, nf = xp.zeros((2, 3), dtype=xp.float32), np.zeros((2, 3), np.float32)
+    f += xp.asarray([1.0, 2.0, 3.0])  # float64 into float32: same_kind, broadcast
+    nf += np.asarray([1.0, 2.0, 3.0])
+    f[1] += 0.5
+    nf[1] += 0.5
+    close(f, nf)
+    i, ni = xp.asarray([120, -5], dtype=xp.int8), np.asarray([120, -5], np.int8)
+    i += xp.asarray([10, 3], dtype=xp.int16)  # wraps as NumPy's int16 sum cast back
+    ni += np.asarray([10, 3], np.int16)
+    close(i, ni)
+    b, nb = xp.asarray([True, False]), np.asarray([True, False])
+    b += xp.asarray([False, True])
+    nb += np.asarray([False, True])
+    close(b, nb)
+    with pytest.raises(OverflowError):
+        small = xp.zeros((2,), dtype=xp.int8)
+        small += 1000
+    with pytest.raises(ValueError):
+        row = xp.zeros((3,), dtype=xp.float32)
+        row += xp.zeros((2, 3), dtype=xp.float32)

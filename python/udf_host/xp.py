@@ -389,6 +389,10 @@ class ndarray:
     def copy(self):
         return ndarray(self._a.astype(self._a.dtype))
 
+    def fill(self, value):
+        """Set every element to ``value`` (NumPy's ``ndarray.fill``)."""
+        self._a.set([], _scalar_or_array(value))
+
     def reshape(self, *shape, copy=None):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = shape[0]
