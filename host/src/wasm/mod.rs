@@ -24,6 +24,7 @@ mod fill;
 mod plugin;
 mod state;
 
+pub use arrays::MAX_LIVE_ARRAYS;
 pub use budget::{MemoryBudget, default_memory_total};
 pub use cache::{CacheOutcome, ComponentCache};
 #[doc(hidden)]
