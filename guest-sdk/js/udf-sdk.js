@@ -363,6 +363,11 @@ function tiling(depth, size) {
  * 'max' or frames), tileSize (undefined, 'max' or bytes), customMerge, customResults,
  * mainPreprocess}`.
  */
+/** The default tile size of a plugin with host arrays: its tiles are lent from the file
+ * mapping without a copy, and a few host calls per 8 MiB tile cost little next to the work
+ * on it (with 1 MiB tiles the calls of a JavaScript plugin would dominate). */
+export const HOST_ARRAY_TILE_BYTES = 8 << 20;
+
 export function description(d) {
   return {
     name: d.name,
@@ -372,7 +377,7 @@ export function description(d) {
     methods: d.methods ?? ['tile'],
     inputDtype: d.inputDtype ?? 'float32',
     tileDepth: d.tileDepth,
-    tileSize: d.tileSize,
+    tileSize: d.tileSize ?? (d.hostArrays ? HOST_ARRAY_TILE_BYTES : undefined),
     customMerge: !!d.customMerge,
     customResults: !!d.customResults,
     mainPreprocess: !!d.mainPreprocess,

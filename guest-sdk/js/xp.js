@@ -390,7 +390,7 @@ export function asarray(value, { shape, dtype } = {}) {
     const own = TYPED_DTYPE.get(value.constructor);
     if (own === undefined) throw new XpError('dtype', `asarray: ${value.constructor.name} is not an array of numbers`);
     const bytes = new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
-    const a = new NDArray(call(() => host.fromBytes(witDtype(own), u64s(shape ?? [value.length]), bytes)));
+    const a = fromBytes(own, shape ?? [value.length], bytes);
     return dtype === undefined || dtype === own ? a : a.astype(dtype);
   }
   if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') {
@@ -410,8 +410,28 @@ export function asarray(value, { shape, dtype } = {}) {
 
 /** An NDArray of `dtype` and `shape` from little-endian bytes in C order. */
 export function fromBytes(dtype, shape, bytes) {
-  return new NDArray(call(() => host.fromBytes(witDtype(dtype), u64s(shape), bytes)));
+  const d = witDtype(dtype);
+  if (bytes.byteLength <= CHUNK_BYTES) return new NDArray(call(() => host.fromBytes(d, u64s(shape), bytes)));
+  // A flat array filled a piece at a time, then given its shape.
+  const size = ITEMSIZE[dtype];
+  const count = bytes.byteLength / size;
+  const flat = zeros([count], dtype);
+  const step = CHUNK_BYTES / size;
+  for (let start = 0; start < count; start += step) {
+    const stop = Math.min(start + step, count);
+    const piece = bytes.subarray(start * size, stop * size);
+    const part = new NDArray(call(() => host.fromBytes(d, u64s([stop - start]), piece)));
+    flat.set(part, slice(start, stop));
+    part.dispose();
+  }
+  return flat.reshape(shape);
 }
+
+/** The most bytes one call hands the host: the host takes at most 1 MiB of data from a
+ * plugin per call during init and process, so larger arrays go in pieces. */
+export const CHUNK_BYTES = 1 << 19;
+const ITEMSIZE = { bool: 1, uint8: 1, int8: 1, uint16: 2, int16: 2, uint32: 4, int32: 4, float32: 4, uint64: 8,
+  int64: 8, float64: 8, complex64: 8, complex128: 16 };
 
 /** `concat(arrays, axis)` (axis null: flattened). */
 export function concat(arrays, axis = 0) {

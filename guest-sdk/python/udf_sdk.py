@@ -459,19 +459,27 @@ def _preference(dtype):
     return t.DtypePreference_Native() if dtype in (None, "native") else t.DtypePreference_Prefer(_wit_dtype(dtype))
 
 
+#: The default tile size of a plugin with host arrays: its tiles are lent from the file
+#: mapping without a copy, and a few host calls per 8 MiB tile cost little next to the
+#: work on it (with 1 MiB tiles the calls of a Python plugin would dominate).
+HOST_ARRAY_TILE_BYTES = 8 << 20
+
+
 class Description:
     """What ``udf-host inspect`` shows: name, version, summary, params, methods (in order of
     preference: ``"tile"``, ``"frame"``, ``"partition"``), preferred input dtype (a name, or
     ``"native"``), tiling preferences (``tile_depth``: None, ``"max"`` or frames;
     ``tile_size``: None, ``"max"`` or bytes) and which optional hooks exist.
     ``host_arrays``: tiles, frames, buffers and array parameters are ``xp`` arrays in the
-    host (see the module's docs)."""
+    host (see the module's docs); their tiles default to ``HOST_ARRAY_TILE_BYTES``."""
 
     def __init__(self, name, version, summary, params=(), methods=("tile",), input_dtype="float32",
                  tile_depth=None, tile_size=None, custom_merge=False, custom_results=False,
                  main_preprocess=False, host_arrays=False):
         self.name, self.version, self.summary = name, version, summary
         self.host_arrays = host_arrays
+        if host_arrays and tile_size is None:
+            tile_size = HOST_ARRAY_TILE_BYTES
         self.params = list(params)
         self.methods = list(methods)
         self.input_dtype = input_dtype

@@ -45,6 +45,8 @@ _DTYPES = {
     "complex128": _t.Dtype.COMPLEX128,
 }
 _NAMES = {v: k for k, v in _DTYPES.items()}
+_ITEMSIZE = {"bool": 1, "uint8": 1, "int8": 1, "uint16": 2, "int16": 2, "uint32": 4, "int32": 4, "float32": 4,
+             "uint64": 8, "int64": 8, "float64": 8, "complex64": 8, "complex128": 16}
 
 
 def _ops(enum):
@@ -237,9 +239,27 @@ def tile():
         raise _error(e) from None
 
 
+#: The most bytes one call hands the host (the host takes at most 1 MiB of data from a
+#: plugin per call during ``init`` and ``process``): larger arrays go in pieces.
+CHUNK_BYTES = 1 << 19
+
+
 def from_bytes(dtype_name, shape, data):
+    dtype = _dtype(dtype_name)
     try:
-        return HostArray(_w.from_bytes(_dtype(dtype_name), list(shape), data))
+        if len(data) <= CHUNK_BYTES:
+            return HostArray(_w.from_bytes(dtype, list(shape), data))
+        # A flat array filled a piece at a time, then given its shape.
+        itemsize = _ITEMSIZE[dtype_name]
+        count = len(data) // itemsize
+        flat = _w.zeros([count], dtype)
+        step = CHUNK_BYTES // itemsize
+        view = memoryview(data)
+        for start in range(0, count, step):
+            stop = min(start + step, count)
+            piece = _w.from_bytes(dtype, [stop - start], bytes(view[start * itemsize : stop * itemsize]))
+            flat.set([_w.IndexItem_Slice(_w.Slice(start, stop, None))], _w.Operand_Array(piece))
+        return HostArray(flat.reshape(list(shape)))
     except Err as e:
         raise _error(e) from None
 

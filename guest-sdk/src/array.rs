@@ -22,6 +22,10 @@ use crate::{DType, Element, Result, UdfError};
 
 pub use host::{BinaryOp, FftOp, IndexItem, ReduceOp, Scalar, Slice, UnaryOp};
 
+/// The most bytes one call hands the host: the host takes at most 1 MiB of data from a
+/// plugin per call during `init` and `process`, so larger arrays go in pieces.
+pub const CHUNK_BYTES: usize = 1 << 19;
+
 /// From now on `process` gets tiles without data: [`Array::tile`] is the tile. Call it
 /// in `describe`.
 pub fn use_host_tiles() {
@@ -85,9 +89,24 @@ impl Array {
         host::zeros(shape, dtype).map(Array).map_err(err)
     }
 
-    /// An array from the plugin's values (C order).
+    /// An array from the plugin's values (C order). Large ones go to the host in pieces
+    /// of [`CHUNK_BYTES`].
     pub fn from_slice<T: Element + bytemuck::NoUninit>(shape: &[u64], values: &[T]) -> Result<Array> {
-        host::from_bytes(T::DTYPE, shape, bytemuck::cast_slice(values)).map(Array).map_err(err)
+        let bytes: &[u8] = bytemuck::cast_slice(values);
+        if bytes.len() <= CHUNK_BYTES {
+            return host::from_bytes(T::DTYPE, shape, bytes).map(Array).map_err(err);
+        }
+        // A flat array filled a piece at a time, then given its shape.
+        let flat = host::zeros(&[values.len() as u64], T::DTYPE).map_err(err)?;
+        let step = (CHUNK_BYTES / std::mem::size_of::<T>()).max(1);
+        for (i, piece) in values.chunks(step).enumerate() {
+            let start = (i * step) as i64;
+            let part = host::from_bytes(T::DTYPE, &[piece.len() as u64], bytemuck::cast_slice(piece)).map_err(err)?;
+            let at = IndexItem::Slice(Slice { start: Some(start), stop: Some(start + piece.len() as i64), step: None });
+            flat.set(&[at], &host::Operand::Array(&part)).map_err(err)?;
+        }
+        let shape: Vec<i64> = shape.iter().map(|&n| n as i64).collect();
+        flat.reshape(&shape).map(Array).map_err(err)
     }
 
     pub fn shape(&self) -> Vec<u64> {

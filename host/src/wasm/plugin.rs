@@ -418,6 +418,13 @@ impl Udf for WasmUdf {
         &self.description
     }
 
+    /// A plugin that takes its tiles as host arrays (`use-host-tiles`) gets them lent
+    /// from the file mapping, as a native built-in does: its tiles need not fit the
+    /// ~1 MiB pieces of a copy into guest memory.
+    fn reads_in_place(&self) -> bool {
+        self.host_tiles
+    }
+
     fn source(&self) -> &str {
         &self.source
     }

@@ -14,7 +14,8 @@
 //! - `calls`: nav buffer `n` (int64, the calls made per frame); per tile `calls` (param)
 //!   host calls `small + 1.0` on a 4-element array: the cost of one call.
 //!
-//! The input dtype is float32 (the host converts integer data as it reads the tile).
+//! The input dtype is float32 (the host converts integer data as it reads the tile); tiles
+//! of 8 MiB, as the Python SDK asks for plugins with host arrays.
 
 use std::collections::HashMap;
 use udf_sdk::array::{Array, BinaryOp, IndexItem, ReduceOp, Slice, use_host_tiles};
@@ -74,6 +75,7 @@ impl Udf for HostArrayOps {
                 ParamSpec::array("masks", "float32 masks (M, *sig) for op=masks")
                     .default_array(&[0], Vec::<f32>::new()),
             )
+            .tiling(TileDepth::Default, TileSize::Bytes(8 << 20))
             .custom_merge()
     }
 
