@@ -92,7 +92,8 @@ fn host_array_ops_match_plain_loops() {
 }
 
 /// A plugin that keeps every host array it makes hits the live-array cap with a typed
-/// error naming it, not a host panic; the same plugin without keeping them runs.
+/// error naming it, not a host panic; the same plugin without keeping them runs, and
+/// so does one whose partitions each keep fewer than the cap (nothing carries over).
 #[test]
 fn a_plugin_that_keeps_every_array_hits_the_cap_with_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
@@ -107,4 +108,13 @@ fn a_plugin_that_keeps_every_array_hits_the_cap_with_a_clear_error() {
     let message = err.to_string();
     assert!(message.contains("arrays") && message.contains(&udf_host::wasm::MAX_LIVE_ARRAYS.to_string()), "{message}");
     run_one(&path, &udf, Params::default(), options).expect("the same plugin without keeping arrays runs");
+    // Arrays do not leak from one partition to the next: in two partitions each keeps
+    // half of them, below the cap, and the run succeeds.
+    let two = udf_host::exec::RunOptions { partitions: Some(2), tile_shape: Some(vec![1, 2, 2]), ..Default::default() };
+    let leak = udf_host_tests::params(&[("leak", ParamValue::Bool(true))]);
+    let results = run_one(&path, &udf, leak, two).expect("each partition keeps fewer arrays than the cap");
+    let sums = values(&results.udfs[0], "sumsig");
+    let stored = data.rounded(Ty::F32);
+    let expected: Vec<f64> = (0..frames).map(|n| stored.frame(n).iter().sum()).collect();
+    assert_close(&sums, &expected, 1e-5, "sums of a run whose partitions keep their arrays");
 }
