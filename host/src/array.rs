@@ -73,18 +73,40 @@ impl PartialEq for NdArray {
 
 /// Why an array could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("an array of shape {shape:?} and dtype {dtype} needs {expected} bytes, got {actual}")]
-pub struct ShapeMismatch {
-    pub shape: Vec<usize>,
-    pub dtype: DType,
-    pub expected: usize,
-    pub actual: usize,
+pub enum ShapeMismatch {
+    /// The bytes do not hold the shape's elements.
+    #[error("an array of shape {shape:?} and dtype {dtype} needs {expected} bytes, got {actual}")]
+    Length { shape: Vec<usize>, dtype: DType, expected: usize, actual: usize },
+    /// The shape's size does not fit in memory at all ([`byte_len`]).
+    #[error("an array of shape {shape:?} and dtype {dtype} is larger than this machine can address")]
+    TooLarge { shape: Vec<usize>, dtype: DType },
+}
+
+/// The bytes an array of `shape` with `item_size`-byte elements takes: `None` when that
+/// does not fit in an allocation (`isize::MAX` bytes). As NumPy does ("array is too
+/// big"), an axis of length 0 makes the array empty but does not excuse the others: the
+/// product of the non-zero axes must fit too, so that the size of every row, plane or
+/// sub-shape of an array that passed this check fits as well.
+///
+/// Every size that comes from outside (a file header, an option, a plugin, a plan, a
+/// partition output) goes through here before anything is allocated or indexed.
+pub fn byte_len(shape: &[usize], item_size: usize) -> Option<usize> {
+    let nonzero = shape.iter().filter(|&&d| d != 0).try_fold(item_size, |acc, &d| acc.checked_mul(d))?;
+    if nonzero > isize::MAX as usize {
+        return None;
+    }
+    Some(if shape.contains(&0) { 0 } else { nonzero })
 }
 
 impl NdArray {
     /// A zero-filled array.
+    ///
+    /// # Panics
+    /// If the shape's size does not fit in memory ([`byte_len`]): callers pass shapes
+    /// checked when they came in (declarations, dataset shapes).
     pub fn zeros(dtype: DType, shape: &[usize]) -> Self {
-        let len = shape.iter().product::<usize>() * dtype.size();
+        let len = byte_len(shape, dtype.size())
+            .unwrap_or_else(|| panic!("NdArray::zeros: shape {shape:?} of {dtype} was not checked and overflows"));
         NdArray { dtype, shape: shape.to_vec(), data: AlignedBytes::zeroed(len) }
     }
 
@@ -115,8 +137,19 @@ impl NdArray {
     }
 
     fn check(dtype: DType, shape: &[usize], actual: usize) -> Result<(), ShapeMismatch> {
-        let expected = shape.iter().product::<usize>() * dtype.size();
-        if expected == actual { Ok(()) } else { Err(ShapeMismatch { shape: shape.to_vec(), dtype, expected, actual }) }
+        let expected =
+            byte_len(shape, dtype.size()).ok_or_else(|| ShapeMismatch::TooLarge { shape: shape.to_vec(), dtype })?;
+        if expected == actual {
+            Ok(())
+        } else {
+            Err(ShapeMismatch::Length { shape: shape.to_vec(), dtype, expected, actual })
+        }
+    }
+
+    /// Bytes per row (per index of the first axis); fits, since the array's shape passed
+    /// [`byte_len`].
+    fn row_bytes(&self) -> usize {
+        self.shape[1..].iter().product::<usize>() * self.dtype.size()
     }
 
     pub fn dtype(&self) -> DType {
@@ -173,7 +206,7 @@ impl NdArray {
 
     /// Rows `rows` along the first axis (a copy).
     pub fn slice_rows(&self, rows: std::ops::Range<usize>) -> NdArray {
-        let row_bytes = self.shape[1..].iter().product::<usize>() * self.dtype.size();
+        let row_bytes = self.row_bytes();
         let mut shape = self.shape.clone();
         shape[0] = rows.len();
         let bytes = &self.bytes()[rows.start * row_bytes..rows.end * row_bytes];
@@ -182,7 +215,7 @@ impl NdArray {
 
     /// The given rows (indices along the first axis), in order (a copy).
     pub fn select_rows(&self, rows: impl IntoIterator<Item = usize>) -> NdArray {
-        let row_bytes = self.shape[1..].iter().product::<usize>() * self.dtype.size();
+        let row_bytes = self.row_bytes();
         let mut out = Vec::new();
         let mut count = 0;
         for row in rows {
@@ -313,6 +346,19 @@ mod serialize {
             let b: NdArray = serde_json::from_str(&json).unwrap();
             assert_eq!(b.shape(), &[5]);
             assert_eq!(b.bytes(), a.bytes());
+        }
+
+        #[test]
+        fn a_shape_whose_size_wraps_is_refused_not_taken_for_an_empty_array() {
+            // 2^61 float64 elements are 2^64 bytes: 0 after wrapping.
+            let e = NdArray::from_bytes(DType::F64, &[1 << 61], &[]).unwrap_err();
+            assert!(matches!(e, super::super::ShapeMismatch::TooLarge { .. }), "{e}");
+            // A zero-length axis does not excuse the others (rows of the array would wrap).
+            assert!(NdArray::from_bytes(DType::U8, &[0, 1 << 62, 8], &[]).is_err());
+            assert_eq!(super::super::byte_len(&[0, 3, 5], 8), Some(0));
+            assert_eq!(super::super::byte_len(&[3, 5], 8), Some(120));
+            let json = r#"{"dtype":"float64","shape":[2305843009213693952],"data":""}"#;
+            assert!(serde_json::from_str::<NdArray>(json).is_err(), "a plan cannot carry 2^61 elements in 0 bytes");
         }
 
         #[test]

@@ -63,8 +63,14 @@ pub fn ndarray_from_numpy(array: &Bound<'_, PyUntypedArray>) -> PyResult<NdArray
     NdArray::from_bytes(dtype, &shape, bytes).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
-/// A NumPy array over `array`'s memory, kept alive by `owner` (the Python object that
-/// holds `array`, which must not change it while Python may look).
+/// A read-only NumPy array over `array`'s memory, kept alive by `owner` (the Python
+/// object that holds `array`, which never changes it while Python may look).
+///
+/// Read-only, because Rust holds the memory as immutable: a write through the view
+/// would change data Rust reads as `&[T]` (NumPy still lets a caller turn the flag
+/// back on; docs/security.md). Bool arrays are handed out as their bytes
+/// (`uint8`) viewed as `bool` by NumPy: Rust never reinterprets bytes as `bool`, so no
+/// byte NumPy might hold (2, say) is ever a Rust `bool`.
 pub fn numpy_view<'py>(array: &NdArray, owner: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let shape = IxDyn(array.shape());
     let bytes = array.bytes();
@@ -73,22 +79,19 @@ pub fn numpy_view<'py>(array: &NdArray, owner: Bound<'py, PyAny>) -> PyResult<Bo
             let view =
                 ArrayViewD::<$t>::from_shape(shape, $slice).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
             // SAFETY: `owner` owns `array` and keeps it (and its heap storage) unchanged
-            // for as long as the NumPy array, which holds a reference to `owner`, lives.
-            Ok(unsafe { PyArray::borrow_from_array(&view, owner) }.into_any())
+            // for as long as the NumPy array, which holds a reference to `owner`, lives;
+            // the array is made read-only below before Python sees it.
+            unsafe { PyArray::borrow_from_array(&view, owner) }.into_any()
         }};
     }
-    if array.dtype() == DType::Bool {
-        // Result arrays of dtype bool hold only 0 and 1 (the host normalises them).
-        let bools: &[bool] = {
-            debug_assert!(bytes.iter().all(|&b| b <= 1));
-            // SAFETY: every byte is 0 or 1 (normalised when the result was made), which
-            // are the valid bit patterns of `bool`, of the same size and alignment.
-            unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<bool>(), bytes.len()) }
-        };
-        return view!(bool, bools);
-    }
-    udf_host::with_dtype!(array.dtype(), T => view!(T, bytemuck::cast_slice::<u8, T>(bytes)),
-        Err(PyRuntimeError::new_err("unreachable: bool handled above")))
+    let out = if array.dtype() == DType::Bool {
+        view!(u8, bytes).call_method1("view", ("bool",))?
+    } else {
+        udf_host::with_dtype!(array.dtype(), T => view!(T, bytemuck::cast_slice::<u8, T>(bytes)),
+            return Err(PyRuntimeError::new_err("unreachable: bool handled above")))
+    };
+    out.call_method1("setflags", (false,))?;
+    Ok(out)
 }
 
 /// Bool arrays with exactly 0 and 1 in every byte (a plugin may return other nonzero

@@ -9,7 +9,6 @@ use crate::engine::results_to_python;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use udf_host::exec::{Control, Limits, Merger, PartitionOutput, Plan, Run, RunError, Worker};
 use udf_host::loader::{Loader, runtime_options};
@@ -95,8 +94,19 @@ impl MergerHandle {
 #[pymethods]
 impl MergerHandle {
     /// Merge one partition's output; returns `(merged so far, partitions in the plan)`.
-    fn merge(&self, py: Python<'_>, output: &[u8]) -> PyResult<(usize, usize)> {
+    /// `index`: the partition the task that returned it was asked for; an output of
+    /// another partition is refused.
+    #[pyo3(signature = (output, index=None))]
+    fn merge(&self, py: Python<'_>, output: &[u8], index: Option<usize>) -> PyResult<(usize, usize)> {
         let output = PartitionOutput::from_bytes(output).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        if let Some(index) = index
+            && output.index != index
+        {
+            return Err(PyValueError::new_err(format!(
+                "the task for partition {index} returned the output of partition {}",
+                output.index
+            )));
+        }
         self.with(|merger| {
             let step = py.detach(move || merger.merge(output)).map_err(|e| run_error(py, e))?;
             Ok((step.merged, step.total))
@@ -152,7 +162,8 @@ impl MergerHandle {
 /// Per worker process: plugin bytes sent by clients (by SHA-256), a loader per set of
 /// limits (it keeps compiled plugins), and a worker per plan.
 struct Process {
-    plugins: HashMap<String, Arc<Vec<u8>>>,
+    /// Installed plugin bytes by SHA-256, oldest first; at most [`KEPT_PLUGIN_BYTES`].
+    plugins: Vec<(String, Arc<Vec<u8>>)>,
     loaders: Vec<(Limits, Arc<Loader>)>,
     /// `(SHA-256 of the plan's JSON, worker)`, most recent last; a few are kept.
     workers: Vec<(String, Arc<Worker>)>,
@@ -160,31 +171,50 @@ struct Process {
 
 fn process() -> &'static Mutex<Process> {
     static PROCESS: OnceLock<Mutex<Process>> = OnceLock::new();
-    PROCESS.get_or_init(|| Mutex::new(Process { plugins: HashMap::new(), loaders: Vec::new(), workers: Vec::new() }))
+    PROCESS.get_or_init(|| Mutex::new(Process { plugins: Vec::new(), loaders: Vec::new(), workers: Vec::new() }))
+}
+
+impl Process {
+    fn plugin(&self, sha256: &str) -> Option<&Arc<Vec<u8>>> {
+        self.plugins.iter().find(|(h, _)| h == sha256).map(|(_, b)| b)
+    }
 }
 
 /// Plans kept per process (a worker holds its dataset's mapping and loaded plugins).
 const KEPT_PLANS: usize = 4;
+/// Installed plugin bytes kept per process (a long-lived worker serves many clients):
+/// the oldest go first; a plan whose plugin was dropped loads it from its path.
+const KEPT_PLUGIN_BYTES: usize = 1 << 30;
 
 /// Keep a plugin's bytes in this process, for the plans that name its SHA-256; returns it.
 #[pyfunction]
 pub fn install_plugin(wasm: Vec<u8>) -> PyResult<String> {
     let hash = udf_host::wasm::sha256_hex(&wasm);
     let mut process = process().lock().map_err(|_| PyValueError::new_err("process lock poisoned"))?;
-    process.plugins.entry(hash.clone()).or_insert_with(|| Arc::new(wasm));
+    if process.plugin(&hash).is_none() {
+        process.plugins.push((hash.clone(), Arc::new(wasm)));
+        while process.plugins.len() > 1
+            && process.plugins.iter().map(|(_, b)| b.len()).sum::<usize>() > KEPT_PLUGIN_BYTES
+        {
+            process.plugins.remove(0);
+        }
+    }
     Ok(hash)
 }
 
 /// Whether this process has the plugin with this SHA-256.
 #[pyfunction]
 pub fn has_plugin(sha256: &str) -> bool {
-    process().lock().is_ok_and(|p| p.plugins.contains_key(sha256))
+    process().lock().is_ok_and(|p| p.plugin(sha256).is_some())
 }
 
 /// The worker for `plan_json` in this process, made on first use: the dataset opened, the
 /// plugins loaded (from installed bytes, else their paths), both checked against the plan.
 fn worker_for(plan_json: &str, plan_id: Option<&str>) -> Result<Arc<Worker>, RunError> {
-    let key = plan_id.map_or_else(|| udf_host::wasm::sha256_hex(plan_json.as_bytes()), str::to_owned);
+    // Keyed by content: a caller-supplied id naming another plan must not get this
+    // plan's worker (or another plan's worker run this one).
+    let _ = plan_id;
+    let key = udf_host::wasm::sha256_hex(plan_json.as_bytes());
     let poisoned = || RunError::Internal("process lock poisoned".into());
     if let Some((_, worker)) = process().lock().map_err(|_| poisoned())?.workers.iter().find(|(k, _)| *k == key) {
         return Ok(worker.clone());
@@ -196,7 +226,10 @@ fn worker_for(plan_json: &str, plan_id: Option<&str>) -> Result<Arc<Worker>, Run
         let loader = match existing {
             Some(loader) => loader,
             None => {
-                let mut options = runtime_options(&plan.limits, ((plan.threads + 2) * 8) as u32);
+                // Sized from this process's threads, not the cluster's (plan.threads is
+                // the client's count of every worker's threads).
+                let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
+                let mut options = runtime_options(&plan.limits, ((threads + 2) * plan.udfs.len().max(1)) as u32);
                 options.cache = ComponentCache::new(ComponentCache::default_dir());
                 options.logger = udf_host::log::stderr(udf_host::log::LogLevel::Warn);
                 let runtime = WasmRuntime::new(options).map_err(|e| RunError::Invalid(e.to_string()))?;
@@ -207,7 +240,7 @@ fn worker_for(plan_json: &str, plan_id: Option<&str>) -> Result<Arc<Worker>, Run
         };
         for u in &plan.udfs {
             if let UdfOrigin::Wasm { sha256, .. } = &u.origin
-                && let Some(bytes) = process.plugins.get(sha256)
+                && let Some(bytes) = process.plugin(sha256)
                 && !loader.has(sha256)
             {
                 loader.add_bytes(bytes.to_vec());
@@ -226,9 +259,9 @@ fn worker_for(plan_json: &str, plan_id: Option<&str>) -> Result<Arc<Worker>, Run
 
 /// Run partition `index` of the plan `plan_json` in this process and return its output as
 /// bytes (for `MergerHandle.merge`). `params_json`: every UDF's parameters when they were
-/// updated after planning (`MergerHandle.update_params`), else the plan's. `plan_id`
-/// names the plan for the per-process cache (the client's hash of the JSON, so workers
-/// need not hash a large plan for every task); default: the SHA-256 of the JSON.
+/// updated after planning (`MergerHandle.update_params`), else the plan's. `plan_id` is
+/// accepted for compatibility and ignored: the per-process cache is keyed by the
+/// SHA-256 of the JSON itself.
 #[pyfunction]
 #[pyo3(signature = (plan_json, index, params_json=None, plan_id=None))]
 pub fn run_partition<'py>(

@@ -22,10 +22,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use udf_host::array::NdArray;
 use udf_host::dtype::DType;
-use udf_host::exec::{FailurePoint, Limits, RunError, UdfLoader};
+use udf_host::exec::{FailurePoint, Limits, RunError, UdfLoader, check_exported, check_results};
 use udf_host::loader::{Loader, runtime_options};
+use udf_host::udf::rules::check_declarations;
 use udf_host::udf::{
-    BufferKind, BufferUse, BufferViewMut, CallError, DTypePreference, DatasetMeta, DeviceClass, InitContext,
+    BufferDecl, BufferUse, BufferViewMut, CallError, DTypePreference, DatasetMeta, DeviceClass, InitContext,
     MergeContext, Method, NamedBuffer, ParamType, Params, PartitionMeta, PartitionRunner, ResultsContext, SigSlice,
     Tile, TileDepth, TileSize, TilingScheme, Udf, UdfOrigin,
 };
@@ -184,6 +185,14 @@ impl Plugin {
         CallSite { udf: &self.name, source: self.udf.source(), at: FailurePoint::main(method) }
     }
 
+    /// The buffer declarations for a run, checked by the same rules as every other
+    /// engine's (`udf::rules::check_declarations`: names, counts, sizes, API.md §5).
+    fn declarations(&self, params: &Params, meta: &DatasetMeta) -> Result<Vec<BufferDecl>, CallError> {
+        let decls = self.udf.result_buffers(params, meta)?;
+        check_declarations(self.udf.description(), &decls, meta.frames(), &meta.sig_shape)?;
+        Ok(decls)
+    }
+
     /// Python parameters checked against the description, with defaults filled in.
     fn resolve(&self, params: &Bound<'_, PyDict>) -> PyResult<Params> {
         let given = params_from_dict(params)?;
@@ -291,25 +300,9 @@ impl Plugin {
     ) -> PyResult<Vec<DeclTuple>> {
         let params = self.resolve(params)?;
         let meta = dataset.meta()?;
-        let decls = py
-            .detach(|| self.udf.result_buffers(&params, &meta))
-            .map_err(|e| self.site("result_buffers").error(py, e))?;
-        Ok(decls
-            .into_iter()
-            .map(|d| {
-                let kind = match d.kind {
-                    BufferKind::Nav => "nav",
-                    BufferKind::Sig => "sig",
-                    BufferKind::Single => "single",
-                };
-                let usage = match d.usage {
-                    BufferUse::Normal => "normal",
-                    BufferUse::Private => "private",
-                    BufferUse::ResultOnly => "result-only",
-                };
-                (d.name, kind, d.dtype.name(), d.extra_shape, usage)
-            })
-            .collect())
+        let decls =
+            py.detach(|| self.declarations(&params, &meta)).map_err(|e| self.site("result_buffers").error(py, e))?;
+        Ok(decls.into_iter().map(|d| (d.name, d.kind.name(), d.dtype.name(), d.extra_shape, d.usage.name())).collect())
     }
 
     /// Start an instance: `init` with the params, dataset meta and partition meta
@@ -326,6 +319,8 @@ impl Plugin {
         let dataset = dataset.meta()?;
         let partition = partition.map(PartitionArg::meta).transpose()?;
         let index = partition.as_ref().map(|p| p.index);
+        let decls =
+            py.detach(|| self.declarations(&params, &dataset)).map_err(|e| self.site("result_buffers").error(py, e))?;
         let started = py.detach(|| {
             Running::try_new(self.udf.clone(), |udf| {
                 udf.start(InitContext { params: &params, dataset: &dataset, partition: partition.as_ref() })
@@ -338,6 +333,9 @@ impl Plugin {
             udf: self.name.clone(),
             source: self.udf.source().to_owned(),
             partition: index,
+            decls,
+            frames: partition.as_ref().map_or_else(|| dataset.frames(), |p| p.frames),
+            sig: dataset.sig_shape.clone(),
         })
     }
 
@@ -400,6 +398,11 @@ impl Plugin {
                 self.udf.get_results(ctx, &buffers)
             })
             .map_err(|e| self.site("get_results").error(py, e))?;
+        // The same rules as every other engine (API.md §5): declared, not private, once,
+        // the declared dtype kind and shape.
+        let decls = self.declarations(&params, &dataset).map_err(|e| self.site("result_buffers").error(py, e))?;
+        check_results(&decls, &entries, dataset.frames(), &dataset.sig_shape)
+            .map_err(|e| self.site("get_results").error(py, e))?;
         let out = PyList::empty(py);
         for entry in entries {
             let array = to_numpy(py, entry.array)?;
@@ -442,6 +445,11 @@ pub struct Instance {
     udf: String,
     source: String,
     partition: Option<usize>,
+    /// The run's declarations, what `export` is checked against.
+    decls: Vec<BufferDecl>,
+    /// Frames of the partition (of the dataset for the main side's instance).
+    frames: usize,
+    sig: Vec<usize>,
 }
 
 impl Instance {
@@ -521,7 +529,16 @@ impl Instance {
     fn export<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let buffers = self.call(py, "export", None, |r| r.export());
         self.close(py);
-        buffers_to_dict(py, buffers?)
+        let buffers = buffers?;
+        // Every declared buffer exactly once, of the declared dtype and shape: what the
+        // other engines check (`exec::check_exported`), so LiberTEM never casts.
+        let checked = check_exported(&self.decls, buffers, self.frames, &self.sig).map_err(|e| {
+            CallSite { udf: &self.udf, source: &self.source, at: at("export_buffers", self.partition, None) }
+                .error(py, e)
+        })?;
+        let exported = self.decls.iter().filter(|d| d.usage != BufferUse::ResultOnly);
+        let named = exported.zip(checked).map(|(d, array)| NamedBuffer { name: d.name.clone(), array }).collect();
+        buffers_to_dict(py, named)
     }
 
     /// Drop the instance (and its memory).

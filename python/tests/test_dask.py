@@ -154,3 +154,23 @@ def test_a_worker_killed_mid_run_still_gives_the_exact_result(dataset):
         for name, r in zip(["sumsig", "sum", "masks"], last.buffers):
             np.testing.assert_array_equal(r["intensity"].data, expected["full"][name], err_msg=name)
         assert victim not in client.run(os.getpid).values(), "the killed worker process was replaced"
+
+
+def test_the_worker_cache_is_keyed_by_the_plans_content(ctx, scan_file):
+    """Issue 33, finding 9: a worker process kept its workers by a caller-supplied id;
+    a task of another plan under the same id ran the first plan's worker. The cache is
+    keyed by the plan's content; each output names its plan and the merger checks it."""
+    from udf_host import _native
+    from udf_host.api import _specs
+
+    path, data = scan_file
+    ds = ctx.load("auto", path=path)
+    plan_a = ctx._engine.plan(ds._native, _specs([udf_host.BuiltinUDF("sum")]), None, 2, 1)
+    plan_b = ctx._engine.plan(ds._native, _specs([udf_host.BuiltinUDF("sumsig")]), None, 2, 1)
+    _native.run_partition(plan_a.json(), 0, None, plan_a.id())
+    merger = plan_b.merger()
+    for index in plan_b.partitions():
+        merger.merge(_native.run_partition(plan_b.json(), index, None, plan_a.id()), index)
+    assert merger.is_complete()
+    intensity = merger.results()[0]["intensity"].data
+    np.testing.assert_allclose(intensity, data.astype(np.float64).sum(axis=(2, 3)), rtol=1e-5)

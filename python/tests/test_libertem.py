@@ -286,3 +286,13 @@ def test_a_failure_on_a_dask_worker_reaches_the_client_as_udferror(lt, dask):
         dask.run_udf(dataset=ds, udf=wasm("probe_trap", mode="panic", frame=9))
     e = caught.value
     assert (e.plugin, e.call, e.frames, e.kind) == ("trap", "process", (9, 9), "trap")
+
+
+def test_the_adapter_runs_the_hosts_contract_checks(lt, inline):
+    """Issue 33, finding 8: the LiberTEM adapter skipped the host's contract checks
+    (declarations, exported buffers, get_results) that the CLI and Dask paths run, so a
+    plugin returning a private buffer from get_results passed. The same checks run."""
+    ds = inline.load("memory", data=DATA, sig_dims=2, num_partitions=3)
+    with pytest.raises(udf_host.UDFError, match="private buffer 'pixels'") as caught:
+        inline.run_udf(dataset=ds, udf=wasm("broken_private_result"))
+    assert caught.value.call == "get_results"

@@ -85,3 +85,24 @@ def test_preview_is_the_png_the_cli_writes(ctx, scan_file, tmp_path):
         assert png.startswith(b"\x89PNG\r\n\x1a\n")
         assert png == (out / name / "intensity.png").read_bytes()
         assert udf["intensity"]._repr_png_() == png
+
+
+def test_result_views_are_read_only_and_bool_masks_stay_bool(ctx, scan_file):
+    """Issue 33, finding 7: result arrays were writeable views of memory Rust holds as
+    immutable (writing 2 into a bool mask made a later Rust `&[bool]` invalid). Views are
+    read-only; bool masks are NumPy's view of bytes Rust reads only as bytes."""
+    path, data = scan_file
+    ds = ctx.load("auto", path=path)
+    roi = np.zeros(data.shape[:2], dtype=bool)
+    roi[1, 2] = True
+    result = ctx.run_udf(dataset=ds, udf=udf_host.BuiltinUDF("sumsig"), roi=roi)
+    buffer = result["intensity"]
+    native = buffer._native
+    arrays = (buffer.data, buffer.raw_data, buffer.valid_mask, native.data, native.raw_data, native.valid_mask)
+    for array in arrays:
+        assert not array.flags.writeable
+        with pytest.raises(ValueError):
+            array[...] = 2
+    mask = buffer.valid_mask
+    assert mask.dtype == np.bool_
+    assert mask.sum() == 1 and mask[1, 2]

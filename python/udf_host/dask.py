@@ -132,6 +132,7 @@ class DaskResultIterator:
         self._client = executor.client
         self._single = single
         self._merger = plan.merger()
+        self._progress_total = plan.frames_total
         self._progress = _ProgressBar(_Progress(self._merger, plan.frames_total), progress)
         # A key of its own per run: with the content hash as key, a run that releases
         # the plan while the next identical run scatters it again loses the next run's copy.
@@ -187,11 +188,18 @@ class DaskResultIterator:
                     raise RuntimeError(f"partition {index} was cancelled")
                 output = future.result()
                 future.release()
-                self._merger.merge(output)
+                self._merger.merge(output, index)
                 self._fill()
                 self._progress.update()
                 return self._results()
             self._finish()
+            if not self._merger.is_complete():
+                # Every task ended, each merged or raised: never a finished run with a
+                # partition missing.
+                raise RuntimeError(
+                    f"the run ended with {self._merger.frames_merged} of {self._progress_total} frames merged: "
+                    "a partition neither merged nor failed (a bug in udf-host; please report it)"
+                )
             raise StopIteration
         except StopIteration:
             raise

@@ -309,3 +309,145 @@ fn results_larger_than_the_memory_cap_are_refused_before_running() {
     let msg = err.to_string();
     assert!(msg.contains("more than the limit") && msg.contains("'intensity' of 'sum'"), "{msg}");
 }
+
+/// Issue 33, finding 3: `--sig-shape 4,4611686018427387905` multiplies out to 4 pixels
+/// when the product wraps; the raw reader took 16-byte frames and every partition then
+/// panicked indexing the file. A shape whose size does not fit is bad input.
+#[test]
+fn a_sig_shape_whose_size_wraps_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("u16.raw");
+    fixtures::write_raw(&path, &fixtures::mk_random(&[4, 4], &[4, 4], 0), Ty::U16, false, 0);
+    let wrapping = OpenOptions {
+        dtype: Some(StoredDType::le(DType::U16)),
+        sig_shape: Some(vec![4, 4_611_686_018_427_387_905]),
+        ..OpenOptions::default()
+    };
+    let msg = open_err(&path, &wrapping);
+    assert!(msg.contains("u16.raw") && msg.contains("--sig-shape") && msg.contains("more elements"), "{msg}");
+    let nav = OpenOptions { sig_shape: Some(vec![4, 4]), nav_shape: Some(vec![1 << 62, 1 << 3]), ..wrapping };
+    let msg = open_err(&path, &nav);
+    assert!(msg.contains("--nav-shape") && msg.contains("more elements"), "{msg}");
+    // On the command line, the option itself is refused (exit 1).
+    let (code, msg) = crate::cli::cli(&[
+        "run",
+        "builtin:sumsig",
+        &path.display().to_string(),
+        "--format",
+        "raw",
+        "--dtype",
+        "uint16",
+        "--sig-shape",
+        "4,4611686018427387905",
+        "--out",
+        &dir.path().join("out").display().to_string(),
+    ])
+    .expect_err("a wrapping shape is refused");
+    assert_eq!(code, udf_host::cli::exit::USER_ERROR, "{msg}");
+    assert!(msg.contains("more elements than this machine can address"), "{msg}");
+    assert!(!dir.path().join("out").exists());
+}
+
+/// A dataset whose reads of one frame panic, as a format reader with an arithmetic bug
+/// would (`--sig-shape 4,4611686018427387905` on a raw file did, in every partition).
+struct PanicsAt {
+    inner: std::sync::Arc<dyn dataset::Dataset>,
+    frame: u64,
+}
+
+impl dataset::Dataset for PanicsAt {
+    fn shape(&self) -> &dataset::DatasetShape {
+        self.inner.shape()
+    }
+    fn stored_dtype(&self) -> StoredDType {
+        self.inner.stored_dtype()
+    }
+    fn info(&self) -> dataset::DatasetInfo {
+        self.inner.info()
+    }
+    fn read_tile(
+        &self,
+        frames: &[u64],
+        sig: &dataset::SigSlice,
+        dtype: DType,
+        out: &mut [u8],
+    ) -> Result<(), dataset::DatasetError> {
+        assert!(!frames.contains(&self.frame), "a reader's index out of bounds at frame {}", self.frame);
+        self.inner.read_tile(frames, sig, dtype, out)
+    }
+}
+
+/// Issue 33, finding 1: a panic in a partition was swallowed — the partition was missing
+/// from every plugin's results, the sums were wrong without an invalid mark, and the run
+/// said "complete". A panic is that partition's internal error; every partition ends
+/// merged or failed; the others' results are kept.
+#[test]
+fn a_panic_in_a_partition_fails_that_partition_and_never_passes_for_complete() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("u16.npy");
+    fixtures::write_npy(&path, &fixtures::mk_random(&[4, 4], &[8, 8], 3), Ty::U16);
+    let open = || -> std::sync::Arc<dyn dataset::Dataset> {
+        std::sync::Arc::new(PanicsAt { inner: dataset::open(&path, &OpenOptions::default()).unwrap(), frame: 5 })
+    };
+    let sumsig = || udf_host::builtins::get("sumsig").unwrap();
+    let spec = || vec![udf_host::exec::UdfSpec { udf: sumsig(), params: Params::default() }];
+    // Stopping at the failure: the run fails with an internal error naming the partition.
+    let options = RunOptions { partitions: Some(4), threads: Some(2), ..RunOptions::default() };
+    let err = udf_host::exec::Run::plan(open(), spec(), options.clone()).unwrap().execute().unwrap_err();
+    assert!(matches!(err, RunError::Internal(_)), "{err:?}");
+    assert!(err.to_string().contains("partition 1") && err.to_string().contains("panicked"), "{err}");
+    // Going on: the other three partitions are merged, the failed one is recorded and
+    // its positions are invalid; merged + failed = partitions.
+    let options = RunOptions { keep_going: true, ..options };
+    let mut iter = udf_host::exec::Run::plan(open(), spec(), options).unwrap().iter();
+    let steps: Vec<_> = iter.by_ref().collect();
+    assert_eq!(steps.iter().filter(|s| s.is_err()).count(), 1, "{steps:?}");
+    iter.check_accounted().unwrap();
+    let results = iter.results().unwrap();
+    assert_eq!((results.stats.partitions_merged, results.stats.partitions_failed), (3, 1));
+    assert_eq!(iter.failures().len(), 1);
+    assert_eq!(iter.failures()[0].partition, Some(1));
+    let valid = results.udfs[0].buffer("intensity").unwrap().valid.to_bools().unwrap();
+    assert_eq!(valid.iter().filter(|v| !**v).count(), 4, "the failed partition's 4 frames are invalid");
+}
+
+/// Issue 33, finding 2: the result memory cap counted ROI-compressed buffers only. 65536
+/// one-pixel masks over a 16-position ROI of a 4096 x 4096 scan are 4 MiB merged, but the
+/// results expand them to the whole scan (4 PiB): the allocation aborted the process
+/// with nothing written. What is really allocated is counted, and the run is refused
+/// before it starts, naming the buffer and the sizes.
+#[test]
+fn results_that_expand_beyond_memory_are_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("scan.raw");
+    // Sparse: 4096 x 4096 frames of 4 x 4 uint8, all zero.
+    std::fs::File::create(&data).unwrap().set_len(4096 * 4096 * 16).unwrap();
+    let masks_path = dir.path().join("masks.npy");
+    let masks: Vec<u8> = (0..65536 * 16).map(|i| u8::from(i % 16 == (i / 16) % 16)).collect();
+    let masks = udf_host::array::NdArray::from_vec(&[65536, 4, 4], masks).unwrap();
+    udf_host::npy::write_array(&mut std::fs::File::create(&masks_path).unwrap(), &masks).unwrap();
+    let out = dir.path().join("out");
+    let (code, msg) = crate::cli::cli(&[
+        "run",
+        "builtin:masks",
+        "--param",
+        &format!("masks=@{}", masks_path.display()),
+        &data.display().to_string(),
+        "--format",
+        "raw",
+        "--dtype",
+        "uint8",
+        "--sig-shape",
+        "4,4",
+        "--nav-shape",
+        "4096,4096",
+        "--roi-rect",
+        "0:4,0:4",
+        "--out",
+        &out.display().to_string(),
+    ])
+    .expect_err("the run is refused");
+    assert_eq!(code, udf_host::cli::exit::USER_ERROR, "{msg}");
+    assert!(msg.contains("expanded to the whole scan") && msg.contains("'intensity' of 'masks'"), "{msg}");
+    assert!(!out.exists(), "nothing written");
+}

@@ -188,10 +188,17 @@ fn a_single_stack_is_picked_and_nav_can_be_reshaped() {
 
 #[test]
 fn several_candidates_are_listed() {
+    // The larger of two stacks is chosen; the other is named with how to choose it.
     let path = fx::file("two_candidates.h5");
-    let err = dataset::open(&path, &OpenOptions::default()).err().expect("ambiguous file opened").to_string();
-    assert!(err.contains("two_candidates.h5") && err.contains("/a/data") && err.contains("/b/data"), "{err}");
-    assert!(err.contains("--dataset-path"), "{err}");
+    let ds = dataset::open(&path, &OpenOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(detail(ds.as_ref(), "dataset"), "/a/data");
+    let choice = detail(ds.as_ref(), "dataset_choice");
+    assert!(choice.contains("/b/data [3, 4, 4]") && choice.contains("--dataset-path"), "{choice}");
+    // Two of the same size: no choice, both listed.
+    let tied = fx::file("layouts/tied.h5");
+    let err = dataset::open(&tied, &OpenOptions::default()).err().expect("ambiguous file opened").to_string();
+    assert!(err.contains("tied.h5") && err.contains("/depth0/data") && err.contains("/depth1/data"), "{err}");
+    assert!(err.contains("same size") && err.contains("--dataset-path"), "{err}");
     let err = dataset::open(&path, &OpenOptions { dataset_path: Some("/c".into()), ..OpenOptions::default() })
         .err()
         .expect("missing dataset opened")
@@ -503,4 +510,88 @@ fn a_two_dimensional_dataset_is_one_frame() {
     let ds = dataset::open(&fx::file("layouts/image2d.h5"), &OpenOptions::default()).unwrap();
     assert_eq!((ds.shape().nav.clone(), ds.shape().sig.clone()), (vec![1], vec![7, 9]));
     assert_eq!(all_frames(ds.as_ref()), fx::values(63, 35, Kind::F(4)));
+}
+
+/// Issue 33, finding 4: a 5 KiB file that gives bitshuffle-LZ4 an element size of
+/// 2^32 - 1 made the decoder ask for a 512 GiB scratch buffer, and the process aborted.
+/// Filter parameters are checked against the dataset's elements when it is opened.
+#[test]
+fn filter_parameters_from_a_crafted_file_are_checked_before_any_allocation() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = std::fs::read(fx::file("chunked.h5")).unwrap();
+    // The bslz4 dataset (uint16): client data (0, 4, element size 2, block 0, lz4 2).
+    let params: Vec<u8> = [0u32, 4, 2, 0, 2].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let crafted: Vec<u8> = [0u32, 4, u32::MAX, 0, 2].iter().flat_map(|v| v.to_le_bytes()).collect();
+    patch(&mut bytes, &params, &crafted);
+    let path = dir.path().join("crafted.h5");
+    std::fs::write(&path, &bytes).unwrap();
+    let msg = open_err(&path, Some("/entry/data/bslz4"));
+    assert!(
+        msg.contains("crafted.h5") && msg.contains("bitshuffle") && msg.contains("element size of 4294967295"),
+        "{msg}"
+    );
+}
+
+/// Issue 33, finding 4: an external link to a FIFO hung the open (reading a FIFO waits
+/// for a writer). Links are followed to regular files only.
+#[cfg(unix)]
+#[test]
+fn an_external_link_to_a_fifo_is_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = fx::file("layouts/dectris");
+    for name in ["scan_master.h5", "scan_data_000002.h5"] {
+        std::fs::copy(src.join(name), dir.path().join(name)).unwrap();
+    }
+    let fifo = dir.path().join("scan_data_000001.h5");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+    assert!(made.success());
+    let master = dir.path().join("scan_master.h5");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(open_err(&master, None));
+    });
+    // A guard against the hang this test is about, not a measure of speed.
+    let msg = rx.recv_timeout(std::time::Duration::from_secs(120)).expect("opening the master file hung on a FIFO");
+    assert!(msg.contains("scan_data_000001.h5") && msg.contains("not a regular file"), "{msg}");
+}
+
+/// External links resolve as HDF5 resolves them: an absolute name that does not exist
+/// is looked for by its last component next to the linking file; a relative name keeps
+/// its directories.
+#[test]
+fn external_link_names_resolve_as_hdf5_resolves_them() {
+    use udf_host::dataset::hdf5::link_candidates;
+    let from = Path::new("/data/run1/master.h5");
+    let found = link_candidates(from, "/elsewhere/x_data_1.h5");
+    assert_eq!(found.first().map(|p| p.as_path()), Some(Path::new("/elsewhere/x_data_1.h5")));
+    assert!(found.contains(&Path::new("/data/run1/x_data_1.h5").to_path_buf()), "{found:?}");
+    let found = link_candidates(from, "sub/x.h5");
+    assert!(found.contains(&Path::new("/data/run1/sub/x.h5").to_path_buf()), "{found:?}");
+    assert_eq!(found.last().map(|p| p.as_path()), Some(Path::new("sub/x.h5")));
+}
+
+/// Issue 33, finding 11: with several datasets in a file, the automatic choice could be
+/// a dimension scale (the only stack of 3 axes next to a 2-D image) or no choice at all
+/// (Delmic SPARC files: acquisitions of several sizes). A dimension scale is never
+/// chosen; the largest stack is; `info` names the others and how to choose.
+#[test]
+fn the_largest_stack_is_chosen_never_a_dimension_scale() {
+    let ds = dataset::open(&fx::file("layouts/scales.h5"), &OpenOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((ds.shape().nav.clone(), ds.shape().sig.clone()), (vec![1, 3, 4], vec![8, 6]));
+    assert_eq!(all_frames(ds.as_ref()), fx::values(12 * 48, 37, Kind::U(2)));
+    let choice = detail(ds.as_ref(), "dataset_choice");
+    assert!(
+        choice.contains("largest")
+            && choice.contains("/Acquisition1/ImageData/Image")
+            && choice.contains("--dataset-path"),
+        "{choice}"
+    );
+    assert!(!choice.contains("ScaleCube"), "a dimension scale is no candidate: {choice}");
+    let ds = dataset::open(&fx::file("layouts/image_and_scale.h5"), &OpenOptions::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(detail(ds.as_ref(), "dataset"), "/image");
+    assert_eq!((ds.shape().nav.clone(), ds.shape().sig.clone()), (vec![1], vec![7, 9]));
+    // Named, a dimension scale still opens.
+    let cube = open_path(&fx::file("layouts/scales.h5"), "/Acquisition0/ImageData/ScaleCube");
+    assert_eq!(cube.shape().nav, vec![10]);
 }

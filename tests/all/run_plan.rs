@@ -380,3 +380,115 @@ fn the_interrupt_handle_stops_a_run_between_polls_and_keeps_what_was_merged() {
     assert!(damage[0] && !damage[2], "the first partition stays merged, the last never ran: {damage:?}");
     assert!(iter.next().is_none(), "an interrupted run is over");
 }
+
+/// `udf-host run-partition` in process, with a hang guard (the bugs these tests are
+/// about hung or aborted).
+fn run_partition_cli(args: &[&str]) -> Result<(), (u8, String)> {
+    let mut all = vec!["udf-host".to_owned(), "run-partition".to_owned()];
+    all.extend(args.iter().map(|a| (*a).to_owned()));
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(udf_host::cli::execute(all).map_err(|f| (f.code, format!("{:#}", f.error))));
+    });
+    rx.recv_timeout(Duration::from_secs(300)).expect("run-partition hung")
+}
+
+/// A plan of `plugin_name` over a fresh 4 x 4 scan in `dir`, as `run --save-plan` writes it.
+fn saved_plan(dir: &Path, plugin_name: &str, extra: &[&str]) -> String {
+    let input = dir.join("in.npy");
+    fixtures::write_npy(&input, &fixtures::mk_random(&[4, 4], &[6, 5], 2), Ty::F32);
+    let plan = dir.join(format!("{plugin_name}.plan.json"));
+    let mut args: Vec<String> =
+        ["udf-host", "run", &plugin(plugin_name).display().to_string()].iter().map(|s| (*s).to_owned()).collect();
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    args.extend([
+        input.display().to_string(),
+        "--save-plan".into(),
+        plan.display().to_string(),
+        "--out".into(),
+        dir.join(format!("{plugin_name}-out")).display().to_string(),
+        "--partitions".into(),
+        "2".into(),
+        "--cache-dir".into(),
+        test_cache_dir().display().to_string(),
+        "-q".into(),
+    ]);
+    udf_host::cli::execute(args).map_err(|f| format!("{:#}", f.error)).unwrap();
+    std::fs::read_to_string(plan).unwrap()
+}
+
+/// Issue 33, finding 6: a partition output of another run (a stale `part-N.bin`) merged
+/// silently. Every output names its plan's hash; a merger takes only its own.
+#[test]
+fn an_output_of_another_plan_is_refused_at_merge() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = fixtures::mk_random(&[4, 4], &[6, 5], 2);
+    let input = dir.path().join("in.npy");
+    fixtures::write_npy(&input, &data, Ty::F32);
+    let plan_of = |partitions: usize| {
+        let opened = DatasetSpec::file(&input, OpenOptions::default()).open().unwrap();
+        let options = RunOptions { partitions: Some(partitions), ..RunOptions::default() };
+        Run::plan(opened, vec![UdfSpec { udf: load("sum"), params: Params::default() }], options).unwrap()
+    };
+    let (this, other) = (plan_of(2), plan_of(4));
+    let stale = other.worker().run_partition(0).unwrap();
+    let mut merger = this.merger().unwrap();
+    let e = merger.merge(stale).unwrap_err().to_string();
+    assert!(e.contains("another plan"), "{e}");
+    // Its own outputs merge, through the wire format too.
+    let own = PartitionOutput::from_bytes(&this.worker().run_partition(0).unwrap().to_bytes()).unwrap();
+    merger.merge(own).unwrap();
+}
+
+/// Issue 33, finding 6: a plan saying `"trusted": true` turned the timeout off in
+/// `run-partition` without `--trusted` on its command line. Limits come from the
+/// worker's command line.
+#[test]
+fn a_plan_cannot_turn_the_timeout_off_in_run_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = saved_plan(dir.path(), "probe_slow", &["--trusted"]);
+    let mut edited: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(edited["limits"]["trusted"], true, "the plan records how it was planned");
+    // Spin long enough per frame that only a timeout ends the partition.
+    edited["udfs"][0]["params"][0]["value"]["value"] = serde_json::json!(4_000_000_000_000i64);
+    let plan = dir.path().join("plan.json");
+    std::fs::write(&plan, edited.to_string()).unwrap();
+    let out = dir.path().join("part-0.bin");
+    let cache = test_cache_dir().display().to_string();
+    let args = [
+        plan.to_str().unwrap(),
+        "--index",
+        "0",
+        "--out",
+        out.to_str().unwrap(),
+        "--timeout",
+        "0.5",
+        "--cache-dir",
+        &cache,
+    ];
+    let (code, msg) = run_partition_cli(&args).expect_err("the spinning plugin is stopped by --timeout");
+    assert_eq!(code, udf_host::cli::exit::PLUGIN_FAILURE, "{msg}");
+    assert!(msg.contains("timed out"), "{msg}");
+    assert!(!out.exists());
+}
+
+/// Issue 33, finding 6: a 200-byte change to a plan (a huge scan) made run-partition
+/// build the plan's partitions (8 TiB of frame indices) before the dataset was opened.
+/// The dataset is opened and checked against the plan first.
+#[test]
+fn a_plan_claiming_a_huge_scan_is_checked_against_the_data_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = saved_plan(dir.path(), "sum", &[]);
+    let mut plan: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let huge = serde_json::json!([1u64 << 40]);
+    plan["shape"]["nav"] = huge.clone();
+    plan["meta"]["nav_shape"] = huge;
+    plan["partitions"] = serde_json::json!([[0, 0, 1u64 << 40]]);
+    let path = dir.path().join("huge.json");
+    std::fs::write(&path, plan.to_string()).unwrap();
+    let out = dir.path().join("part-0.bin");
+    let (code, msg) = run_partition_cli(&[path.to_str().unwrap(), "--index", "0", "--out", out.to_str().unwrap()])
+        .expect_err("the plan does not fit the data");
+    assert_eq!(code, udf_host::cli::exit::USER_ERROR, "{msg}");
+    assert!(msg.contains("opens here as nav [4, 4]") && msg.contains("1099511627776"), "{msg}");
+}

@@ -3,13 +3,12 @@
 //! `exec::Merger` in the process that made the plan).
 
 use super::{Failure, exit};
-use crate::exec::{Plan, RunError, Worker};
-use crate::loader::{Loader, runtime_options};
-use crate::wasm::{ComponentCache, WasmRuntime};
+use crate::exec::{RunError, Worker};
+use crate::loader::Loader;
+use crate::wasm::WasmRuntime;
 use anyhow::{Context, anyhow};
 use clap::Args;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 #[derive(Args)]
 pub struct RunPartitionArgs {
@@ -22,26 +21,23 @@ pub struct RunPartitionArgs {
     /// Where to write the partition's output.
     #[arg(long, short = 'o', value_name = "FILE")]
     out: PathBuf,
-    /// Don't read or write the compiled-plugin cache.
-    #[arg(long)]
-    no_cache: bool,
-    /// Directory of the compiled-plugin cache [default: ~/.cache/udf-host].
-    #[arg(long, value_name = "DIR")]
-    cache_dir: Option<PathBuf>,
+    /// The limits the plugins run under here. They come from this command line, never
+    /// from the plan (a plan's `limits` are what the run was planned with, for the
+    /// record): a plan cannot turn the timeout off or raise the memory caps.
+    #[command(flatten)]
+    runtime: super::RuntimeArgs,
 }
 
 pub fn run_partition(args: RunPartitionArgs) -> Result<(), Failure> {
     let json = std::fs::read_to_string(&args.plan).with_context(|| format!("cannot read {}", args.plan.display()))?;
-    let plan = Arc::new(Plan::from_json(&json).map_err(|e| anyhow!("{}: {e}", args.plan.display()))?);
-    let mut options = runtime_options(&plan.limits, 4);
-    options.cache = ComponentCache::new(if args.no_cache {
-        None
-    } else {
-        args.cache_dir.clone().or_else(ComponentCache::default_dir)
-    });
-    options.logger = crate::log::stderr(crate::log::LogLevel::Warn);
+    let options = args.runtime.options(crate::log::stderr(crate::log::LogLevel::Warn), 4)?;
     let loader = Loader::new(WasmRuntime::new(options)?);
-    let worker = Worker::load(plan, &loader).map_err(super::run::run_failure)?;
+    // The dataset is opened and checked against the plan before the plan's partitions
+    // are built.
+    let worker = Worker::from_json(&json, &loader).map_err(|e| match e {
+        RunError::Invalid(_) => Failure { code: exit::USER_ERROR, error: anyhow!("{}: {e}", args.plan.display()) },
+        e => super::run::run_failure(e),
+    })?;
     let output = worker.run_partition(args.index).map_err(|e| match e {
         RunError::Invalid(_) => Failure { code: exit::USER_ERROR, error: e.into() },
         e => super::run::run_failure(e),

@@ -16,13 +16,39 @@ pub(crate) enum Access {
     Random,
 }
 
+/// Open `path` for reading if it is a regular file (symbolic links followed): the one
+/// place the dataset readers open files. A FIFO, socket, device or directory is refused
+/// without blocking (it is opened with `O_NONBLOCK` and checked on the open descriptor),
+/// so a name that is not a data file — a crafted external link, say — cannot hang the
+/// host or stream endless bytes into it.
+///
+/// # Errors
+/// The OS error, or `InvalidInput` "not a regular file".
+pub(crate) fn open_file(path: &Path) -> std::io::Result<std::fs::File> {
+    #[cfg(unix)]
+    let file = {
+        use rustix::fs::{Mode, OFlags};
+        let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC, Mode::empty())?;
+        std::fs::File::from(fd)
+    };
+    #[cfg(not(unix))]
+    let file = std::fs::File::open(path)?;
+    let kind = file.metadata()?.file_type();
+    if !kind.is_file() {
+        let what = if kind.is_dir() { "a directory" } else { "not a regular file (a FIFO, socket or device)" };
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("it is {what}")));
+    }
+    Ok(file)
+}
+
 /// Map `path` read-only: the one place the dataset readers map files.
 ///
 /// # Errors
-/// [`DatasetError::Open`] naming the file when it cannot be opened or mapped.
+/// [`DatasetError::Open`] naming the file when it cannot be opened ([`open_file`]) or
+/// mapped.
 pub(crate) fn map_file(path: &Path, access: Access) -> Result<Mmap, DatasetError> {
     let open_err = |source| DatasetError::Open { path: path.to_owned(), source };
-    let file = std::fs::File::open(path).map_err(open_err)?;
+    let file = open_file(path).map_err(open_err)?;
     // SAFETY: the mapping is read-only and lives as long as the reader that owns it. If
     // another process truncates or rewrites the file while it is mapped, reads may fault
     // or see new bytes; that is the documented risk of reading a dataset that is being

@@ -42,6 +42,7 @@ pub mod tvips;
 
 pub use corrections::ExcludedPixels;
 pub use mapped::MappedFrames;
+pub(crate) use mapped::{Access, map_file};
 pub use memory::MemoryDataset;
 pub use partition::{Partition, default_partition_count, plan_partitions};
 pub use registry::{FORMATS, FileHead, Format, FormatNames, FormatSpec, Opened};
@@ -178,6 +179,36 @@ pub struct OpenOptions {
     pub sig_axes: Option<Vec<usize>>,
 }
 
+impl OpenOptions {
+    /// The options by name, as keyword arguments and JSON keys give them
+    /// (`Context.load(path, **options)`); the format is chosen apart.
+    pub const NAMES: [&str; 10] = [
+        "dtype",
+        "nav_shape",
+        "sig_shape",
+        "offset",
+        "sync_offset",
+        "dark",
+        "gain",
+        "excluded_pixels",
+        "dataset_path",
+        "sig_axes",
+    ];
+
+    /// Options from a JSON object keyed by [`OpenOptions::NAMES`] (values as the
+    /// options' serde forms: `"<u2"`, `[64, 64]`, `{"coordinates": [[1, 2]]}`).
+    ///
+    /// # Errors
+    /// A name that is not an option (naming those that are), or a value of the wrong form.
+    pub fn from_named(options: serde_json::Value) -> Result<OpenOptions, String> {
+        let object = options.as_object().ok_or("dataset options must be given by name")?;
+        if let Some(unknown) = object.keys().find(|k| !Self::NAMES.contains(&k.as_str())) {
+            return Err(format!("unknown dataset option '{unknown}' (options: {})", Self::NAMES.join(", ")));
+        }
+        serde_json::from_value(options).map_err(|e| format!("dataset options: {e}"))
+    }
+}
+
 /// Open a dataset file: the format's reader (from `options.format`, else detected),
 /// then the common shape options and corrections as wrappers.
 ///
@@ -185,10 +216,34 @@ pub struct OpenOptions {
 /// [`DatasetError`] naming the file: unreadable, too short or long for the shape,
 /// malformed header, missing options.
 pub fn open(path: &Path, options: &OpenOptions) -> Result<Arc<dyn Dataset>, DatasetError> {
+    check_shape_options(path, options)?;
     let format = options.format.unwrap_or_else(|| Format::detect(path));
     let (data, hints) = (format.spec().open)(path, options)?;
     let data = reshaped::apply(path, data, &hints, options)?;
-    corrections::apply(path, data, options)
+    let data = corrections::apply(path, data, options)?;
+    let shape = data.shape();
+    if crate::array::byte_len(&shape.full(), DType::C128.size()).is_none() {
+        return Err(DatasetError::invalid(
+            path,
+            format!("nav {:?} × sig {:?} is more than this machine can address", shape.nav, shape.sig),
+        ));
+    }
+    Ok(data)
+}
+
+/// `--nav-shape` and `--sig-shape` must have a size that fits in memory: every reader
+/// multiplies them out, and a product that wraps would pass for a small one.
+fn check_shape_options(path: &Path, options: &OpenOptions) -> Result<(), DatasetError> {
+    let shapes = [("--nav-shape", &options.nav_shape), ("--sig-shape", &options.sig_shape)];
+    for (option, shape) in shapes.into_iter().filter_map(|(o, s)| Some((o, s.as_ref()?))) {
+        if crate::array::byte_len(shape, DType::C128.size()).is_none() {
+            return Err(DatasetError::invalid(
+                path,
+                format!("{option} {shape:?} has more elements than this machine can address"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Check that `nav` × `sig` covers `total` elements, for reshaping options.
@@ -239,4 +294,20 @@ pub(crate) fn reshape(
         ));
     }
     Ok(DatasetShape { nav, sig })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_given_by_name_are_read_and_unknown_names_refused() {
+        let options = OpenOptions::from_named(serde_json::json!({"nav_shape": [4, 8], "sync_offset": -2})).unwrap();
+        assert_eq!(options.nav_shape, Some(vec![4, 8]));
+        assert_eq!(options.sync_offset, Some(-2));
+        assert_eq!(options.format, None);
+        let e = OpenOptions::from_named(serde_json::json!({"nav_shap": [4]})).unwrap_err();
+        assert!(e.contains("unknown dataset option 'nav_shap'") && e.contains("nav_shape"), "{e}");
+        assert!(OpenOptions::from_named(serde_json::json!({"format": "raw"})).is_err(), "the format is chosen apart");
+    }
 }

@@ -6,7 +6,8 @@ use std::io::Read;
 use std::path::Path;
 
 pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<MappedFrames, DatasetError> {
-    let mut file = std::fs::File::open(path).map_err(|source| DatasetError::Open { path: path.to_owned(), source })?;
+    let mut file = crate::dataset::mapped::open_file(path)
+        .map_err(|source| DatasetError::Open { path: path.to_owned(), source })?;
     // Headers are small; read enough for any realistic one, then parse.
     let mut head = Vec::new();
     (&mut file)

@@ -19,7 +19,9 @@ pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<MappedFrames, D
             format!("--offset {offset} is beyond the end of the file ({len} bytes)"),
         ));
     }
-    let frame_bytes = (sig.iter().product::<usize>() * stored.dtype.size()) as u64;
+    let frame_bytes = crate::array::byte_len(&sig, stored.dtype.size())
+        .ok_or_else(|| DatasetError::invalid(path, format!("sig shape {sig:?} is too large")))?
+        as u64;
     if frame_bytes == 0 {
         return Err(DatasetError::invalid(path, format!("sig shape {sig:?} is empty")));
     }
@@ -38,7 +40,9 @@ pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<MappedFrames, D
         }
     };
     let shape = DatasetShape { nav, sig };
-    let needed = shape.nav_len() as u64 * frame_bytes;
+    let needed = crate::array::byte_len(&shape.full(), stored.dtype.size())
+        .ok_or_else(|| DatasetError::invalid(path, format!("nav {:?} × sig {:?} is too large", shape.nav, shape.sig)))?
+        as u64;
     if available != needed {
         let what = if available < needed { "too short" } else { "too long" };
         return Err(DatasetError::invalid(

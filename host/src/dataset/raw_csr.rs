@@ -114,7 +114,8 @@ struct Array {
 
 impl Array {
     fn open(path: &Path, stored: StoredDType, what: &str) -> Result<Self, DatasetError> {
-        let file = std::fs::File::open(path).map_err(|source| DatasetError::Open { path: path.to_owned(), source })?;
+        let file = crate::dataset::mapped::open_file(path)
+            .map_err(|source| DatasetError::Open { path: path.to_owned(), source })?;
         let bytes = file.metadata().map_err(|source| DatasetError::Open { path: path.to_owned(), source })?.len();
         let size = stored.dtype.size() as u64;
         if !bytes.is_multiple_of(size) {

@@ -59,7 +59,7 @@ impl FileHead {
     pub fn read(path: &Path) -> Self {
         let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
         let mut bytes = Vec::new();
-        if let Ok(file) = std::fs::File::open(path) {
+        if let Ok(file) = crate::dataset::mapped::open_file(path) {
             let _ = file.take(HEAD_BYTES as u64).read_to_end(&mut bytes);
         }
         FileHead { ext, bytes }

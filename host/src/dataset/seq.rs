@@ -131,7 +131,7 @@ impl SeqHeader {
 pub(crate) fn open(path: &Path, options: &OpenOptions) -> Result<(Arc<dyn Dataset>, ShapeHints), DatasetError> {
     let _ = options;
     let open_err = |source| DatasetError::Open { path: path.to_owned(), source };
-    let file = std::fs::File::open(path).map_err(open_err)?;
+    let file = crate::dataset::mapped::open_file(path).map_err(open_err)?;
     let len = file.metadata().map_err(open_err)?.len();
     let mut head = Vec::new();
     file.take(HEADER_BYTES as u64).read_to_end(&mut head).map_err(open_err)?;

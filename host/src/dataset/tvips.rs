@@ -175,7 +175,7 @@ pub(crate) fn open(path: &Path, options: &OpenOptions) -> Result<(Arc<dyn Datase
         move |source| DatasetError::Open { path: p, source }
     };
     let mut head = Vec::new();
-    std::fs::File::open(first)
+    crate::dataset::mapped::open_file(first)
         .map_err(open_err(first))?
         .take(SERIES_HEADER_BYTES as u64)
         .read_to_end(&mut head)

@@ -90,6 +90,8 @@ pub struct RunIter {
     partitions_failed: usize,
     failures: Vec<PartitionFailure>,
     failed: bool,
+    /// Partitions whose outcome (merged or failed) arrived.
+    reported: std::collections::HashSet<usize>,
 }
 
 impl RunIter {
@@ -121,6 +123,7 @@ impl RunIter {
             partitions_failed: 0,
             failures: Vec::new(),
             failed: false,
+            reported: std::collections::HashSet::new(),
         }
     }
 
@@ -132,6 +135,29 @@ impl RunIter {
     /// Partitions that failed so far (with `keep_going`, or the one that stopped the run).
     pub fn failures(&self) -> &[PartitionFailure] {
         &self.failures
+    }
+
+    /// Every partition ended merged or failed, unless the run stopped early (a failure
+    /// without `keep_going`, an interrupt): what a front end checks before it calls a run
+    /// complete.
+    ///
+    /// # Errors
+    /// [`RunError::Internal`] naming how many partitions are unaccounted for.
+    pub fn check_accounted(&self) -> Result<(), RunError> {
+        let stats = self.merger.stats();
+        let accounted = stats.partitions_merged + self.partitions_failed;
+        if self.failed || self.interrupted() || accounted == stats.partitions {
+            return Ok(());
+        }
+        Err(RunError::Internal(format!(
+            "{accounted} of {} partitions ended merged ({}) or failed ({}); the others never reported",
+            stats.partitions, stats.partitions_merged, self.partitions_failed
+        )))
+    }
+
+    /// Whether the run goes on with the other partitions when one fails (`keep_going`).
+    pub fn keeps_going(&self) -> bool {
+        self.policy.keep_going
     }
 
     /// Whether the run was interrupted with [`Progress::interrupt`].
@@ -235,18 +261,36 @@ impl RunIter {
     }
 
     /// Every task is done: join the pool; a run stopped early ends with `Cancelled`.
+    /// Otherwise every partition must have ended merged or failed: one that sent no
+    /// outcome (its task died with the driver) is an internal error, recorded as that
+    /// partition's failure, never a run that looks complete.
     fn finished(&mut self) -> Option<Result<super::MergeStep, RunError>> {
         self.receiver = None;
-        if let Some(driver) = self.driver.take() {
-            let _ = driver.join();
-        }
+        let driver_panic = self.driver.take().and_then(|driver| driver.join().err());
         self.process_seconds = self.started.elapsed().as_secs_f64();
         let stats = self.merger.stats();
         if self.live.control.cancel.load(Ordering::Relaxed) && stats.partitions_merged < stats.partitions {
             self.failed = true;
             return Some(Err(RunError::Cancelled));
         }
-        None
+        let missing: Vec<usize> =
+            self.worker.plan().partition_indices().filter(|i| !self.reported.contains(i)).collect();
+        if missing.is_empty() {
+            return None;
+        }
+        let cause = if driver_panic.is_some() { "the thread driving them panicked" } else { "no outcome arrived" };
+        let error = RunError::Internal(format!(
+            "{} of {} partitions ended neither merged nor failed ({cause}): {:?}",
+            missing.len(),
+            stats.partitions,
+            missing
+        ));
+        for &index in &missing {
+            self.failures.push(self.failure_record(index, &error));
+        }
+        self.partitions_failed += missing.len();
+        self.failed = true;
+        Some(Err(error))
     }
 
     /// Merge one outcome or record its failure; `None` to go on to the next outcome.
@@ -255,6 +299,7 @@ impl RunIter {
         index: usize,
         result: Result<PartitionOutput, RunError>,
     ) -> Option<Result<super::MergeStep, RunError>> {
+        self.reported.insert(index);
         let output = match result {
             Ok(output) => output,
             Err(_) if self.interrupted() => {

@@ -110,6 +110,10 @@ type KeptBuffers = Vec<(usize, Vec<NamedBuffer>)>;
 /// Merges [`PartitionOutput`]s of a plan, in any order, and gives results at any point.
 pub struct Merger {
     plan: Arc<Plan>,
+    /// [`Plan::hash`] of the plan and of each [`truncate`](Self::truncate)d one (outputs
+    /// dispatched before a scan ended early carry the first): outputs of other plans are
+    /// refused.
+    plan_hashes: Vec<String>,
     udfs: Vec<Arc<dyn Udf>>,
     states: Vec<MergeState>,
     /// Current parameters per UDF (the plan's, or as updated between partitions).
@@ -147,6 +151,7 @@ impl Merger {
             .collect::<Result<Vec<_>, _>>()?;
         let stats = RunStats { partitions: plan.partitions.len(), threads: plan.threads, ..RunStats::default() };
         Ok(Merger {
+            plan_hashes: vec![plan.hash()],
             damage: vec![false; plan.meta.frames()],
             merged: vec![false; plan.partitions.len()],
             instances: vec![Vec::new(); udfs.len()],
@@ -183,6 +188,15 @@ impl Merger {
     pub fn merge(&mut self, output: PartitionOutput) -> Result<super::MergeStep, RunError> {
         let started = Instant::now();
         let plan = self.plan.clone();
+        if !self.plan_hashes.contains(&output.plan) {
+            return Err(RunError::Invalid(format!(
+                "partition output {} was run from another plan (plan hash {}), not this run's ({}); a stale \
+                 output of an earlier run?",
+                output.index,
+                output.plan,
+                self.plan_hashes.join(" or ")
+            )));
+        }
         let position = plan.partitions.iter().position(|p| p.index == output.index).ok_or_else(|| {
             RunError::Invalid(format!("partition output {}: the plan has no such partition", output.index))
         })?;
@@ -253,6 +267,34 @@ impl Merger {
             merged: self.stats.partitions_merged,
             total: self.stats.partitions,
         })
+    }
+
+    /// The scan ended after its first `frames` frames (a live source that stopped early):
+    /// merge by [`Plan::truncated`] from now on, so the partition it cuts can be merged
+    /// with the frames it has, and the run is complete without the partitions past it.
+    ///
+    /// # Errors
+    /// [`RunError::Internal`] if a partition that the cut changes was merged already.
+    pub fn truncate(&mut self, frames: u64) -> Result<(), RunError> {
+        let truncated = self.plan.truncated(frames);
+        let mut merged = Vec::with_capacity(truncated.partitions.len());
+        for (position, old) in self.plan.partitions.iter().enumerate() {
+            let new = truncated.partitions.iter().find(|p| p.index == old.index);
+            if self.merged[position] && new != Some(old) {
+                return Err(RunError::Internal(format!(
+                    "partition {} was merged, but the scan ended inside it (after {frames} frames)",
+                    old.index
+                )));
+            }
+            if new.is_some() {
+                merged.push(self.merged[position]);
+            }
+        }
+        self.merged = merged;
+        self.stats.partitions = truncated.partitions.len();
+        self.plan_hashes.push(truncated.hash());
+        self.plan = Arc::new(truncated);
+        Ok(())
     }
 
     /// Merged nav positions so far (compressed; LiberTEM's `damage`).

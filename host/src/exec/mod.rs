@@ -57,14 +57,14 @@ mod wire;
 pub use iter::{MergeStep, Progress, RunIter};
 pub use merge::{MergeState, Merger};
 pub use partition::{Control, PartitionOutput, UdfOutput, Worker, check_exported};
-pub use plan::{Limits, PLAN_VERSION, Plan, PlannedUdf, UdfLoader, unique_names};
-pub use results::{ResultBuffer, RunResults, UdfResults};
+pub use plan::{Limits, PLAN_VERSION, Plan, PlannedUdf, UdfLoader};
+pub use results::{ResultBuffer, RunResults, UdfResults, check_results};
 pub use wire::WireError;
 
 use crate::dataset::{DatasetError, OpenedDataset, Partition, TilingScheme};
 use crate::dtype::DType;
 use crate::roi::Roi;
-use crate::udf::{BufferDecl, CallError, ErrorKind, Method, Params, RunPlan, Udf};
+use crate::udf::{BufferDecl, CallError, DTypePreference, ErrorKind, Method, Params, RunPlan, Udf};
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -88,8 +88,8 @@ pub struct RunOptions {
     pub tile_shape: Option<Vec<usize>>,
     /// Go on with the other partitions when one fails (the failed ones stay invalid).
     pub keep_going: bool,
-    /// Refuse runs whose merged buffers would need more host memory than this
-    /// (default [`DEFAULT_MAX_RESULT_BYTES`]).
+    /// Refuse runs whose results would need more host memory than this (default
+    /// [`default_max_result_bytes`]: half the machine's memory).
     pub max_result_bytes: Option<u64>,
     /// Use this method for every UDF instead of what `plan` chose (each must implement
     /// it). For testing that results don't depend on the method.
@@ -112,8 +112,12 @@ pub struct RunOptions {
     pub device: crate::cuda::Device,
 }
 
-/// Default cap on the host memory of a run's merged buffers: 16 GiB.
-pub const DEFAULT_MAX_RESULT_BYTES: u64 = 16 << 30;
+/// Default cap on the host memory of a run's results (merged buffers, results, valid
+/// masks, expansion to the scan): half the machine's memory, as the plugins' total
+/// budget ([`crate::wasm::default_memory_total`]).
+pub fn default_max_result_bytes() -> u64 {
+    crate::wasm::default_memory_total() as u64
+}
 
 /// A failure of a run: a partition that failed (in a run that went on with
 /// `keep_going`, or that stopped it), a UDF's merge of a partition, or a UDF's
@@ -201,6 +205,33 @@ impl RunError {
             RunError::Udf { error: CallError::Returned { kind, .. }, .. } => *kind == ErrorKind::BadParam,
             _ => false,
         }
+    }
+
+    /// When a UDF failed in a run whose input dtype another UDF of `plan` raised above
+    /// its own preference, a note saying so: its error ("the tile holds float64, not
+    /// float32") is about a dtype it never asked for.
+    pub fn dtype_note(&self, plan: &Plan) -> Option<String> {
+        let RunError::Udf { udf, .. } = self else { return None };
+        let (stored, input) = (plan.stored_dtype.dtype, plan.meta.input_dtype);
+        let wanted = |preference: DTypePreference| match preference {
+            DTypePreference::Native => stored,
+            DTypePreference::Prefer(d) => crate::dtype::result_type(d, stored),
+        };
+        let own = wanted(plan.udfs.iter().find(|u| u.name == *udf)?.plan.input_dtype);
+        let raisers: Vec<String> = plan
+            .udfs
+            .iter()
+            .filter(|u| u.name != *udf && matches!(u.plan.input_dtype, DTypePreference::Prefer(_)))
+            .filter(|u| wanted(u.plan.input_dtype) == input)
+            .map(|u| format!("'{}'", u.name))
+            .collect();
+        (own != input && !raisers.is_empty()).then(|| {
+            format!(
+                "'{udf}' asks for {own} input, but {} raised the run's input dtype to {input}; run '{udf}' in a run \
+                 of its own if it cannot take {input}",
+                raisers.join(", ")
+            )
+        })
     }
 }
 

@@ -22,6 +22,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// [`to_bytes`](Self::to_bytes) (raw little-endian arrays behind a small JSON header).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PartitionOutput {
+    /// The SHA-256 of the plan it was run from ([`Plan::hash`]): a merger takes only
+    /// outputs of its own plan.
+    pub plan: String,
     /// The partition's index in the plan.
     pub index: usize,
     /// Frames processed (the partition's selected frames).
@@ -54,6 +57,8 @@ pub struct Control {
 /// often as asked, from any thread.
 pub struct Worker {
     plan: Arc<Plan>,
+    /// [`Plan::hash`], written into every output.
+    plan_hash: String,
     dataset: Arc<dyn Dataset>,
     udfs: Vec<Arc<dyn Udf>>,
 }
@@ -68,7 +73,25 @@ impl Worker {
         if udfs.len() != plan.udfs.len() {
             return Err(RunError::Internal(format!("{} UDFs for a plan of {}", udfs.len(), plan.udfs.len())));
         }
-        Ok(Worker { plan, dataset, udfs })
+        Ok(Worker { plan_hash: plan.hash(), plan, dataset, udfs })
+    }
+
+    /// A worker for a plan sent as JSON ([`Plan::to_json`]): the dataset the plan names
+    /// is opened and checked against the plan's shape and dtype *before* anything the
+    /// plan's sizes would make is built (a small plan may claim a huge scan), then the
+    /// UDFs are loaded as in [`Worker::load`]. What a worker should use for plans that
+    /// come from elsewhere.
+    ///
+    /// # Errors
+    /// As [`Plan::from_json`] and [`Worker::load`].
+    pub fn from_json(json: &str, loader: &dyn UdfLoader) -> Result<Self, RunError> {
+        let repr = super::wire::PlanRepr::parse(json)?;
+        let spec = repr.dataset().cloned().ok_or_else(no_spec)?;
+        let what = spec.describe();
+        let dataset = spec.open()?.dataset;
+        check_dataset(&what, dataset.as_ref(), repr.shape(), repr.stored_dtype())?;
+        let plan = Plan::try_from(repr).map_err(|e| RunError::Invalid(format!("not a valid run plan: {e}")))?;
+        Self::with_dataset(Arc::new(plan), dataset, loader)
     }
 
     /// A worker for a plan made elsewhere: opens the dataset from the plan's spec and
@@ -79,27 +102,15 @@ impl Worker {
     /// the data or a UDF differs from what was planned; [`RunError::Dataset`] if the
     /// dataset cannot be opened (the path must be readable here).
     pub fn load(plan: Arc<Plan>, loader: &dyn UdfLoader) -> Result<Self, RunError> {
-        let spec = plan.dataset.clone().ok_or_else(|| {
-            RunError::Invalid(
-                "the plan's dataset was opened without a spec (in memory, in another process), so it cannot \
-                 be opened here; plan with a DatasetSpec"
-                    .into(),
-            )
-        })?;
+        let spec = plan.dataset.clone().ok_or_else(no_spec)?;
         let what = spec.describe();
         let dataset = spec.open()?.dataset;
-        if dataset.shape() != &plan.shape || dataset.stored_dtype() != plan.stored_dtype {
-            return Err(RunError::Invalid(format!(
-                "{what} opens here as nav {:?} sig {:?} {}, but the plan was made for nav {:?} sig {:?} {}; \
-                 is it the same file?",
-                dataset.shape().nav,
-                dataset.shape().sig,
-                dataset.stored_dtype(),
-                plan.shape.nav,
-                plan.shape.sig,
-                plan.stored_dtype
-            )));
-        }
+        check_dataset(&what, dataset.as_ref(), &plan.shape, plan.stored_dtype)?;
+        Self::with_dataset(plan, dataset, loader)
+    }
+
+    /// [`Worker::load`] with the dataset opened and checked.
+    fn with_dataset(plan: Arc<Plan>, dataset: Arc<dyn Dataset>, loader: &dyn UdfLoader) -> Result<Self, RunError> {
         let mut udfs = Vec::with_capacity(plan.udfs.len());
         for planned in &plan.udfs {
             let udf = loader
@@ -114,7 +125,7 @@ impl Worker {
             }
             udfs.push(udf);
         }
-        Ok(Worker { plan, dataset, udfs })
+        Ok(Worker { plan_hash: plan.hash(), plan, dataset, udfs })
     }
 
     pub fn plan(&self) -> &Arc<Plan> {
@@ -144,6 +155,10 @@ impl Worker {
     ///
     /// # Errors
     /// As [`run_partition`](Self::run_partition), and [`RunError::Cancelled`].
+    ///
+    /// A panic while the partition runs (a bug in a format reader, a built-in or the
+    /// executor) is caught and becomes this partition's [`RunError::Internal`]: the other
+    /// partitions, and every engine that drives them, go on knowing it failed.
     pub fn run_partition_with(
         &self,
         index: usize,
@@ -151,9 +166,25 @@ impl Worker {
         control: &Control,
     ) -> Result<PartitionOutput, RunError> {
         let partition = self.plan.partition(index)?;
-        let mut job = PartitionJob::start(self, partition, params)?;
-        job.process_tiles(control)?;
-        job.finish()
+        // Unwind safety: everything the closure touches is either dropped with it (the
+        // job, its runners and buffers) or shared state that stays consistent under a
+        // panic (atomic counters, locks that recover from poisoning).
+        let run = std::panic::AssertUnwindSafe(|| {
+            let mut job = PartitionJob::start(self, partition, params)?;
+            job.process_tiles(control)?;
+            job.finish()
+        });
+        std::panic::catch_unwind(run).unwrap_or_else(|panic| {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".to_owned());
+            Err(RunError::Internal(format!(
+                "partition {index} (frames {}) panicked: {message}",
+                super::first_last(&partition.frames).map_or_else(|| "none".to_owned(), |(a, b)| format!("{a}..={b}"))
+            )))
+        })
     }
 
     pub(crate) fn udf_error(&self, u: usize, at: FailurePoint, error: CallError) -> RunError {
@@ -280,12 +311,42 @@ impl<'w> PartitionJob<'w> {
             udfs.push(UdfOutput { buffers, stats: runner.stats() });
         }
         Ok(PartitionOutput {
+            plan: worker.plan_hash.clone(),
             index: partition.index,
             frames: partition.len() as u64,
             bytes_read: self.bytes_read,
             udfs,
         })
     }
+}
+
+fn no_spec() -> RunError {
+    RunError::Invalid(
+        "the plan's dataset was opened without a spec (in memory, in another process), so it cannot be opened \
+         here; plan with a DatasetSpec"
+            .into(),
+    )
+}
+
+/// The dataset opened here (`what`) must have the planned shape and stored dtype.
+fn check_dataset(
+    what: &str,
+    dataset: &dyn Dataset,
+    shape: &crate::dataset::DatasetShape,
+    stored: crate::dtype::StoredDType,
+) -> Result<(), RunError> {
+    if dataset.shape() == shape && dataset.stored_dtype() == stored {
+        return Ok(());
+    }
+    Err(RunError::Invalid(format!(
+        "{what} opens here as nav {:?} sig {:?} {}, but the plan was made for nav {:?} sig {:?} {stored}; is it \
+         the same file?",
+        dataset.shape().nav,
+        dataset.shape().sig,
+        dataset.stored_dtype(),
+        shape.nav,
+        shape.sig,
+    )))
 }
 
 /// Arrays in declaration order (result-only declarations skipped) named after them.

@@ -6,10 +6,9 @@
 //! whether integers are converted on read, split into partitions, negotiate the tiling,
 //! check the merged buffers fit in memory.
 
-use super::{DEFAULT_MAX_RESULT_BYTES, RunError, RunOptions, UdfSpec};
+use super::{RunError, RunOptions, UdfSpec};
 use crate::dataset::{Dataset, DatasetShape, DatasetSpec, OpenedDataset, Partition, TileRequest, TilingScheme};
 use crate::dtype::{DType, StoredDType, result_type};
-use crate::log::escape_control;
 use crate::roi::Roi;
 use crate::udf::{
     BufferDecl, BufferKind, BufferUse, CallError, DTypePreference, DatasetMeta, Description, DeviceClass, FUSED_STORED,
@@ -84,7 +83,8 @@ pub struct Limits {
     /// machine it runs on; plans written before it existed read as `None`).
     #[serde(default)]
     pub max_memory_total: Option<u64>,
-    /// No timeout checks (epoch interruption off).
+    /// No timeout checks (epoch interruption off) where the run was planned. Workers elsewhere
+    /// ignore it: a plan never turns a protection off (`run-partition --trusted` does).
     pub trusted: bool,
 }
 
@@ -111,6 +111,12 @@ impl Plan {
     /// The plan as JSON (arrays as base64 of their bytes).
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|e| unreachable!("a plan always serialises: {e}"))
+    }
+
+    /// The SHA-256 of the plan's JSON, as lowercase hex: what every partition output
+    /// records and a merger checks (an output of another run is refused).
+    pub fn hash(&self) -> String {
+        crate::wasm::sha256_hex(self.to_json().as_bytes())
     }
 
     /// A plan from [`Plan::to_json`]'s output, checked for consistency.
@@ -141,6 +147,25 @@ impl Plan {
         })
     }
 
+    /// The plan of a scan that ended after its first `frames` frames (a live source that
+    /// stopped early): partitions past it are dropped, the one it cuts ends there. Every
+    /// other field stays, so results keep the full nav shape, invalid where no frame came.
+    pub fn truncated(&self, frames: u64) -> Plan {
+        let partitions = self
+            .partitions
+            .iter()
+            .filter(|p| p.range.start < frames)
+            .map(|p| {
+                let mut p = p.clone();
+                p.range.end = p.range.end.min(frames);
+                p.frames.retain(|&f| f < frames);
+                p
+            })
+            .filter(|p| !p.is_empty())
+            .collect();
+        Plan { partitions, ..self.clone() }
+    }
+
     /// Plan a run (see the module docs for the steps).
     pub(crate) fn make(opened: &OpenedDataset, udfs: &[UdfSpec], options: &RunOptions) -> Result<Plan, RunError> {
         if udfs.is_empty() {
@@ -161,7 +186,7 @@ impl Plan {
             device_class: DeviceClass::Cpu,
             threads_per_worker: 1,
         };
-        let names = unique_names(udfs.iter().map(|s| s.udf.description().name.as_str()));
+        let names = rules::unique_names(udfs.iter().map(|s| s.udf.description().name.as_str()));
         let (params, choices) = resolve_and_choose(udfs, &names, &meta, options.force_method)?;
         meta.input_dtype = agree_input_dtype(stored.dtype, &choices);
         let mut planned = Vec::with_capacity(udfs.len());
@@ -179,7 +204,8 @@ impl Plan {
             .unwrap_or_else(|| crate::dataset::default_partition_count(shape.nav_len(), shape.sig_len(), threads));
         let partitions = crate::dataset::plan_partitions(shape.nav_len(), count, options.roi.as_ref());
         let tiling = negotiate_tiling(dataset, &planned, &readers, &meta, direct_dtype, &partitions, options)?;
-        check_result_memory(&planned, &meta, options.max_result_bytes.unwrap_or(DEFAULT_MAX_RESULT_BYTES))?;
+        let cap = options.max_result_bytes.unwrap_or_else(super::default_max_result_bytes);
+        check_result_memory(&planned, &meta, options.roi.is_some(), cap)?;
         Ok(Plan {
             dataset: opened.spec.clone(),
             shape,
@@ -223,24 +249,6 @@ fn check_roi(roi: Option<&Roi>, shape: &DatasetShape) -> Result<(), RunError> {
         ))),
         _ => Ok(()),
     }
-}
-
-/// Step: a unique name per UDF, `NAME`, `NAME-2`, ... for repeats (unique also
-/// ignoring case: they are directories). The names the output and `--param NAME.x=` use.
-pub fn unique_names<'a>(bases: impl IntoIterator<Item = &'a str>) -> Vec<String> {
-    let mut taken = std::collections::HashSet::new();
-    let mut names = Vec::new();
-    for base in bases {
-        let mut name = base.to_owned();
-        let mut k = 2;
-        while taken.contains(&name.to_ascii_lowercase()) {
-            name = format!("{base}-{k}");
-            k += 1;
-        }
-        taken.insert(name.to_ascii_lowercase());
-        names.push(name);
-    }
-    names
 }
 
 /// Step: resolve each UDF's params against its description and ask it for its choices
@@ -296,7 +304,7 @@ fn declare_buffers(
 ) -> Result<Vec<BufferDecl>, RunError> {
     let decls = udf.result_buffers(params, meta).map_err(|e| main_call_error(udf, name, "result_buffers", e))?;
     // Breaking the rules is the UDF's fault (exit 2), reported at the call that declared.
-    check_declarations(udf.description(), &decls, meta.frames(), &meta.sig_shape)
+    rules::check_declarations(udf.description(), &decls, meta.frames(), &meta.sig_shape)
         .map_err(|e| main_call_error(udf, name, "result_buffers", e))?;
     Ok(decls)
 }
@@ -400,28 +408,50 @@ fn strongest_method(planned: &[PlannedUdf]) -> Method {
     }
 }
 
-/// Step: the merged buffers of every UDF must fit in `cap` bytes of host memory.
-fn check_result_memory(planned: &[PlannedUdf], meta: &DatasetMeta, cap: u64) -> Result<(), RunError> {
+/// Check that the results fit in `cap` bytes of host memory, counting what is really
+/// allocated (`exec::results`), not only the merged state: per declared buffer the
+/// merged state (not for result-only buffers), the results' raw copy and its valid mask
+/// (one byte per element, held twice while it is built), and nav buffers expanded to
+/// the whole scan with the ROI (data and valid mask). A run over the cap is refused
+/// before it starts, naming the largest buffer and the sizes.
+fn check_result_memory(planned: &[PlannedUdf], meta: &DatasetMeta, roi: bool, cap: u64) -> Result<(), RunError> {
     let frames = meta.frames();
+    let scan: u64 = meta.nav_shape.iter().map(|&d| d as u64).fold(1, u64::saturating_mul);
     let bytes = |d: &BufferDecl| {
-        d.storage_shape(frames, &meta.sig_shape).iter().product::<usize>() as u64 * d.dtype.size() as u64
+        let elements =
+            d.storage_shape(frames, &meta.sig_shape).iter().map(|&n| n as u64).fold(1u64, u64::saturating_mul);
+        let item = d.dtype.size() as u64;
+        let merged = if d.usage == BufferUse::ResultOnly { 0 } else { elements.saturating_mul(item) };
+        // Raw results and their valid mask (built as a Vec<bool>, then an array).
+        let raw = elements.saturating_mul(item).saturating_add(elements.saturating_mul(2));
+        let expanded = if d.kind == BufferKind::Nav && roi {
+            let full = scan.saturating_mul(d.extra_shape.iter().map(|&n| n as u64).fold(1, u64::saturating_mul));
+            full.saturating_mul(item + 1)
+        } else {
+            // Reshaped copies of the raw data and mask.
+            elements.saturating_mul(item + 1)
+        };
+        merged.saturating_add(raw).saturating_add(expanded)
     };
-    let merged = planned.iter().flat_map(|p| p.decls.iter().filter(|d| d.usage != BufferUse::ResultOnly));
-    let total = merged.map(bytes).fold(0u64, u64::saturating_add);
+    let all = || planned.iter().flat_map(|p| p.decls.iter().map(move |d| (p, d)));
+    let total = all().map(|(_, d)| bytes(d)).fold(0u64, u64::saturating_add);
     if total <= cap {
         return Ok(());
     }
-    let largest = planned
-        .iter()
-        .flat_map(|p| p.decls.iter().map(move |d| (p, d)))
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let largest = all()
         .max_by_key(|(_, d)| bytes(d))
-        .map(|(p, d)| format!("'{}' of '{}'", d.name, p.name))
+        .map(|(p, d)| {
+            format!("'{}' of '{}', {} {:?}: {:.1} GiB", d.name, p.name, d.dtype, d.extra_shape, gib(bytes(d)))
+        })
         .unwrap_or_default();
     Err(RunError::Invalid(format!(
-        "the merged results would need {:.1} GiB of memory, more than the limit of {:.1} GiB \
-         (largest buffer: {largest}); process fewer frames (a ROI) or raise --max-result-memory",
-        total as f64 / (1u64 << 30) as f64,
-        cap as f64 / (1u64 << 30) as f64
+        "the results would need {:.1} GiB of memory (merged buffers, results, valid masks{}), more than the limit of \
+         {:.1} GiB (largest buffer: {largest}); process fewer frames (a ROI), ask for fewer results, or raise \
+         --max-result-memory",
+        gib(total),
+        if roi { ", nav buffers expanded to the whole scan" } else { "" },
+        gib(cap)
     )))
 }
 
@@ -465,49 +495,4 @@ pub(crate) fn resolve_params(
         params.set(&spec.name, ParamValue::Array(Arc::new(reshaped)));
     }
     Ok(params)
-}
-
-/// Check declarations against the rules of API.md §5 and [`rules`]: at most
-/// [`rules::MAX_BUFFERS`], names usable as files and unique (also ignoring case), sizes
-/// that can be allocated. One pass over the declarations.
-fn check_declarations(desc: &Description, decls: &[BufferDecl], frames: usize, sig: &[usize]) -> Result<(), CallError> {
-    let contract = |m: String| Err(CallError::Contract(m));
-    if decls.len() > rules::MAX_BUFFERS {
-        return contract(format!("it declares {} buffers; at most {}", decls.len(), rules::MAX_BUFFERS));
-    }
-    for d in decls {
-        if let Err(e) = rules::check_buffer_name(&d.name) {
-            return contract(format!("buffer name {:?} is not usable: {e}", escape_control(&d.name)));
-        }
-        if d.extra_shape.len() > rules::MAX_DIMS {
-            return contract(format!(
-                "buffer '{}' has an extra shape of {} axes; at most {}",
-                d.name,
-                d.extra_shape.len(),
-                rules::MAX_DIMS
-            ));
-        }
-        let shape = d.storage_shape(frames, sig);
-        if shape.iter().try_fold(d.dtype.size(), |acc, &n| acc.checked_mul(n)).is_none_or(|b| b > isize::MAX as usize) {
-            return contract(format!("buffer '{}' of shape {shape:?} ({}) is too large to allocate", d.name, d.dtype));
-        }
-        if d.usage == BufferUse::ResultOnly && !desc.custom_results {
-            return contract(format!(
-                "result-only buffer '{}' is declared, but there is no get_results to produce it",
-                d.name
-            ));
-        }
-        if d.usage != BufferUse::ResultOnly && d.kind != BufferKind::Nav && !desc.custom_merge {
-            return contract(format!(
-                "{} buffer '{}' is declared, but there is no custom merge; only nav buffers can be merged by default",
-                if d.kind == BufferKind::Sig { "sig" } else { "single" },
-                d.name
-            ));
-        }
-    }
-    match rules::first_clash(decls.iter().map(|d| d.name.as_str())) {
-        Some((a, b)) if a == b => contract(format!("buffer '{a}' is declared twice")),
-        Some((a, b)) => contract(format!("buffers '{a}' and '{b}' differ only in case: one file on some file systems")),
-        None => Ok(()),
-    }
 }

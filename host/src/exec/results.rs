@@ -101,39 +101,7 @@ pub(crate) fn finish(
     } else {
         Vec::new()
     };
-    // Looked up by name, not searched: a plugin may return many entries.
-    let declared: HashMap<&str, &BufferDecl> = planned.decls.iter().map(|d| (d.name.as_str(), d)).collect();
-    let mut returned: HashMap<&str, &ResultEntry> = HashMap::with_capacity(entries.len());
-    for e in &entries {
-        let decl = declared.get(e.name.as_str()).ok_or_else(|| {
-            contract(CallError::Contract(format!(
-                "get_results returned undeclared buffer '{}'",
-                escape_control(&e.name)
-            )))
-        })?;
-        if decl.usage == BufferUse::Private {
-            return Err(contract(CallError::Contract(format!("get_results returned private buffer '{}'", e.name))));
-        }
-        if returned.insert(&e.name, e).is_some() {
-            return Err(contract(CallError::Contract(format!("get_results returned '{}' twice", e.name))));
-        }
-        if e.array.dtype().kind() != decl.dtype.kind() {
-            return Err(contract(CallError::Contract(format!(
-                "get_results returned '{}' as {}, but it is declared {} (the kind must match)",
-                e.name,
-                e.array.dtype(),
-                decl.dtype
-            ))));
-        }
-        let expected = decl.storage_shape(frames, sig);
-        if e.array.shape() != expected.as_slice() {
-            return Err(contract(CallError::Contract(format!(
-                "get_results returned '{}' with shape {:?}, expected {expected:?}",
-                e.name,
-                e.array.shape()
-            ))));
-        }
-    }
+    let returned = check_results(&planned.decls, &entries, frames, sig).map_err(contract)?;
 
     let merged: HashMap<&str, &NdArray> = state.buffers.iter().map(|b| (b.name.as_str(), &b.array)).collect();
     let mut buffers = Vec::new();
@@ -177,6 +145,51 @@ pub(crate) fn finish(
         buffers,
         instances: Vec::new(),
     })
+}
+
+/// Check what `get_results` returned against the declarations (API.md §5): declared, not
+/// private, once each, of the declared dtype kind and storage shape. Returns the entries
+/// by name (looked up, not searched: a plugin may return many).
+///
+/// # Errors
+/// [`CallError::Contract`] naming the first entry that breaks a rule.
+pub fn check_results<'e>(
+    decls: &[BufferDecl],
+    entries: &'e [ResultEntry],
+    frames: usize,
+    sig: &[usize],
+) -> Result<HashMap<&'e str, &'e ResultEntry>, CallError> {
+    let declared: HashMap<&str, &BufferDecl> = decls.iter().map(|d| (d.name.as_str(), d)).collect();
+    let mut returned: HashMap<&str, &ResultEntry> = HashMap::with_capacity(entries.len());
+    let contract = |m: String| Err(CallError::Contract(m));
+    for e in entries {
+        let Some(decl) = declared.get(e.name.as_str()) else {
+            return contract(format!("get_results returned undeclared buffer '{}'", escape_control(&e.name)));
+        };
+        if decl.usage == BufferUse::Private {
+            return contract(format!("get_results returned private buffer '{}'", e.name));
+        }
+        if returned.insert(&e.name, e).is_some() {
+            return contract(format!("get_results returned '{}' twice", e.name));
+        }
+        if e.array.dtype().kind() != decl.dtype.kind() {
+            return contract(format!(
+                "get_results returned '{}' as {}, but it is declared {} (the kind must match)",
+                e.name,
+                e.array.dtype(),
+                decl.dtype
+            ));
+        }
+        let expected = decl.storage_shape(frames, sig);
+        if e.array.shape() != expected.as_slice() {
+            return contract(format!(
+                "get_results returned '{}' with shape {:?}, expected {expected:?}",
+                e.name,
+                e.array.shape()
+            ));
+        }
+    }
+    Ok(returned)
 }
 
 /// The valid mask of a raw result, one bool per element: the default (nav: merged

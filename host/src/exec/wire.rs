@@ -13,7 +13,8 @@ use crate::roi::Roi;
 use crate::udf::{DatasetMeta, InstanceStats, NamedBuffer};
 use serde::{Deserialize, Serialize};
 
-const MAGIC: &[u8; 8] = b"UDFPART1";
+/// Version 2: the header names the plan ([`Plan::hash`]).
+const MAGIC: &[u8; 8] = b"UDFPART2";
 
 /// Why bytes are not a partition output.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -22,6 +23,7 @@ pub struct WireError(String);
 
 #[derive(Serialize, Deserialize)]
 struct Header {
+    plan: String,
     index: usize,
     frames: u64,
     bytes_read: u64,
@@ -45,6 +47,7 @@ impl PartitionOutput {
     /// The output as bytes ([`from_bytes`](Self::from_bytes) reads them back).
     pub fn to_bytes(&self) -> Vec<u8> {
         let header = Header {
+            plan: self.plan.clone(),
             index: self.index,
             frames: self.frames,
             bytes_read: self.bytes_read,
@@ -84,6 +87,11 @@ impl PartitionOutput {
     /// not add up. Nothing is allocated beyond what the bytes hold.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, WireError> {
         let err = |m: &str| WireError(m.to_owned());
+        if bytes.starts_with(b"UDFPART1") {
+            return Err(err(
+                "an output of an older udf-host (UDFPART1, without its plan's hash); run the partition again",
+            ));
+        }
         let rest = bytes.strip_prefix(MAGIC.as_slice()).ok_or_else(|| err("wrong magic"))?;
         let (len, rest) = rest.split_first_chunk::<4>().ok_or_else(|| err("truncated header length"))?;
         let len = u32::from_le_bytes(*len) as usize;
@@ -110,7 +118,13 @@ impl PartitionOutput {
         if !data.is_empty() {
             return Err(WireError(format!("{} bytes after the last buffer", data.len())));
         }
-        Ok(PartitionOutput { index: header.index, frames: header.frames, bytes_read: header.bytes_read, udfs })
+        Ok(PartitionOutput {
+            plan: header.plan,
+            index: header.index,
+            frames: header.frames,
+            bytes_read: header.bytes_read,
+            udfs,
+        })
     }
 }
 
@@ -131,6 +145,26 @@ pub(super) struct PlanRepr {
     direct_dtype: DType,
     threads: usize,
     limits: Limits,
+}
+
+impl PlanRepr {
+    /// Parse a plan's JSON without building anything its sizes claim (that is
+    /// [`Plan::try_from`]): what is allocated is bounded by the JSON's own size.
+    pub(super) fn parse(json: &str) -> Result<Self, super::RunError> {
+        serde_json::from_str(json).map_err(|e| super::RunError::Invalid(format!("not a valid run plan: {e}")))
+    }
+
+    pub(super) fn dataset(&self) -> Option<&DatasetSpec> {
+        self.dataset.as_ref()
+    }
+
+    pub(super) fn shape(&self) -> &DatasetShape {
+        &self.shape
+    }
+
+    pub(super) fn stored_dtype(&self) -> StoredDType {
+        self.stored_dtype
+    }
 }
 
 impl From<Plan> for PlanRepr {
@@ -158,6 +192,10 @@ impl TryFrom<PlanRepr> for Plan {
     fn try_from(r: PlanRepr) -> Result<Self, String> {
         if r.version != PLAN_VERSION {
             return Err(format!("plan version {} (this udf-host reads version {PLAN_VERSION})", r.version));
+        }
+        // Sizes that do not fit in memory are refused before anything is built from them.
+        if crate::array::byte_len(&r.shape.full(), DType::C128.size()).is_none() {
+            return Err(format!("nav {:?} x sig {:?} is more than this machine can address", r.shape.nav, r.shape.sig));
         }
         let nav_len = r.shape.nav_len() as u64;
         if r.meta.nav_shape != r.shape.nav || r.meta.sig_shape != r.shape.sig {
@@ -219,6 +257,7 @@ mod tests {
         let b = NdArray::from_vec(&[1], vec![u64::MAX]).unwrap();
         let c = NdArray::from_bools(&[2], &[true, false]).unwrap();
         PartitionOutput {
+            plan: "ab".repeat(32),
             index: 7,
             frames: 2,
             bytes_read: 1234,
@@ -253,10 +292,11 @@ mod tests {
         extra.push(0);
         assert!(PartitionOutput::from_bytes(&extra).unwrap_err().to_string().contains("after the last buffer"));
         assert!(PartitionOutput::from_bytes(b"UDFPART0").unwrap_err().to_string().contains("magic"));
+        assert!(PartitionOutput::from_bytes(b"UDFPART1").unwrap_err().to_string().contains("older udf-host"));
         for cut in 0..bytes.len() {
             let _ = PartitionOutput::from_bytes(&bytes[..cut]);
         }
-        let huge = br#"{"index":0,"frames":0,"bytes_read":0,"udfs":[{"stats":null,"buffers":[{"name":"x","dtype":"float64","shape":[4294967296,4294967296]}]}]}"#;
+        let huge = br#"{"plan":"","index":0,"frames":0,"bytes_read":0,"udfs":[{"stats":null,"buffers":[{"name":"x","dtype":"float64","shape":[4294967296,4294967296]}]}]}"#;
         let mut forged = MAGIC.to_vec();
         forged.extend_from_slice(&(huge.len() as u32).to_le_bytes());
         forged.extend_from_slice(huge);

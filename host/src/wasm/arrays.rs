@@ -11,7 +11,7 @@
 
 use super::bindings::udf::plugin::arrays as wit;
 use super::bindings::udf::plugin::types::Dtype as WitDtype;
-use super::budget::MemoryBudget;
+use super::budget::{MemoryBudget, Take};
 use super::convert::{dtype_from_wit, dtype_to_wit};
 use super::state::HostState;
 use crate::arrays::ops::{BinaryOp, FftOp, ReduceOp, UnaryOp};
@@ -45,7 +45,7 @@ impl MemoryLimit for InstanceLimit {
         if !fits {
             return false;
         }
-        if !self.budget.try_take(bytes) {
+        if !matches!(self.budget.take(bytes, &|| None), Take::Taken) {
             self.used.fetch_sub(bytes, Ordering::AcqRel);
             return false;
         }

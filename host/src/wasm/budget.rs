@@ -44,6 +44,20 @@ pub const LIFT_SLACK: usize = 1 << 20;
 /// takes what is free.
 const LIFT_PATIENCE: Duration = Duration::from_secs(10);
 
+/// How often a growth waiting for the budget checks whether its call must stop (the
+/// epoch tick: Ctrl-C and `--timeout` reach a waiting growth as soon as a running one).
+const WAIT_SLICE: Duration = Duration::from_millis(10);
+
+/// What [`MemoryBudget::take`] did.
+#[derive(Debug)]
+pub(crate) enum Take {
+    Taken,
+    /// The budget has no room (and no lift in flight will give any back in time).
+    Exceeded,
+    /// The growing call must stop (interrupted or timed out) while it waited.
+    Stopped(wasmtime::Error),
+}
+
 /// What a call into a plugin may hand back to the host, by the kind of call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallKind {
@@ -127,17 +141,19 @@ impl MemoryBudget {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Take `bytes` (linear memory growth); `false` if that would exceed the limit. While
-    /// lifts hold reservations (given back within moments), waits for them first: a
-    /// transient lift must not make another instance's growth fail.
-    pub(crate) fn try_take(&self, bytes: usize) -> bool {
+    /// Take `bytes` (linear memory or table growth). While lifts hold reservations
+    /// (given back within moments), waits for them first: a transient lift must not make
+    /// another instance's growth fail. The wait is interruptible: every
+    /// [`WAIT_SLICE`] it asks `stop` whether the growing call must stop (interrupted, or
+    /// past its timeout) and gives up with that reason.
+    pub(crate) fn take(&self, bytes: usize, stop: &dyn Fn() -> Option<wasmtime::Error>) -> Take {
         let deadline = Instant::now() + LIFT_PATIENCE;
         let mut usage = self.usage();
         loop {
             match usage.used.checked_add(bytes) {
                 Some(total) if total <= self.limit => {
                     usage.used = total;
-                    return true;
+                    return Take::Taken;
                 }
                 _ => {}
             }
@@ -145,9 +161,12 @@ impl MemoryBudget {
             // A plugin growing while its own call's results are lifted (its post-return)
             // would wait for itself.
             if usage.lifting == 0 || now >= deadline || lifting_here() {
-                return false;
+                return Take::Exceeded;
             }
-            usage = match self.released.wait_timeout(usage, deadline - now) {
+            if let Some(why) = stop() {
+                return Take::Stopped(why);
+            }
+            usage = match self.released.wait_timeout(usage, (deadline - now).min(WAIT_SLICE)) {
                 Ok((guard, _)) => guard,
                 Err(poisoned) => poisoned.into_inner().0,
             };
@@ -355,6 +374,16 @@ unsafe impl<T: Lift> Lift for Capped<T> {
 mod tests {
     use super::*;
 
+    fn never() -> Option<wasmtime::Error> {
+        None
+    }
+
+    impl MemoryBudget {
+        fn try_take(&self, bytes: usize) -> bool {
+            matches!(self.take(bytes, &never), Take::Taken)
+        }
+    }
+
     #[test]
     fn takes_and_gives_back() {
         let budget = MemoryBudget::new(100);
@@ -363,6 +392,33 @@ mod tests {
         assert!(budget.try_take(40));
         budget.give_back(60);
         assert_eq!(budget.used(), 40);
+    }
+
+    /// Issue 33, finding 10: a growth waiting for a lift to give back waited up to 10 s
+    /// where neither `--timeout` nor Ctrl-C reached it. It stops when its call must.
+    #[test]
+    fn a_growth_waiting_for_a_lift_stops_when_its_call_is_interrupted() {
+        let budget = MemoryBudget::new(100);
+        let lift = budget.reserve_lift(90);
+        let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let growing = {
+            let (budget, interrupted) = (budget.clone(), interrupted.clone());
+            std::thread::spawn(move || {
+                let stop = || {
+                    interrupted.load(std::sync::atomic::Ordering::Relaxed).then(|| wasmtime::format_err!("interrupted"))
+                };
+                match budget.take(50, &stop) {
+                    Take::Stopped(why) => why.to_string(),
+                    other => format!("{other:?}"),
+                }
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        interrupted.store(true, std::sync::atomic::Ordering::Relaxed);
+        // The lift is still held: only the interrupt can end the wait.
+        assert_eq!(growing.join().unwrap(), "interrupted");
+        drop(lift);
+        assert_eq!(budget.used(), 0);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use super::bindings::udf::plugin::types as wit;
 use super::caps;
-use crate::array::NdArray;
+use crate::array::{NdArray, byte_len};
 use crate::dtype::DType;
 use crate::log::escape_control;
 use crate::udf::{
@@ -188,21 +188,26 @@ fn usize_of(v: u64, what: &str) -> Result<usize, CallError> {
     usize::try_from(v).map_err(|_| CallError::Contract(format!("{what} {v} is too large")))
 }
 
-fn shape_from_wit(shape: &[u64], what: &str) -> Result<Vec<usize>, CallError> {
+/// A shape from a plugin whose size, with `item_size`-byte elements, fits in memory
+/// ([`byte_len`]), and that size in bytes.
+fn shape_from_wit(shape: &[u64], item_size: usize, what: &str) -> Result<(Vec<usize>, usize), CallError> {
     let shape = shape.iter().map(|&d| usize_of(d, what)).collect::<Result<Vec<_>, _>>()?;
-    shape
-        .iter()
-        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .ok_or_else(|| CallError::Contract(format!("{what} {shape:?} is too large")))?;
-    Ok(shape)
+    let bytes =
+        byte_len(&shape, item_size).ok_or_else(|| CallError::Contract(format!("{what} {shape:?} is too large")))?;
+    Ok((shape, bytes))
 }
 
 /// An array returned by a plugin, checked: the data holds exactly `product(shape)`
-/// elements of `dtype`.
-pub fn ndarray_from_wit(array: wit::NdarrayResult, what: &str) -> Result<NdArray, CallError> {
+/// elements of `dtype`, and at most `max_bytes` bytes.
+fn ndarray_from_wit_capped(array: wit::NdarrayResult, what: &str, max_bytes: usize) -> Result<NdArray, CallError> {
     let dtype = dtype_from_wit(array.dtype);
-    let shape = shape_from_wit(&array.shape, &format!("shape of {what}"))?;
-    let expected = shape.iter().product::<usize>();
+    let (shape, bytes) = shape_from_wit(&array.shape, dtype.size(), &format!("shape of {what}"))?;
+    if bytes > max_bytes {
+        return Err(CallError::Contract(format!(
+            "{what}: {dtype} of shape {shape:?} is {bytes} bytes; at most {max_bytes}"
+        )));
+    }
+    let expected = bytes / dtype.size();
     let mismatch =
         |found: &str| CallError::Contract(format!("{what}: declared {dtype} of shape {shape:?} but sent {found}"));
     // One copy, from the lifted list into the array (dropped right after).
@@ -240,7 +245,7 @@ pub fn ndarray_from_wit(array: wit::NdarrayResult, what: &str) -> Result<NdArray
         wit::ArrayDataResult::Complex64(v) => typed!(v, DType::C64, 2),
         wit::ArrayDataResult::Complex128(v) => typed!(v, DType::C128, 2),
         wit::ArrayDataResult::Bytes(v) => {
-            if v.len() != expected * dtype.size() {
+            if v.len() != bytes {
                 return Err(mismatch(&format!("{} bytes", v.len())));
             }
             if dtype == DType::Bool {
@@ -252,13 +257,23 @@ pub fn ndarray_from_wit(array: wit::NdarrayResult, what: &str) -> Result<NdArray
     }
 }
 
+/// An array returned by a plugin, checked: the data holds exactly `product(shape)`
+/// elements of `dtype` (the size was checked against the call's budget when lifted).
+pub fn ndarray_from_wit(array: wit::NdarrayResult, what: &str) -> Result<NdArray, CallError> {
+    ndarray_from_wit_capped(array, what, usize::MAX)
+}
+
+/// A parameter default from `describe`; an array default is at most
+/// [`caps::MAX_ARRAY_DEFAULT`] bytes.
 fn param_value_from_wit(v: wit::ParamValueResult, what: &str) -> Result<ParamValue, CallError> {
     Ok(match v {
         wit::ParamValueResult::Boolean(b) => ParamValue::Bool(b),
         wit::ParamValueResult::Int(i) => ParamValue::Int(i),
         wit::ParamValueResult::Float(f) => ParamValue::Float(f),
         wit::ParamValueResult::Text(s) => ParamValue::Text(s),
-        wit::ParamValueResult::Array(a) => ParamValue::Array(Arc::new(ndarray_from_wit(a, what)?)),
+        wit::ParamValueResult::Array(a) => {
+            ParamValue::Array(Arc::new(ndarray_from_wit_capped(a, what, caps::MAX_ARRAY_DEFAULT)?))
+        }
     })
 }
 
@@ -407,7 +422,12 @@ pub fn buffer_decl_from_wit(b: wit::BufferDecl) -> Result<BufferDecl, CallError>
         )));
     }
     Ok(BufferDecl {
-        extra_shape: shape_from_wit(&b.extra_shape, &format!("extra shape of buffer {:?}", escape_control(&b.name)))?,
+        extra_shape: shape_from_wit(
+            &b.extra_shape,
+            1,
+            &format!("extra shape of buffer {:?}", escape_control(&b.name)),
+        )?
+        .0,
         name: b.name,
         kind: match b.kind {
             wit::BufferKind::Nav => BufferKind::Nav,
@@ -484,6 +504,26 @@ mod tests {
         // An integer is a float, as on the command line.
         let float = spec("r", wit::ParamType::Float, Some(wit::ParamValueResult::Int(3)));
         assert!(description_from_wit(description(vec![float])).is_ok());
+    }
+
+    /// Issue 33, finding 3: an array default claiming 2^61 float64 elements over no data
+    /// passed (2^61 × 8 wraps to 0 bytes) and every partition then panicked on it.
+    #[test]
+    fn an_array_default_whose_size_wraps_or_is_huge_is_refused() {
+        let array = |shape: Vec<u64>, data: Vec<u8>| {
+            Some(wit::ParamValueResult::Array(wit::NdarrayResult {
+                dtype: wit::Dtype::Float64,
+                shape,
+                data: wit::ArrayDataResult::Bytes(data),
+            }))
+        };
+        let wrapping = spec("m", wit::ParamType::Array, array(vec![1 << 61], Vec::new()));
+        assert!(refused(description(vec![wrapping])).contains("too large"));
+        let huge = spec("m", wit::ParamType::Array, array(vec![3 << 20], Vec::new()));
+        let msg = refused(description(vec![huge]));
+        assert!(msg.contains("at most 16777216"), "{msg}");
+        let fine = spec("m", wit::ParamType::Array, array(vec![2], vec![0; 16]));
+        assert!(description_from_wit(description(vec![fine])).is_ok());
     }
 
     #[test]

@@ -26,7 +26,7 @@ mod state;
 
 pub use arrays::MAX_LIVE_ARRAYS;
 pub use budget::{MemoryBudget, default_memory_total};
-pub use cache::{CacheOutcome, ComponentCache};
+pub use cache::{CacheError, CacheOutcome, ComponentCache};
 #[doc(hidden)]
 pub use convert::ndarray_from_wit as validate_array;
 pub use plugin::WasmUdf;
@@ -130,6 +130,16 @@ pub enum LoadErrorKind {
     Compile,
     /// `describe` failed or returned something invalid.
     Describe,
+    /// The compile cache cannot be used safely (another user may write it) or at all.
+    Cache,
+}
+
+impl LoadErrorKind {
+    /// Whether the user must fix it (the file cannot be read, the cache is unsafe), as
+    /// opposed to the plugin being at fault.
+    pub fn is_users(self) -> bool {
+        matches!(self, LoadErrorKind::Read | LoadErrorKind::Cache)
+    }
 }
 
 /// Why the runtime could not be created.
@@ -329,13 +339,15 @@ impl WasmRuntime {
         std::thread::Builder::new()
             .name("udf-host-compile".into())
             .spawn(move || {
-                let _ = tx.send(cache.load_or_compile(&engine, &wasm).map_err(|e| format!("{e:#}")));
+                let _ = tx.send(cache.load_or_compile(&engine, &wasm).map_err(|e| match e {
+                    CacheError::Compile(e) => (LoadErrorKind::Compile, format!("not a valid component: {e:#}")),
+                    e => (LoadErrorKind::Cache, e.to_string()),
+                }));
             })
             .map_err(|e| (LoadErrorKind::Compile, format!("cannot start the compiler thread: {e}")))?;
         let timeout = self.shared.options.compile_timeout;
         match rx.recv_timeout(timeout) {
-            Ok(Ok(compiled)) => Ok(compiled),
-            Ok(Err(e)) => Err((LoadErrorKind::Compile, format!("not a valid component: {e}"))),
+            Ok(compiled) => compiled,
             Err(_) => Err((
                 LoadErrorKind::Compile,
                 format!("did not compile within {:.1} s (--compile-timeout)", timeout.as_secs_f64()),

@@ -5,7 +5,7 @@ use super::bindings::{UdfPlugin, UdfPluginPre, udf::plugin::types as wit};
 use super::budget::{Budgeted, CallKind, Capped, LiftOutcome, TooMany, lift_counted};
 use super::convert::*;
 use super::fill::{GuestArrayData, GuestTile, ProcessParams, ProcessResults};
-use super::state::{BudgetExceeded, HostState, LogOrigin};
+use super::state::{BudgetExceeded, HostState, Interrupted, LogOrigin, MemoryLimitExceeded};
 use super::{LoadError, LoadErrorKind, Shared, WIT_PACKAGE, WIT_VERSION};
 use crate::log::escape_control;
 use crate::udf::{
@@ -137,7 +137,7 @@ impl WasmUdf {
         let origin = LogOrigin { plugin: self.name.clone(), partition };
         let state = HostState::new(&self.shared, origin, self.interrupts.clone());
         let mut store = Store::new(&self.shared.engine, state);
-        store.limiter(|s| &mut s.limits);
+        store.limiter(|s| s);
         if self.shared.epochs {
             // Every tick, check the call's deadline and whether the runtime or the plugin
             // was interrupted.
@@ -152,8 +152,8 @@ impl WasmUdf {
                 }
                 Ok(UpdateDeadline::Continue(1))
             });
-            arm(&self.shared, &mut store);
         }
+        arm(&self.shared, &mut store);
         let instantiated = self.pre.instance_pre().instantiate(&mut store).and_then(|instance| {
             let plugin = UdfPlugin::new(&mut store, &instance)?;
             let func = |store: &mut Store<HostState>, index| {
@@ -229,9 +229,7 @@ impl Instance {
         kind: CallKind,
         f: impl FnOnce(&UdfPlugin, &mut Store<HostState>) -> wasmtime::Result<Result<R, wit::UdfError>>,
     ) -> wasmtime::Result<Result<R, wit::UdfError>> {
-        if shared.epochs {
-            arm(shared, &mut self.store);
-        }
+        arm(shared, &mut self.store);
         self.store.data_mut().call_kind = kind;
         self.store.set_hostcall_fuel(kind.fuel(shared.options.max_memory));
         let started = Instant::now();
@@ -292,24 +290,14 @@ fn is_fuel_exhausted(error: &wasmtime::Error) -> bool {
     format!("{error:#}").contains("fuel allocated for hostcalls has been exhausted")
 }
 
-/// The error a call traps with when the runtime is interrupted.
-#[derive(Debug)]
-struct Interrupted;
-
-impl std::fmt::Display for Interrupted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("interrupted")
-    }
-}
-
-impl std::error::Error for Interrupted {}
-
 /// Start the clock of a call: its deadline, the interrupt generation, the next check.
 fn arm(shared: &Shared, store: &mut Store<HostState>) {
     let state = store.data_mut();
     state.call_deadline = Instant::now() + shared.options.timeout;
     state.interrupt_generation = state.interrupts(&shared.interrupts);
-    store.set_epoch_deadline(1);
+    if shared.epochs {
+        store.set_epoch_deadline(1);
+    }
 }
 
 /// Describe a trap for a human: the reason first, then where (the plugin's function
@@ -320,6 +308,8 @@ fn trap(shared: &Shared, error: wasmtime::Error, log_tail: Vec<String>, kind: Ca
         "interrupted".to_owned()
     } else if let Some(budget) = error.downcast_ref::<BudgetExceeded>() {
         budget.to_string()
+    } else if let Some(limit) = error.downcast_ref::<MemoryLimitExceeded>() {
+        limit.to_string()
     } else if let Some(too_many) = error.downcast_ref::<TooMany>() {
         too_many.to_string()
     } else if let Some(code) = error.downcast_ref::<wasmtime::Trap>() {

@@ -3,7 +3,7 @@
 
 use super::Shared;
 use super::bindings::udf::plugin::{host, types};
-use super::budget::{CallKind, MemoryBudget};
+use super::budget::{CallKind, MemoryBudget, Take};
 use crate::log::{LogLevel, LogRecord, Logger, escape_control};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -161,54 +161,147 @@ impl std::fmt::Display for BudgetExceeded {
 
 impl std::error::Error for BudgetExceeded {}
 
-/// The memory limits of a store: its own (`--max-memory`) and the run's total budget,
-/// recording the peak memory it allowed.
+/// An instance's memory went past `--max-memory` (all its linear memories and tables
+/// together).
+#[derive(Debug)]
+pub struct MemoryLimitExceeded {
+    pub limit: usize,
+}
+
+impl std::fmt::Display for MemoryLimitExceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exceeded the memory limit of {} MiB (--max-memory, all of the instance's memories and tables)",
+            self.limit >> 20
+        )
+    }
+}
+
+impl std::error::Error for MemoryLimitExceeded {}
+
+/// The error a call traps with when the runtime or the plugin is interrupted.
+#[derive(Debug)]
+pub struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("interrupted")
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// Host bytes per table element counted against the limits (a function reference is a
+/// pointer).
+const TABLE_ELEMENT_BYTES: usize = std::mem::size_of::<usize>();
+
+/// The memory limits of a store: its own (`--max-memory`, counting every linear memory
+/// and table of the instance together) and the run's total budget, recording the peak
+/// memory it allowed.
 pub struct Limits {
     inner: StoreLimits,
     budget: Arc<MemoryBudget>,
-    /// Bytes of linear memory taken from the budget (given back on drop).
+    /// The instance's cap (`--max-memory`) on its memories and tables together.
+    max_memory: usize,
+    /// Bytes of linear memory and tables taken from the budget (given back on drop).
     held: usize,
-    /// Largest linear memory granted, in bytes.
+    /// Largest linear memory granted (all memories together), in bytes.
     pub peak_memory: usize,
+    /// Linear memory granted now (all memories together).
+    memory: usize,
 }
 
-impl wasmtime::ResourceLimiter for Limits {
+impl Limits {
+    /// Take `growth` bytes for the instance: within its own cap, then from the run's
+    /// budget, waiting (while `stop` says nothing) for lifts in flight to give back.
+    fn take(&mut self, growth: usize, stop: &dyn Fn() -> Option<wasmtime::Error>) -> wasmtime::Result<()> {
+        if self.held.checked_add(growth).is_none_or(|total| total > self.max_memory) {
+            return Err(MemoryLimitExceeded { limit: self.max_memory }.into());
+        }
+        match self.budget.take(growth, stop) {
+            Take::Taken => {}
+            Take::Exceeded => return Err(BudgetExceeded { limit: self.budget.limit() }.into()),
+            Take::Stopped(why) => return Err(why),
+        }
+        self.held += growth;
+        Ok(())
+    }
+}
+
+impl wasmtime::ResourceLimiter for HostState {
     fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
-        let granted = self.inner.memory_growing(current, desired, maximum)?;
+        let granted = self.limits.inner.memory_growing(current, desired, maximum)?;
         if !granted {
             return Ok(false);
         }
         let growth = desired.saturating_sub(current);
-        if !self.budget.try_take(growth) {
-            return Err(BudgetExceeded { limit: self.budget.limit() }.into());
-        }
-        self.held += growth;
-        self.peak_memory = self.peak_memory.max(desired);
+        let stop = CallStop::of(self);
+        self.limits.take(growth, &|| stop.reason())?;
+        self.limits.memory += growth;
+        self.limits.peak_memory = self.limits.peak_memory.max(self.limits.memory);
         Ok(true)
     }
 
     fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
-        self.inner.memory_grow_failed(error)
+        self.limits.inner.memory_grow_failed(error)
     }
 
     fn table_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
-        self.inner.table_growing(current, desired, maximum)
+        let granted = self.limits.inner.table_growing(current, desired, maximum)?;
+        if !granted {
+            return Ok(false);
+        }
+        let growth = desired.saturating_sub(current).saturating_mul(TABLE_ELEMENT_BYTES);
+        let stop = CallStop::of(self);
+        self.limits.take(growth, &|| stop.reason())?;
+        Ok(true)
     }
 
     fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
-        self.inner.table_grow_failed(error)
+        self.limits.inner.table_grow_failed(error)
     }
 
     fn instances(&self) -> usize {
-        self.inner.instances()
+        self.limits.inner.instances()
     }
 
     fn tables(&self) -> usize {
-        self.inner.tables()
+        self.limits.inner.tables()
     }
 
     fn memories(&self) -> usize {
-        self.inner.memories()
+        self.limits.inner.memories()
+    }
+}
+
+/// Why a call must stop while a growth of its instance waits for the budget (where
+/// neither epochs nor Ctrl-C reach): the runtime or the plugin was interrupted, or (with
+/// epochs) the call is past its `--timeout`. Taken out of the state, so the limits can
+/// be borrowed while it is checked.
+struct CallStop {
+    runtime: Arc<std::sync::atomic::AtomicU64>,
+    udf: Arc<std::sync::atomic::AtomicU64>,
+    generation: u64,
+    deadline: Option<std::time::Instant>,
+}
+
+impl CallStop {
+    fn of(state: &HostState) -> Self {
+        CallStop {
+            runtime: state.runtime_interrupts.clone(),
+            udf: state.udf_interrupts.clone(),
+            generation: state.interrupt_generation,
+            deadline: state.epochs.then_some(state.call_deadline),
+        }
+    }
+
+    fn reason(&self) -> Option<wasmtime::Error> {
+        let now = self.runtime.load(Ordering::Relaxed).wrapping_add(self.udf.load(Ordering::Relaxed));
+        if now != self.generation {
+            return Some(Interrupted.into());
+        }
+        self.deadline.is_some_and(|d| std::time::Instant::now() >= d).then(|| wasmtime::Trap::Interrupt.into())
     }
 }
 
@@ -230,6 +323,10 @@ pub struct HostState {
     pub interrupt_generation: u64,
     /// Bumped by `WasmUdf::interrupt`: stops the calls of this plugin's instances only.
     pub udf_interrupts: Arc<std::sync::atomic::AtomicU64>,
+    /// Bumped by `WasmRuntime::interrupt`: stops every call of the runtime.
+    runtime_interrupts: Arc<std::sync::atomic::AtomicU64>,
+    /// Whether calls have a deadline (epoch interruption on, not `--trusted`).
+    epochs: bool,
     /// What the current call may return (its hostcall fuel), for messages.
     pub call_kind: CallKind,
     pub log: Arc<Mutex<PluginLog>>,
@@ -251,11 +348,20 @@ impl HostState {
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_RESOURCES);
         HostState {
-            limits: Limits { inner, budget: shared.budget.clone(), held: 0, peak_memory: 0 },
+            limits: Limits {
+                inner,
+                budget: shared.budget.clone(),
+                max_memory: shared.options.max_memory,
+                held: 0,
+                peak_memory: 0,
+                memory: 0,
+            },
             stats: crate::udf::InstanceStats::default(),
             call_deadline: std::time::Instant::now(),
             interrupt_generation: 0,
             udf_interrupts,
+            runtime_interrupts: shared.interrupts.clone(),
+            epochs: shared.epochs,
             call_kind: CallKind::Control,
             wasi: deny_all_wasi(&log),
             table,
@@ -555,5 +661,28 @@ mod tests {
         let cut = truncate_message(&"é".repeat(MAX_LOG_LINE));
         assert!(cut.len() < MAX_LOG_LINE + 32 && cut.ends_with("bytes cut]"), "{}", cut.len());
         assert_eq!(truncate_message("a\x1b[2Jb"), "a\\u{1b}[2Jb");
+    }
+
+    /// Issue 33, finding 10: `--max-memory` applied to each of an instance's (up to 4)
+    /// linear memories, and tables were outside every limit. The cap is on their sum.
+    #[test]
+    fn the_memory_cap_counts_every_memory_and_table_of_an_instance() {
+        let budget = MemoryBudget::new(1 << 30);
+        let mut limits = Limits {
+            inner: wasmtime::StoreLimitsBuilder::new().build(),
+            budget: budget.clone(),
+            max_memory: 100 << 20,
+            held: 0,
+            peak_memory: 0,
+            memory: 0,
+        };
+        let never = || None;
+        limits.take(60 << 20, &never).expect("the first memory fits");
+        let e = limits.take(60 << 20, &never).expect_err("a second memory of 60 MiB does not");
+        assert!(e.to_string().contains("exceeded the memory limit of 100 MiB"), "{e}");
+        limits.take(40 << 20, &never).expect("what is left fits (a table, say)");
+        assert_eq!(budget.used(), 100 << 20);
+        drop(limits);
+        assert_eq!(budget.used(), 0, "given back when the instance ends");
     }
 }

@@ -22,6 +22,9 @@ scan axes then frame axes, so the Rust tests compare every element with the form
 - image2d.h5: one 2-D dataset (a single frame).
 - frames_last.h5: (height, width, frames) contiguous and chunked, no metadata
   (`--sig-axes 0,1`).
+- scales.h5: stacks of several sizes with HDF5 dimension scales (a large 3-D one among
+  them), as in Delmic SPARC files; tied.h5: two stacks of the same size;
+  image_and_scale.h5: one 2-D frame and a 3-D scale.
 """
 
 import json
@@ -138,6 +141,28 @@ def frames_last():
         f.create_dataset("chunked_tiles", data=np.moveaxis(logical, 0, 2), chunks=(2, 4, 2))
 
 
+def scales():
+    # Several stacks, as in Delmic SPARC files (acquisitions of different sizes, axes as
+    # HDF5 dimension scales): the largest stack is the data; a dimension scale is never
+    # chosen, even a large one.
+    with h5py.File(os.path.join(HERE, "scales.h5"), "w") as f:
+        f.create_dataset("Acquisition0/ImageData/Image", data=value((1, 3, 4, 8, 6), 37, "<u2"))
+        f.create_dataset("Acquisition1/ImageData/Image", data=value((1, 1, 1, 2, 2), 38, "<u2"))
+        x = f.create_dataset("Acquisition0/ImageData/DimensionScaleX", data=np.arange(6, dtype="<f8"))
+        x.make_scale("X")
+        cube = f.create_dataset("Acquisition0/ImageData/ScaleCube", data=np.zeros((10, 10, 10), dtype="<f4"))
+        cube.make_scale("cube")
+    # Two stacks of the same size (Prismatic writes one per depth): no choice is made.
+    with h5py.File(os.path.join(HERE, "tied.h5"), "w") as f:
+        f.create_dataset("depth0/data", data=value((2, 3, 4), 40, "<f4"))
+        f.create_dataset("depth1/data", data=value((2, 3, 4), 41, "<f4"))
+    # A single 2-D frame next to a 3-D dimension scale: the frame is the data.
+    with h5py.File(os.path.join(HERE, "image_and_scale.h5"), "w") as f:
+        f.create_dataset("image", data=value((7, 9), 39, "<f4"))
+        z = f.create_dataset("z", data=np.zeros((4, 4, 4), dtype="<f4"))
+        z.make_scale("z")
+
+
 def main():
     os.makedirs(HERE, exist_ok=True)
     dectris()
@@ -146,6 +171,7 @@ def main():
     preview()
     image2d()
     frames_last()
+    scales()
 
 
 if __name__ == "__main__":

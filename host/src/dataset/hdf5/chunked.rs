@@ -18,6 +18,10 @@ use std::sync::{Arc, Mutex};
 const MAX_GRID_CELLS: usize = 1 << 28;
 /// Decoded chunks kept at least (bytes).
 const MIN_CACHE_BYTES: usize = 256 << 20;
+/// Decoded chunks kept at most (bytes), however many cores and however large the chunks
+/// a file declares: with the chunk a reading thread holds, the decoded data in memory is
+/// at most this plus one chunk per thread.
+const MAX_CACHE_BYTES: usize = 1 << 30;
 /// The largest chunk accepted (bytes, decoded).
 const MAX_CHUNK_BYTES: usize = 1 << 30;
 
@@ -78,6 +82,7 @@ impl ChunkedData {
     ) -> Result<Self, DatasetError> {
         let bad = |m: String| DatasetError::invalid(path, m);
         let elem = stored.dtype.size();
+        filters::check_params(&filters, elem).map_err(bad)?;
         let grid: Vec<usize> = dims.iter().zip(&chunk).map(|(&d, &c)| d.div_ceil(c)).collect();
         let cells_n = grid.iter().try_fold(1usize, |a, &g| a.checked_mul(g)).filter(|&n| n <= MAX_GRID_CELLS);
         let cells_n = cells_n.ok_or_else(|| bad(format!("a grid of {grid:?} chunks is too large")))?;
@@ -121,7 +126,7 @@ impl ChunkedData {
         let map = map_file(path, Access::Random)?;
         let fill = fill.unwrap_or_else(|| vec![0; elem]);
         let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
-        let capacity = MIN_CACHE_BYTES.max(4 * cores * chunk_bytes);
+        let capacity = cores.saturating_mul(4).saturating_mul(chunk_bytes).clamp(MIN_CACHE_BYTES, MAX_CACHE_BYTES);
         Ok(ChunkedData {
             path: path.to_owned(),
             map,
@@ -196,7 +201,7 @@ impl ChunkedData {
                 )
             })?;
         let decoded = Arc::new(decoded);
-        self.cache.lock().map_err(|_| self.poisoned())?.put(cell, decoded.clone(), self.chunk_bytes);
+        self.cache.lock().map_err(|_| self.poisoned())?.put(cell, decoded.clone());
         Ok(ChunkBytes::Owned(decoded))
     }
 
@@ -427,6 +432,7 @@ struct Lru {
     capacity: usize,
     used: usize,
     tick: u64,
+    /// `(cell, decoded bytes, last use)`.
     entries: Vec<(usize, Arc<Vec<u8>>, u64)>,
 }
 
@@ -444,14 +450,15 @@ impl Lru {
         })
     }
 
-    fn put(&mut self, cell: usize, data: Arc<Vec<u8>>, bytes: usize) {
+    fn put(&mut self, cell: usize, data: Arc<Vec<u8>>) {
         if self.entries.iter().any(|e| e.0 == cell) {
             return;
         }
+        let bytes = data.len();
         while self.used + bytes > self.capacity && !self.entries.is_empty() {
             let oldest = self.entries.iter().enumerate().min_by_key(|(_, e)| e.2).map_or(0, |(i, _)| i);
-            self.entries.swap_remove(oldest);
-            self.used -= bytes;
+            let evicted = self.entries.swap_remove(oldest);
+            self.used -= evicted.1.len();
         }
         self.tick += 1;
         self.entries.push((cell, data, self.tick));
@@ -505,10 +512,10 @@ mod tests {
     #[test]
     fn lru_evicts_the_oldest() {
         let mut lru = Lru::new(2);
-        lru.put(1, Arc::new(vec![1]), 1);
-        lru.put(2, Arc::new(vec![2]), 1);
+        lru.put(1, Arc::new(vec![1]));
+        lru.put(2, Arc::new(vec![2]));
         assert!(lru.get(1).is_some());
-        lru.put(3, Arc::new(vec![3]), 1);
+        lru.put(3, Arc::new(vec![3]));
         assert!(lru.get(2).is_none() && lru.get(1).is_some() && lru.get(3).is_some());
     }
 

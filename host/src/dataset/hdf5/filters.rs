@@ -62,12 +62,47 @@ impl Filter {
     }
 }
 
-/// Decode one chunk: undo `filters` (in reverse) except those masked out, producing
-/// exactly `expected` bytes of `elem_size`-byte elements.
+/// Check the parameters a file gives its filters against the dataset's elements: the
+/// shuffle and bitshuffle element sizes are the type's size (what HDF5's `set_local`
+/// writes), a bitshuffle block is a whole number of 8-element groups. The parameters come
+/// from the file, and decoding sizes its buffers by them.
 ///
 /// # Errors
-/// A message describing the filter and what was wrong; the caller adds file and offset.
+/// A message naming the filter and the parameter.
+pub fn check_params(filters: &[Filter], elem_size: usize) -> Result<(), String> {
+    for filter in filters {
+        let element = match filter.id {
+            SHUFFLE => filter.client_data.first(),
+            BITSHUFFLE => filter.client_data.get(2),
+            _ => None,
+        };
+        if let Some(&size) = element
+            && size as usize != elem_size
+        {
+            return Err(format!(
+                "{}: the file gives an element size of {size} bytes, but the dataset's elements are {elem_size} bytes",
+                filter.describe()
+            ));
+        }
+        if filter.id == BITSHUFFLE
+            && let Some(&block) = filter.client_data.get(3)
+            && !block.is_multiple_of(8)
+        {
+            return Err(format!("{}: block of {block} elements is not a multiple of 8", filter.describe()));
+        }
+    }
+    Ok(())
+}
+
+/// Decode one chunk: undo `filters` (in reverse) except those masked out, producing
+/// exactly `expected` bytes of `elem_size`-byte elements (anything a filter produces
+/// beyond them is dropped).
+///
+/// # Errors
+/// A message describing the filter and what was wrong (parameters that do not fit the
+/// elements: [`check_params`]); the caller adds file and offset.
 pub fn decode(filters: &[Filter], mask: u32, raw: &[u8], elem_size: usize, expected: usize) -> Result<Vec<u8>, String> {
+    check_params(filters, elem_size)?;
     let mut data: Option<Vec<u8>> = None;
     for (i, filter) in filters.iter().enumerate().rev() {
         if i < 32 && mask & (1 << i) != 0 {
@@ -95,10 +130,11 @@ pub fn decode(filters: &[Filter], mask: u32, raw: &[u8], elem_size: usize, expec
         };
         data = Some(output);
     }
-    let out = data.unwrap_or_else(|| raw.to_vec());
+    let mut out = data.unwrap_or_else(|| raw.to_vec());
     if out.len() < expected {
         return Err(format!("decoded chunk has {} bytes, expected {expected}", out.len()));
     }
+    out.truncate(expected);
     Ok(out)
 }
 
@@ -115,6 +151,7 @@ pub fn decode_into(
     expected: usize,
     out: &mut Vec<u8>,
 ) -> Result<(), String> {
+    check_params(filters, elem_size)?;
     let active: Vec<&Filter> =
         filters.iter().enumerate().filter(|&(i, _)| i >= 32 || mask & (1 << i) == 0).map(|(_, f)| f).collect();
     match active.as_slice() {
@@ -136,6 +173,7 @@ pub fn decode_into(
     if out.len() < expected {
         return Err(format!("decoded chunk has {} bytes, expected {expected}", out.len()));
     }
+    out.truncate(expected);
     Ok(())
 }
 
@@ -265,7 +303,9 @@ fn bitshuffle_into(
     let elems = total / elem_size;
     out.clear();
     out.resize(total, 0);
-    let mut scratch = vec![0u8; if lz4 { block * elem_size } else { 0 }];
+    // A block never holds more than the chunk's elements: the scratch is bounded by the
+    // decoded size, whatever block size the file claims.
+    let mut scratch = vec![0u8; if lz4 { block.min(elems) * elem_size } else { 0 }];
     let mut done = 0; // elements
     let full = elems / block;
     let last = (elems % block) / 8 * 8;
@@ -463,6 +503,28 @@ mod tests {
         }
         shuffled[20] = 20;
         assert_eq!(unshuffle(&shuffled, 4), data);
+    }
+
+    /// Issue 33, finding 4: a 5 KiB file gave bitshuffle an element size of 2^32 - 1 and
+    /// the decoder asked for a 512 GiB scratch buffer (the process aborted).
+    #[test]
+    fn filter_parameters_that_do_not_fit_the_elements_are_refused() {
+        let bitshuffle = |params: Vec<u32>| Filter { id: BITSHUFFLE, name: None, client_data: params };
+        let mut chunk = 64u64.to_be_bytes().to_vec();
+        chunk.extend(0u32.to_be_bytes());
+        let huge = [bitshuffle(vec![0, 4, u32::MAX, 0, 2])];
+        let msg = decode(&huge, 0, &chunk, 2, 64).unwrap_err();
+        assert!(msg.contains("element size of 4294967295") && msg.contains("2 bytes"), "{msg}");
+        let mut out = Vec::new();
+        assert!(decode_into(&huge, 0, &chunk, 2, 64, &mut out).is_err());
+        let odd_block = [bitshuffle(vec![0, 4, 2, 12, 0])];
+        assert!(decode(&odd_block, 0, &[0; 64], 2, 64).unwrap_err().contains("multiple of 8"));
+        let shuffle = [Filter { id: SHUFFLE, name: None, client_data: vec![u32::MAX] }];
+        assert!(decode(&shuffle, 0, &[0; 64], 4, 64).unwrap_err().contains("element size"));
+        // A block larger than the chunk needs no more scratch than the chunk.
+        let mut big_block = 64u64.to_be_bytes().to_vec();
+        big_block.extend(u32::MAX.to_be_bytes());
+        assert!(bitshuffle_into(&big_block, 2, true, 0, 64, &mut out).is_err());
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //!
 //! | option | meaning |
 //! |--------|---------|
-//! | `dataset_path` | the dataset (`/entry/data/data`); default: the only 3-D/4-D numeric dataset |
+//! | `dataset_path` | the dataset (`/entry/data/data`); default: the largest numeric stack of 3 or more axes (never a dimension scale or an RGB preview), else the largest 2-D one |
 //! | `sig_shape` | the trailing axes that form a frame (default: the last two) |
 //! | `nav_shape` | a reshape of the leading axes |
 
@@ -30,7 +30,7 @@ use filters::Filter;
 use hdf5_reader::messages::HdfMessage;
 use hdf5_reader::messages::layout::{ChunkIndexing, DataLayout};
 use hdf5_reader::{Datatype, Hdf5File};
-pub use select::{Axes, Candidate, Located};
+pub use select::{Axes, Candidate, Located, link_candidates};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -60,6 +60,14 @@ fn h5_err(path: &Path, what: &str, e: impl std::fmt::Display) -> DatasetError {
     DatasetError::invalid(path, format!("{what}: {e}"))
 }
 
+/// Open the HDF5 file at `path` (the dataset's, a linked data file, a sidecar): a
+/// regular file ([`map_file`]: a FIFO is refused, not waited on), mapped read-only.
+fn open_hdf5(path: &Path) -> Result<Hdf5File, DatasetError> {
+    let map = map_file(path, Access::Random)?;
+    Hdf5File::from_mmap_with_options(map, hdf5_reader::OpenOptions::default())
+        .map_err(|e| h5_err(path, "not a readable HDF5 file", e))
+}
+
 /// Open the dataset of an HDF5 file that `options.dataset_path` names (a dataset, or the
 /// group of a DECTRIS master file's numbered data files), or the only one there is.
 ///
@@ -67,7 +75,7 @@ fn h5_err(path: &Path, what: &str, e: impl std::fmt::Display) -> DatasetError {
 /// Not HDF5, no such dataset, several candidates (all numeric datasets are listed), an
 /// external link that cannot be followed, an unsupported type, layout or filter.
 pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<Opened, DatasetError> {
-    let file = Hdf5File::open(path).map_err(|e| h5_err(path, "not a readable HDF5 file", e))?;
+    let file = open_hdf5(path)?;
     let wanted = options.dataset_path.as_deref().map(|p| format!("/{}", p.trim_matches('/')));
     let direct = wanted.as_deref().and_then(|p| select::direct(path, &file, p));
     let walk = match direct {
@@ -86,10 +94,19 @@ pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<Opened, Dataset
             let candidate = found.cloned().ok_or_else(|| {
                 h5_err(path, &format!("no dataset '{p}'"), format!("{}{broken}", select::listing(&walk.candidates)))
             })?;
-            (candidate, "given by --dataset-path")
+            (candidate, "given by --dataset-path".to_owned())
         }
-        None => (pick(path, &walk, &broken)?, "chosen automatically (the only frame stack in the file)"),
+        None => pick(path, &walk, &broken)?,
     };
+    // A series with a data file that cannot be read would be a dataset with frames
+    // missing: refuse it rather than read the rest as if it were all.
+    let group = format!("{}/", candidate.name.trim_end_matches('/'));
+    if let Some(link) = walk.broken.iter().find(|b| candidate.series && b.starts_with(&group)) {
+        return Err(DatasetError::invalid(
+            path,
+            format!("dataset '{}': a data file of the series cannot be read: {link}", candidate.name),
+        ));
+    }
     let stored = candidate
         .stored
         .clone()
@@ -116,7 +133,7 @@ pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<Opened, Dataset
     };
     let mut details = vec![
         ("dataset".to_owned(), candidate.name.clone()),
-        ("dataset_choice".into(), how.into()),
+        ("dataset_choice".into(), how),
         ("shape".into(), format!("{:?}", candidate.shape)),
         ("frame_axes".into(), format!("{:?} ({axes_from})", axes.sig)),
     ];
@@ -158,7 +175,11 @@ pub(super) fn open(path: &Path, options: &OpenOptions) -> Result<Opened, Dataset
 
 /// The only frame stack of the file: numeric, 3-D or more (else the only 2-D array),
 /// not an RGB preview, not a member of a series that is offered whole.
-fn pick(path: &Path, walk: &select::Walk, broken: &str) -> Result<Candidate, DatasetError> {
+/// The dataset to read when none is named: never a dimension scale, an RGB preview or
+/// one file of a series; the largest stack of 3 or more axes, else the largest 2-D
+/// dataset (a single frame). Two of the same largest size are ambiguous (an error that
+/// lists them). Returns the choice and how it was made (with the others one could name).
+fn pick(path: &Path, walk: &select::Walk, broken: &str) -> Result<(Candidate, String), DatasetError> {
     let series_groups: Vec<&str> = walk.candidates.iter().filter(|c| c.series).map(|c| c.name.as_str()).collect();
     let member = |c: &Candidate| {
         !c.series
@@ -167,29 +188,48 @@ fn pick(path: &Path, walk: &select::Walk, broken: &str) -> Result<Candidate, Dat
             })
     };
     let usable = |c: &&Candidate, rank: usize| {
-        c.stored.is_ok() && c.shape.len() >= rank && (rank > 2 || c.shape.len() == 2) && !c.is_preview() && !member(c)
+        c.stored.is_ok()
+            && c.shape.len() >= rank
+            && (rank > 2 || c.shape.len() == 2)
+            && !c.is_preview()
+            && !c.dimension_scale
+            && !member(c)
     };
     let stacks: Vec<&Candidate> = walk.candidates.iter().filter(|c| usable(c, 3)).collect();
-    let found = if stacks.is_empty() { walk.candidates.iter().filter(|c| usable(c, 2)).collect() } else { stacks };
+    let mut found = if stacks.is_empty() { walk.candidates.iter().filter(|c| usable(c, 2)).collect() } else { stacks };
+    found.sort_by_key(|c| std::cmp::Reverse(c.elements()));
     match found.as_slice() {
-        [one] => Ok((*one).clone()),
         [] => Err(DatasetError::invalid(
             path,
             format!(
-                "the file holds no frame stack (a numeric dataset of 2 or more axes that is not an RGB preview); \
-                 give --dataset-path{}{broken}",
+                "the file holds no frame stack (a numeric dataset of 2 or more axes that is not an RGB preview \
+                 or a dimension scale); give --dataset-path{}{broken}",
                 select::listing(&walk.candidates)
             ),
         )),
-        many => Err(DatasetError::invalid(
-            path,
-            format!(
-                "{} candidate datasets ({}); choose one with --dataset-path{}{broken}",
-                many.len(),
-                many.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", "),
-                select::listing(&walk.candidates)
-            ),
-        )),
+        [first, second, ..] if first.elements() == second.elements() => {
+            let tied: Vec<&str> =
+                found.iter().filter(|c| c.elements() == first.elements()).map(|c| c.name.as_str()).collect();
+            Err(DatasetError::invalid(
+                path,
+                format!(
+                    "{} candidate datasets of the same size ({}); choose one with --dataset-path{}{broken}",
+                    tied.len(),
+                    tied.join(", "),
+                    select::listing(&walk.candidates)
+                ),
+            ))
+        }
+        [one] => Ok(((*one).clone(), "chosen automatically (the only frame stack in the file)".into())),
+        [largest, others @ ..] => {
+            let others: Vec<String> = others.iter().map(|c| c.summary()).collect();
+            let how = format!(
+                "chosen automatically (the largest of {} frame stacks; the others: {}; choose with --dataset-path)",
+                others.len() + 1,
+                others.join(", ")
+            );
+            Ok(((*largest).clone(), how))
+        }
     }
 }
 

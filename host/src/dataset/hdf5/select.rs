@@ -77,6 +77,9 @@ pub struct Candidate {
     pub layout: Option<(Axes, String)>,
     /// Numbered data files of a group joined (a DECTRIS master's `/entry/data`).
     pub series: bool,
+    /// An axis of another dataset, not data: an HDF5 dimension scale (`CLASS` attribute
+    /// `DIMENSION_SCALE`) or an EMD group's `dimN` array. Never chosen automatically.
+    pub dimension_scale: bool,
 }
 
 impl Candidate {
@@ -90,6 +93,27 @@ impl Candidate {
     pub fn is_preview(&self) -> bool {
         matches!(&self.stored, Ok(d) if d.dtype == DType::U8) && matches!(self.shape.last(), Some(3 | 4))
     }
+
+    /// Elements of the array (saturating: only compared).
+    pub fn elements(&self) -> u64 {
+        self.shape.iter().fold(1u64, |n, &d| n.saturating_mul(d))
+    }
+
+    /// `name [shape] dtype`, for messages and `info`.
+    pub fn summary(&self) -> String {
+        self.describe()
+    }
+}
+
+/// Whether `dataset` is an HDF5 dimension scale (`H5DSmake_scale`: attribute `CLASS`
+/// = `DIMENSION_SCALE`).
+fn is_dimension_scale(dataset: &hdf5_reader::Dataset) -> bool {
+    dataset.attribute("CLASS").ok().and_then(|a| a.read_string().ok()).is_some_and(|c| c == "DIMENSION_SCALE")
+}
+
+/// Whether `name` is an EMD axis array (`dim1`, `dim2`, ...).
+fn is_emd_dim(name: &str) -> bool {
+    name.strip_prefix("dim").is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
 }
 
 /// The links of a group that point into other files: `(name, file, path)`, from compact
@@ -154,17 +178,39 @@ fn dense_links(file: &Hdf5File, heap_address: u64, btree_address: u64) -> Vec<Li
     out
 }
 
-/// Open the target of an external link `filename:path` of the file at `from`. Relative
-/// names are looked up next to `from` (where DECTRIS writes the data files).
-fn follow(from: &Path, filename: &str, path: &str) -> Result<Located, String> {
-    let dir = from.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+/// Where HDF5 looks for the file of an external link `filename` of the file at `from`
+/// (`H5Lcreate_external`): an absolute name as it is, else (and then its last component
+/// only) under each directory of `$HDF5_EXT_PREFIX`, then next to `from` (where DECTRIS
+/// writes the data files), then relative to the working directory. The first that
+/// exists is the link's target.
+pub fn link_candidates(from: &Path, filename: &str) -> Vec<PathBuf> {
     let name = Path::new(filename);
-    let file_path = if name.is_absolute() && name.exists() {
-        name.to_owned()
+    let mut out = Vec::new();
+    let target = if name.is_absolute() {
+        out.push(name.to_owned());
+        name.file_name().map_or_else(|| name.to_owned(), PathBuf::from)
     } else {
-        dir.join(name.file_name().map_or(name, Path::new))
+        name.to_owned()
     };
-    let file = Hdf5File::open(&file_path).map_err(|e| format!("{}: {e}", file_path.display()))?;
+    if let Some(prefixes) = std::env::var_os("HDF5_EXT_PREFIX") {
+        out.extend(std::env::split_paths(&prefixes).filter(|p| !p.as_os_str().is_empty()).map(|p| p.join(&target)));
+    }
+    let dir = from.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    out.push(dir.join(&target));
+    out.push(target);
+    out
+}
+
+/// Open the target of an external link `filename:path` of the file at `from`, found as
+/// HDF5 finds it ([`link_candidates`]); only a regular file is followed (a FIFO or
+/// device is an error, never waited on).
+fn follow(from: &Path, filename: &str, path: &str) -> Result<Located, String> {
+    let candidates = link_candidates(from, filename);
+    let file_path = candidates.iter().find(|p| p.exists()).cloned().ok_or_else(|| {
+        let tried: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
+        format!("no such file (looked for {})", tried.join(", "))
+    })?;
+    let file = super::open_hdf5(&file_path).map_err(|e| e.to_string())?;
     let dataset = file.dataset(path).map_err(|e| format!("{}:{path}: {e}", file_path.display()))?;
     Ok(Located { file_path, file, path: path.to_owned(), dataset })
 }
@@ -225,6 +271,7 @@ pub fn walk(file_path: &Path, file: &Hdf5File) -> Result<Walk, hdf5_reader::erro
                 stored: stored_dtype(located.dataset.dtype()),
                 layout,
                 series: false,
+                dimension_scale: is_dimension_scale(&located.dataset) || (emd.is_some() && is_emd_dim(name)),
             });
         }
         if let Some(series) = series(&prefix, &here) {
@@ -252,8 +299,17 @@ pub fn direct(file_path: &Path, file: &Hdf5File, path: &str) -> Option<Candidate
         emd_dims(&group).and_then(|kind| emd_axes(kind, name, shape.len()))
     };
     let stored = stored_dtype(dataset.dtype());
+    let dimension_scale = is_dimension_scale(&dataset);
     let located = Located { file_path: file_path.to_owned(), file: file.clone(), path: path.to_owned(), dataset };
-    Some(Candidate { name: path.to_owned(), parts: vec![located], shape, stored, layout, series: false })
+    Some(Candidate {
+        name: path.to_owned(),
+        parts: vec![located],
+        shape,
+        stored,
+        layout,
+        series: false,
+        dimension_scale,
+    })
 }
 
 /// Numbered data arrays `data_000001`, `data_000002`, ... of one group (a DECTRIS master
@@ -286,6 +342,7 @@ fn series(prefix: &str, here: &[(String, Located)]) -> Option<Candidate> {
         stored,
         layout: None,
         series: true,
+        dimension_scale: false,
     })
 }
 
@@ -350,7 +407,7 @@ pub fn dectris_scan(master: &Path, file: &Hdf5File, frames: u64) -> Option<(Vec<
     let name = master.file_name()?.to_str()?;
     let base = name.strip_suffix("_master.h5")?;
     let sidecar = master.with_file_name(format!("{base}.h5"));
-    if let Ok(meta) = Hdf5File::open(&sidecar)
+    if let Ok(meta) = super::open_hdf5(&sidecar)
         && let Ok(group) = meta.group("/STEM Metadata")
     {
         let get = |key: &str| group.attribute(key).ok().and_then(|a| a.read_as_f64().ok());
