@@ -118,3 +118,39 @@ fn a_plugin_that_keeps_every_array_hits_the_cap_with_a_clear_error() {
     let expected: Vec<f64> = (0..frames).map(|n| stored.frame(n).iter().sum()).collect();
     assert_close(&sums, &expected, 1e-5, "sums of a run whose partitions keep their arrays");
 }
+
+/// `--max-memory` caps an instance's linear memory and host arrays together: with a
+/// cap of 64 MiB, 48 MiB of host arrays or 24 MiB more linear memory fit alone, 48 MiB
+/// of arrays on top of 24 MiB of linear memory fail with the arrays' memory error (each
+/// alone would fit), and so do 80 MiB of arrays with no linear memory to speak of.
+#[test]
+fn host_arrays_and_linear_memory_count_against_one_memory_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = fixtures::mk_uniform(&[4], &[2, 2], 9);
+    let path = write(dir.path(), "cap", &data, Ty::F32);
+    let runtime = udf_host::wasm::WasmRuntime::new(udf_host::wasm::RuntimeOptions {
+        max_memory: 64 << 20,
+        ..udf_host_tests::runtime_options()
+    })
+    .unwrap();
+    let (udf, _) = runtime.load(&udf_host_tests::plugin("probe_host_arrays")).unwrap();
+    let udf: std::sync::Arc<dyn udf_host::udf::Udf> = std::sync::Arc::new(udf);
+    let options = udf_host::exec::RunOptions { partitions: Some(1), threads: Some(1), ..Default::default() };
+    let run = |grow: i64, hold: i64| {
+        let params =
+            udf_host_tests::params(&[("grow_mib", ParamValue::Int(grow)), ("hold_mib", ParamValue::Int(hold))]);
+        run_one(&path, &udf, params, options.clone())
+    };
+    run(24, 0).expect("24 MiB of linear memory fit under 64 MiB");
+    run(0, 48).expect("48 MiB of host arrays fit under 64 MiB");
+    for (grow, hold) in [(24, 48), (0, 80)] {
+        let err = run(grow, hold).err().unwrap_or_else(|| panic!("{grow} MiB grown + {hold} MiB arrays must fail"));
+        let message = err.to_string();
+        assert!(
+            message.contains("more than the") && message.contains("may still use for arrays (--max-memory"),
+            "{grow} + {hold}: {message}"
+        );
+    }
+    drop(udf); // and its main-side instance
+    assert_eq!(runtime.budget().used(), 0, "every instance gave its memory and arrays back");
+}

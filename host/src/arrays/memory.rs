@@ -93,16 +93,18 @@ impl ArrayMemory {
         self.peak.load(Ordering::Acquire)
     }
 
-    /// Give back the buffers kept for reuse.
-    pub fn trim(&self) {
+    /// Give back the buffers kept for reuse; whether there were any.
+    pub fn trim(&self) -> bool {
         let drained: Vec<Vec<u128>> = self.pool.lock().map(|mut p| std::mem::take(&mut *p)).unwrap_or_default();
+        let any = !drained.is_empty();
         for words in drained {
             self.release(words.capacity() * 16);
         }
+        any
     }
 
     fn charge(&self, op: &str, shape: &[usize], bytes: usize) -> Result<(), ArrayError> {
-        if !self.limit.try_take(bytes) {
+        if !self.limit.try_take(bytes) && !(self.trim() && self.limit.try_take(bytes)) {
             return Err(ArrayError::Memory {
                 op: op.into(),
                 shape: shape.to_vec(),
@@ -173,6 +175,14 @@ impl ArrayMemory {
             return;
         }
         self.release(capacity);
+    }
+}
+
+impl Drop for ArrayMemory {
+    /// The buffers kept for reuse go back to the limit with the memory: the run's total
+    /// budget outlives every instance.
+    fn drop(&mut self) {
+        self.trim();
     }
 }
 
@@ -325,5 +335,55 @@ impl Storage {
                 Err(ArrayError::value(op, "a tile (and any view of it) is read-only; write into an array of your own"))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A limit shared with whoever made it, to look at after the memory is gone.
+    struct Shared(Arc<FixedLimit>);
+
+    impl MemoryLimit for Shared {
+        fn try_take(&self, bytes: usize) -> bool {
+            self.0.try_take(bytes)
+        }
+        fn give_back(&self, bytes: usize) {
+            self.0.give_back(bytes)
+        }
+        fn available(&self) -> usize {
+            self.0.available()
+        }
+    }
+
+    /// Issue 32: the buffers kept for reuse stayed charged to the run's total budget
+    /// after their instance was gone (8 MiB of a 64 MiB budget per instance that made
+    /// 1 MiB temporaries), until the budget ran out.
+    #[test]
+    fn buffers_kept_for_reuse_are_given_back_with_the_memory() {
+        let limit = Arc::new(FixedLimit::new(64 << 20));
+        let memory = ArrayMemory::new(Box::new(Shared(limit.clone())));
+        let buffers: Vec<_> = (0..4).map(|_| memory.allocate("zeros", DType::F32, &[1 << 18], true).unwrap()).collect();
+        drop(buffers);
+        assert_eq!(limit.available(), (64 << 20) - (4 << 20), "kept for reuse, still charged");
+        assert!(memory.trim() && !memory.trim(), "trimmed once");
+        assert_eq!(limit.available(), 64 << 20);
+        let kept = memory.allocate("zeros", DType::F32, &[1 << 18], true).unwrap();
+        drop(kept);
+        drop(memory);
+        assert_eq!(limit.available(), 64 << 20, "the memory gave its pool back when dropped");
+    }
+
+    /// An allocation the limit refuses gives the pooled buffers back and tries again.
+    #[test]
+    fn a_refused_allocation_first_gives_back_the_pool() {
+        let memory = ArrayMemory::with_limit(3 << 20);
+        drop(memory.allocate("zeros", DType::F32, &[1 << 18], true).unwrap());
+        drop(memory.allocate("zeros", DType::F32, &[1 << 18], true).unwrap());
+        assert_eq!(memory.charged(), 1 << 20, "one 1 MiB buffer kept for reuse");
+        let big = memory.allocate("zeros", DType::F32, &[3 << 18], true).expect("fits once the pool is empty");
+        assert_eq!(memory.charged(), 3 << 20);
+        drop(big);
     }
 }

@@ -13,7 +13,7 @@ use super::bindings::udf::plugin::arrays as wit;
 use super::bindings::udf::plugin::types::Dtype as WitDtype;
 use super::budget::{MemoryBudget, Take};
 use super::convert::{dtype_from_wit, dtype_to_wit};
-use super::state::HostState;
+use super::state::{HostState, InstanceCap, Interrupted};
 use crate::arrays::ops::{BinaryOp, FftOp, ReduceOp, UnaryOp};
 use crate::arrays::{
     self, ArrayError, ArrayMemory, Ctx, HostArray, IndexItem, Lease, MemoryLimit, Operand, ReduceOptions, Scalar,
@@ -21,45 +21,45 @@ use crate::arrays::{
 };
 use crate::dtype::DType;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 use wasmtime::component::Resource;
 
 /// Host arrays one instance may hold at once.
 pub const MAX_LIVE_ARRAYS: usize = 4096;
 
-/// What an instance's arrays may take: `--max-memory` for the instance's arrays and the
-/// run's total budget (shared with every instance's linear memory).
+/// What an instance's arrays may take: the instance's `--max-memory`, shared with its
+/// linear memories and tables ([`InstanceCap`]), and the run's total budget (shared with
+/// every instance).
 struct InstanceLimit {
     budget: Arc<MemoryBudget>,
-    max: usize,
-    used: AtomicUsize,
+    cap: Arc<InstanceCap>,
+    /// The runtime's interrupt count: a wait for the budget ends when it moves.
+    runtime_interrupts: Arc<AtomicU64>,
 }
 
 impl MemoryLimit for InstanceLimit {
     fn try_take(&self, bytes: usize) -> bool {
-        let fits = self
-            .used
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| u.checked_add(bytes).filter(|&n| n <= self.max))
-            .is_ok();
-        if !fits {
+        if !self.cap.try_take(bytes) {
             return false;
         }
-        if !matches!(self.budget.take(bytes, &|| None), Take::Taken) {
-            self.used.fetch_sub(bytes, Ordering::AcqRel);
+        // The budget may wait (bounded) for lifts in flight to give back their room.
+        let before = self.runtime_interrupts.load(Ordering::Relaxed);
+        let stop = || (self.runtime_interrupts.load(Ordering::Relaxed) != before).then(|| Interrupted.into());
+        if !matches!(self.budget.take(bytes, &stop), Take::Taken) {
+            self.cap.give_back(bytes);
             return false;
         }
         true
     }
 
     fn give_back(&self, bytes: usize) {
-        self.used.fetch_sub(bytes, Ordering::AcqRel);
+        self.cap.give_back(bytes);
         self.budget.give_back(bytes);
     }
 
     fn available(&self) -> usize {
-        let own = self.max.saturating_sub(self.used.load(Ordering::Acquire));
-        own.min(self.budget.limit().saturating_sub(self.budget.used()))
+        self.cap.available().min(self.budget.limit().saturating_sub(self.budget.used()))
     }
 }
 
@@ -80,8 +80,13 @@ pub struct PluginArrays {
 }
 
 impl PluginArrays {
-    pub fn new(budget: Arc<MemoryBudget>, max_memory: usize, runtime_interrupts: Arc<AtomicU64>, epochs: bool) -> Self {
-        let limit = InstanceLimit { budget, max: max_memory, used: AtomicUsize::new(0) };
+    pub fn new(
+        budget: Arc<MemoryBudget>,
+        cap: Arc<InstanceCap>,
+        runtime_interrupts: Arc<AtomicU64>,
+        epochs: bool,
+    ) -> Self {
+        let limit = InstanceLimit { budget, cap, runtime_interrupts: runtime_interrupts.clone() };
         PluginArrays {
             memory: ArrayMemory::new(Box::new(limit)),
             live: 0,
@@ -115,6 +120,17 @@ impl PluginArrays {
     /// A fresh zeroed array in the instance's memory (tiles read for the plugin).
     pub fn zeros(&self, dtype: DType, shape: &[usize]) -> Result<HostArray, ArrayError> {
         HostArray::zeros(&self.memory, dtype, shape)
+    }
+
+    /// The most bytes the arrays held at once.
+    pub fn peak_bytes(&self) -> usize {
+        self.memory.peak()
+    }
+
+    /// Give back the freed buffers kept for reuse (they count against the cap): the
+    /// instance's linear memory needs the room.
+    pub fn trim(&self) {
+        self.memory.trim();
     }
 
     /// The `process` call returned: views of its tile fail from now on.
