@@ -680,7 +680,13 @@ impl PartitionRunner for WasmPartition<'_> {
 
     fn stats(&self) -> Option<InstanceStats> {
         let state = self.instance.store.data();
-        Some(InstanceStats { peak_memory: state.limits.peak_memory, ..state.stats })
+        Some(InstanceStats {
+            peak_memory: state.limits.peak_memory,
+            peak_arrays: state.arrays.peak_live,
+            live_arrays: state.arrays.live,
+            peak_array_bytes: state.arrays.peak_bytes(),
+            ..state.stats
+        })
     }
 
     fn postprocess(&mut self) -> Result<(), CallError> {
