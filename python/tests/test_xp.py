@@ -276,6 +276,18 @@ def test_against_array_api_strict_promotion():
         assert got.name == str(expected).split(".")[-1].replace("'>", ""), (left, right, got, expected)
 
 
+def test_result_type_takes_bools_like_numpy():
+    # Issue 32's array-api-tests triage: result_type(bool, bool) raised ("add: needs
+    # numeric dtypes"), as it promoted by adding probes.
+    cases = [("bool", "bool"), ("bool", "int8"), ("uint16", "bool"), ("bool", "float32"), ("bool", "bool", "uint8")]
+    for dtypes in cases:
+        assert xp.result_type(*dtypes).name == np.result_type(*dtypes).name, dtypes
+    for mixed in [(np.array([True]), 1), (True, "float32"), (np.array([True]), np.array([False]), True)]:
+        got = xp.result_type(*[xp.asarray(m) if isinstance(m, np.ndarray) else m for m in mixed])
+        assert got.name == np.result_type(*mixed).name, mixed
+    assert xp.isdtype(dtype=xp.float32, kind="real floating")
+
+
 @pytest.mark.parametrize("call, error, match", [
     (lambda: xp.zeros((3, 4)) + xp.zeros((5,)), ValueError, r"add: shapes \(3, 4\) and \(5,\) do not fit"),
     (lambda: xp.sum(xp.zeros((3, 4)), axis=2), IndexError, r"sum: axis 2 is out of bounds for an array of 2"),

@@ -149,8 +149,8 @@ _KINDS = {"bool": "b", "signed integer": "i", "unsigned integer": "u", "integral
           "real floating": "f", "complex floating": "c", "numeric": "iufc"}
 
 
-def isdtype(d, kind):
-    d = _dtype(d)
+def isdtype(dtype, kind):
+    d = _dtype(dtype)
     if isinstance(kind, tuple):
         return _builtins.any(isdtype(d, k) for k in kind)
     if isinstance(kind, str):
@@ -167,8 +167,22 @@ def result_type(*arrays_and_dtypes):
             probe = zeros((), dtype=_dtype(x))
         else:
             probe = x
-        out = probe if out is None else (zeros((), dtype=out.dtype) if isinstance(out, ndarray) else out) + probe
+        out = probe if out is None else _promoted(out, probe)
     return out.dtype if isinstance(out, ndarray) else asarray(out).dtype
+
+
+def _is_bool(x):
+    return x.dtype == bool if isinstance(x, ndarray) else isinstance(x, _builtins.bool)
+
+
+def _promoted(a, b):
+    """A probe of the dtype `a` and `b` promote to (0-d arrays or Python scalars): by adding
+    them, except that bool, which `+` refuses, gives way to any other type."""
+    if _is_bool(b):
+        return a
+    if _is_bool(a):
+        return b
+    return (zeros((), dtype=a.dtype) if isinstance(a, ndarray) else a) + b
 
 
 def can_cast(from_, to):
