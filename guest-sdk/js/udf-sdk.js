@@ -653,6 +653,9 @@ export class ArrayBuffers extends Buffers {
     this.views = new Map();
   }
   enter(unit) {
+    // The last unit's views are the SDK's own: give them back now (a host array lives
+    // until the partition ends otherwise, and at most 4096 may be alive at once).
+    for (const [name, view] of this.views) if (view !== this.buffer(name).array) view.dispose();
     this.unit = unit;
     this.views.clear();
   }
@@ -681,21 +684,23 @@ export class ArrayBuffers extends Buffers {
     this.get(name).fill(isBigInt(this.dtype(name)) ? BigInt(value) : value);
   }
   accumulate(name, source, op) {
-    let value = source;
     if (source instanceof Tile) {
       const frames = source.data;
-      value = op === 'add' ? xp.sum(frames, { axis: 0 })
+      const value = op === 'add' ? xp.sum(frames, { axis: 0 })
         : op === 'assign' ? frames.get(-1)
           : op === 'max' ? xp.max(frames, { axis: 0 }) : xp.min(frames, { axis: 0 });
-    } else if (source instanceof Frame) {
-      value = source.data;
+      combineArrays(this.get(name), value, op);
+      value.dispose();
+    } else {
+      combineArrays(this.get(name), source instanceof Frame ? source.data : source, op);
     }
-    combineArrays(this.get(name), value, op);
   }
   addFrameSums(name, tile) {
     const axis = [];
     for (let a = 1; a < tile.data.ndim; a++) axis.push(a);
-    combineArrays(this.get(name), xp.sum(tile.data, { axis }), 'add');
+    const sums = xp.sum(tile.data, { axis });
+    combineArrays(this.get(name), sums, 'add');
+    sums.dispose();
   }
   mergeFrom(src, name, op) {
     combineArrays(this.whole(name), src.whole(name), op);
@@ -715,9 +720,11 @@ export class ArrayBuffers extends Buffers {
 function combineArrays(dest, value, op) {
   if (op === 'add') dest.iadd(value);
   else if (op === 'assign') dest.set(value);
-  else if (op === 'max') dest.set(xp.maximum(dest, value));
-  else if (op === 'min') dest.set(xp.minimum(dest, value));
-  else throw UdfError.internal(`combine: op must be add, min, max or assign, found '${op}'`);
+  else if (op === 'max' || op === 'min') {
+    const extreme = op === 'max' ? xp.maximum(dest, value) : xp.minimum(dest, value);
+    dest.set(extreme);
+    extreme.dispose();
+  } else throw UdfError.internal(`combine: op must be add, min, max or assign, found '${op}'`);
 }
 
 /** A result of getResults from an `xp.NDArray`. */
@@ -973,17 +980,28 @@ export function exportUdf(Cls) {
     process: guard((raw) => {
       const w = need();
       const tile = new Tile(raw, w.ctx, arrays);
-      if (w.method === 'tile') {
-        w.buffers.enter({ tile: [tile.navOffset, tile.navOffset + tile.frames], sigOrigin: tile.sigOrigin, sigShape: tile.sigShape });
-        w.udf.processTile(tile, w.buffers);
-      } else if (w.method === 'frame') {
-        for (let i = 0; i < tile.frames; i++) {
-          w.buffers.enter({ frame: tile.navOffset + i });
-          w.udf.processFrame(new Frame(tile, i), w.buffers);
+      // With host arrays the tile's and the frames' arrays are the SDK's: disposed when
+      // the call is done with them (views of the tile expire when the call returns anyway).
+      try {
+        if (w.method === 'tile') {
+          w.buffers.enter({ tile: [tile.navOffset, tile.navOffset + tile.frames], sigOrigin: tile.sigOrigin, sigShape: tile.sigShape });
+          w.udf.processTile(tile, w.buffers);
+        } else if (w.method === 'frame') {
+          for (let i = 0; i < tile.frames; i++) {
+            w.buffers.enter({ frame: tile.navOffset + i });
+            const frame = new Frame(tile, i);
+            try {
+              w.udf.processFrame(frame, w.buffers);
+            } finally {
+              if (arrays) frame.data.dispose();
+            }
+          }
+        } else {
+          w.buffers.enter(null);
+          w.udf.processPartition(tile, w.buffers);
         }
-      } else {
-        w.buffers.enter(null);
-        w.udf.processPartition(tile, w.buffers);
+      } finally {
+        if (arrays) tile.data.dispose();
       }
     }),
     postprocess: guard(() => {
@@ -1092,10 +1110,19 @@ function exportArrayMap(name, f, summary, inputDtype) {
     processFrame(frame, results) {
       const out = results.get('result');
       const value = xp.asarray(f(frame.data));
-      if (value.size !== out.size) {
-        throw UdfError.invalidData(`the frame map returned a value of shape [${value.shape}] for frame ${frame.navIndex}, unlike its value for a frame of zeros`);
+      // The value is the map's (or a copy of what it returned): disposed here unless it
+      // is the frame itself, which the SDK disposes.
+      const own = value !== frame.data ? value : undefined;
+      try {
+        if (value.size !== out.size) {
+          throw UdfError.invalidData(`the frame map returned a value of shape [${value.shape}] for frame ${frame.navIndex}, unlike its value for a frame of zeros`);
+        }
+        const shaped = value.reshape(out.shape);
+        out.set(shaped);
+        shaped.dispose();
+      } finally {
+        if (own) own.dispose();
       }
-      out.set(value.reshape(out.shape));
     }
   }
   return exportUdf(FrameMap);

@@ -46,7 +46,39 @@ function call(f) {
     return f();
   } catch (e) {
     return rethrow(e);
+  } finally {
+    disposeTemporaries();
   }
+}
+
+// componentize-js traps ("unreachable") lowering a negative f64 into the `scalar`
+// variant, whose payload shares a slot with its s64 case. A negative float therefore
+// goes to the host as a 0-d array: the float's magnitude, negated in the host, in the
+// dtype a weak Python float takes next to `like` (its own float or complex dtype, else
+// float64), disposed when the call that needed it returns.
+const temporaries = [];
+
+function disposeTemporaries() {
+  while (temporaries.length) temporaries.pop()[Symbol.dispose]();
+}
+
+const isNegativeFloat = (v) => typeof v === 'number' && (v < 0 || Object.is(v, -0));
+
+function negatedFull(shape, magnitude, dtype) {
+  const positive = host.full(shape, { tag: 'float', val: magnitude }, dtype);
+  try {
+    return host.unary('negative', positive);
+  } finally {
+    positive[Symbol.dispose]();
+  }
+}
+
+function negativeFloat(v, like) {
+  const d = like instanceof NDArray ? like.dtype : 'float64';
+  const dtype = d.startsWith('float') || d.startsWith('complex') ? d : 'float64';
+  const array = negatedFull(new BigUint64Array(0), -v, dtype);
+  temporaries.push(array);
+  return array;
 }
 
 const WIT_DTYPE = { bool: 'boolean' };
@@ -63,8 +95,11 @@ function scalar(v) {
   throw new TypeError(`expected an NDArray, a number, a BigInt, a boolean or {re, im}, got ${v}`);
 }
 
-function operand(v) {
-  return v instanceof NDArray ? { tag: 'array', val: v.r } : { tag: 'scalar', val: scalar(v) };
+/** An operand; `like` is the other operand (for the dtype of a negative float). */
+function operand(v, like) {
+  if (v instanceof NDArray) return { tag: 'array', val: v.r };
+  if (isNegativeFloat(v)) return { tag: 'array', val: negativeFloat(v, like) };
+  return { tag: 'scalar', val: scalar(v) };
 }
 
 /** `start:stop:step` as an index item (any part undefined or null: Python's default). */
@@ -144,13 +179,13 @@ export class NDArray {
 
   /** `x[index] = value` (the value broadcast and cast to x's dtype); no index: all of x. */
   set(value, ...items) {
-    call(() => this.r.set(index(items), operand(value)));
+    call(() => this.r.set(index(items), operand(value, this)));
     return this;
   }
 
   /** `x[index] += value` in place (NumPy's same_kind casting); no index: all of x. */
   iadd(value, ...items) {
-    call(() => this.r.addAt(index(items), operand(value)));
+    call(() => this.r.addAt(index(items), operand(value, this)));
     return this;
   }
 
@@ -264,7 +299,7 @@ for (const name of UNARY) {
   ops[name] = (x) => new NDArray(call(() => host.unary(kebab(name), asarray(x).r)));
 }
 for (const name of BINARY) {
-  ops[name] = (a, b) => new NDArray(call(() => host.binary(kebab(name), operand(a), operand(b))));
+  ops[name] = (a, b) => new NDArray(call(() => host.binary(kebab(name), operand(a, b), operand(b, a))));
 }
 for (const name of REDUCE) {
   ops[name] = (x, options) => new NDArray(call(() => host.reduce(kebab(name), asarray(x).r, reduceOptions(options))));
@@ -309,12 +344,12 @@ export const std = ops.std;
 
 /** `where(condition, a, b)`. */
 export function where(condition, a, b) {
-  return new NDArray(call(() => host.where(condition.r, operand(a), operand(b))));
+  return new NDArray(call(() => host.where(condition.r, operand(a, b), operand(b, a))));
 }
 
 /** `clip(x, min, max)` (either may be undefined): x's dtype. */
 export function clip(x, lo, hi) {
-  return new NDArray(call(() => host.clip(x.r, lo === undefined ? undefined : operand(lo), hi === undefined ? undefined : operand(hi))));
+  return new NDArray(call(() => host.clip(x.r, lo === undefined ? undefined : operand(lo, x), hi === undefined ? undefined : operand(hi, x))));
 }
 
 /** `a @ b`. */
@@ -353,7 +388,9 @@ export function zeros(shape, dtype = 'float64') {
 }
 
 export function full(shape, value, dtype) {
-  return new NDArray(call(() => host.full(u64s(shape), scalar(value), dtype === undefined ? undefined : witDtype(dtype))));
+  const d = dtype === undefined ? undefined : witDtype(dtype);
+  if (isNegativeFloat(value)) return new NDArray(call(() => negatedFull(u64s(shape), -value, d)));
+  return new NDArray(call(() => host.full(u64s(shape), scalar(value), d)));
 }
 
 export function ones(shape, dtype = 'float64') {

@@ -22,7 +22,11 @@ class Logsum extends sdk.Udf {
   processFrame(frame, results) {
     if (sdk.isComplex(frame.dtype)) throw sdk.UdfError.invalidData('logsum needs real input');
     const data = frame.data;
-    results.get('logsum').iadd(xp.log1p(data.sub(xp.min(data))));
+    const low = xp.min(data);
+    const shifted = data.sub(low);
+    const scaled = xp.log1p(shifted);
+    results.get('logsum').iadd(scaled);
+    for (const a of [low, shifted, scaled]) a.dispose(); // host arrays live until the partition ends otherwise
   }
 
   static merge(ctx, dest, src) {

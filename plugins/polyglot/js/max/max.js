@@ -17,7 +17,11 @@ class Max extends sdk.Udf {
 
   processTile(tile, results) {
     const acc = results.get('maxbuf');
-    acc.set(xp.maximum(acc, xp.max(tile.data, { axis: 0 })));
+    const tileMax = xp.max(tile.data, { axis: 0 });
+    const both = xp.maximum(acc, tileMax);
+    acc.set(both);
+    tileMax.dispose(); // host arrays live until the partition ends unless disposed
+    both.dispose();
   }
 }
 

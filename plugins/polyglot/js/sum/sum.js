@@ -27,7 +27,9 @@ class Sum extends sdk.Udf {
   }
 
   processTile(tile, results) {
-    results.get('intensity').iadd(xp.sum(tile.data, { axis: 0 })); // the tile's part of the frame
+    const part = xp.sum(tile.data, { axis: 0 }); // the tile's part of the frame
+    results.get('intensity').iadd(part);
+    part.dispose(); // a host array lives until the partition ends unless disposed
   }
 
   static merge(ctx, dest, src) {

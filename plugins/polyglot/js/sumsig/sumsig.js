@@ -20,7 +20,9 @@ class SumSig extends sdk.Udf {
   processTile(tile, results) {
     // A tile may hold only part of each frame: accumulate the partial sums.
     const axis = tile.sigShape.map((_, a) => a + 1);
-    results.get('intensity').iadd(xp.sum(tile.data, { axis }));
+    const sums = xp.sum(tile.data, { axis });
+    results.get('intensity').iadd(sums);
+    sums.dispose(); // a host array lives until the partition ends unless disposed
   }
 }
 
