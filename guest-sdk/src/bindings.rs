@@ -9,4 +9,6 @@ wit_bindgen::generate!({
     export_macro_name: "export_udf_bindings",
     default_bindings_module: "udf_sdk::bindings",
     additional_derives: [PartialEq],
+    // Operands hold borrowed array handles, which have no equality.
+    additional_derives_ignore: ["operand"],
 });

@@ -44,6 +44,7 @@
 //! [`with_numeric_type!`] to write typed code once for every dtype.
 
 mod adapter;
+pub mod array;
 #[doc(hidden)]
 pub mod bindings;
 mod buffers;

@@ -17,6 +17,7 @@
 //! | [`output`] | writing results (`.npy`, `results.json`, `index.html`) atomically; live snapshots |
 //! | [`preview`] | PNG previews of image results (colour maps, robust scaling, colour bar) |
 //! | [`scaffold`] | new plugin projects: templates, the vendored SDKs and lock file (`udf-host new`) |
+//! | [`arrays`] | host arrays: the executor behind the contract's `arrays` interface (NumPy semantics) |
 //! | [`dtype`], [`array`], [`npy`] | element types, arrays, the `.npy` format |
 //! | [`params`], [`roi`], [`log`] | parameters, regions of interest, plugin logs |
 //! | [`serve`] | `udf-host serve`: the browser front end (a local web server and its page) |
@@ -24,6 +25,7 @@
 //! See `docs/architecture.md` for how the pieces fit together.
 
 pub mod array;
+pub mod arrays;
 pub mod builtins;
 #[cfg(feature = "cli")]
 pub mod cli;

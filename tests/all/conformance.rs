@@ -313,6 +313,43 @@ fn catches_memory_growing_per_tile() {
     assert_eq!(report.failed(), vec!["resources.memory_growth"], "{}", report.to_text(false));
 }
 
+/// Plugins that compute with host arrays (the Rust probes; the Python and JavaScript
+/// ones in `polyglot::every_polyglot_plugin_conforms`) conform, and the array check
+/// looked at their arrays.
+#[test]
+fn host_array_plugins_conform() {
+    let masks: Vec<f32> = (0..2 * 256).map(|i| ((i * 7) % 5) as f32 - 2.0).collect();
+    let masks =
+        ParamValue::Array(std::sync::Arc::new(udf_host::array::NdArray::from_vec(&[2, 16, 16], masks).expect("shape")));
+    let mut subjects = vec![("probe_host_arrays", Params::default())];
+    for op in ["sum", "sumsig", "stddev", "masks"] {
+        let params = udf_host_tests::params(&[("op", ParamValue::Text(op.into())), ("masks", masks.clone())]);
+        subjects.push(("probe_host_array_ops", params));
+    }
+    for (name, params) in subjects {
+        let report = conformance::check_plugin(load(name), &Config { params, ..Config::default() })
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(report.passed, "{name} does not conform:\n{}", report.to_text(true));
+        let check = report.check("resources.array_growth").expect("the array check");
+        assert_eq!(check.status, Status::Pass, "{name}: {}", report.to_text(true));
+    }
+}
+
+/// Issue 32: a plugin that keeps a host array per tile holds more and more of them and
+/// ends at the live-array cap on a long partition; the kit reports the arrays left
+/// after the partition and fails `resources.array_growth` alone.
+#[test]
+fn catches_host_arrays_kept_per_tile() {
+    let params = udf_host_tests::params(&[("leak", ParamValue::Bool(true))]);
+    let report = conformance::check_plugin(load("probe_host_arrays"), &Config { params, ..Config::default() })
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report.failed(), vec!["resources.array_growth"], "{}", report.to_text(false));
+    let failed = &evidence(&report, "resources.array_growth")[0];
+    assert!(failed.message.contains("left after the partition's export"), "{failed:?}");
+    let text = report.to_text(false);
+    assert!(text.contains("host arrays: at most"), "{text}");
+}
+
 #[test]
 fn catches_a_trap_on_nan() {
     let report = conformance::check_plugin(load("broken_nan_trap"), &Config::default()).unwrap();

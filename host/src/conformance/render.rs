@@ -115,6 +115,13 @@ pub(crate) fn text(report: &Report, verbose: bool) -> String {
                 r.tiles_per_partition,
                 r.seconds_per_tile * 1e6
             );
+            if r.peak_arrays > 0 {
+                let _ = writeln!(
+                    out,
+                    "      host arrays: at most {} alive at once, {} left after the partition's export",
+                    r.peak_arrays, r.arrays_left
+                );
+            }
         }
     }
     let c = &report.counts;

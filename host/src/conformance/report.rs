@@ -321,6 +321,11 @@ pub struct ResourceUse {
     pub process_seconds: f64,
     /// `process_seconds / process_calls`.
     pub seconds_per_tile: f64,
+    /// The most host arrays a partition's instance held at once.
+    pub peak_arrays: usize,
+    /// Host arrays a partition's instance still held after its export (the most of any
+    /// partition): buffers and parameters kept as host arrays, and any it leaked.
+    pub arrays_left: usize,
 }
 
 /// Counts of checks by status.

@@ -1,6 +1,7 @@
 //! Resource use: peak guest memory and time per tile are reported, not judged; memory
-//! that grows with the number of tiles (a leak) fails, and so does waiting on timers
-//! (`sleep`, a poll with a timeout: `resources.timers`).
+//! that grows with the number of tiles (a leak) fails, and so do host arrays that grow
+//! with it (`resources.array_growth`) and waiting on timers (`sleep`, a poll with a
+//! timeout: `resources.timers`).
 //!
 //! The leak check runs one partition of few frames and one of many, both in depth-1
 //! full-frame tiles (one tile per frame), and compares the peak memory of the two
@@ -18,6 +19,9 @@ use crate::udf::{BufferKind, BufferUse, Method};
 /// Growth of peak memory tolerated besides the nav buffers' (allocator rounding, wasm
 /// pages of 64 KiB).
 pub const SLACK: usize = 128 << 10;
+/// Growth of the most host arrays alive at once tolerated between the short and the
+/// long run (a temporary or two held a little longer by a collector).
+pub const ARRAY_SLACK: usize = 2;
 /// Frames of the short run.
 const FEW: usize = 8;
 /// Data of the long run, at most.
@@ -38,6 +42,8 @@ pub(crate) fn usage(run: &str, results: &RunResults) -> ResourceUse {
         process_calls,
         process_seconds,
         seconds_per_tile: if process_calls > 0 { process_seconds / process_calls as f64 } else { 0.0 },
+        peak_arrays: instances.iter().map(|(_, s)| s.peak_arrays).max().unwrap_or(0),
+        arrays_left: instances.iter().map(|(_, s)| s.live_arrays).max().unwrap_or(0),
     }
 }
 
@@ -77,8 +83,44 @@ fn timers(ctx: &Ctx<'_>) -> Check {
 /// The leak and timer checks and the usage of their runs.
 pub(crate) fn check(ctx: &Ctx<'_>) -> (Vec<Check>, Vec<ResourceUse>) {
     let (mut checks, usage) = memory_growth(ctx);
+    checks.push(array_growth(&usage));
     checks.push(timers(ctx));
     (checks, usage)
+}
+
+/// `resources.array_growth`: the host arrays a plugin holds do not grow with the number
+/// of tiles (the runs of the memory check, few and many tiles in one partition). What a
+/// partition legitimately keeps (buffers, parameters, accumulators) is the same for both;
+/// an array kept per tile is a leak that ends at the live-array cap
+/// ([`crate::wasm::MAX_LIVE_ARRAYS`]) on a partition of that many tiles.
+pub(crate) fn array_growth(runs: &[ResourceUse]) -> Check {
+    let title = "the host arrays alive do not grow with the number of tiles (no array kept per tile)";
+    let [few, lots] = runs else {
+        return Check::not_applicable(Group::Resources, "array_growth", title, "the memory check's runs did not run");
+    };
+    if lots.peak_arrays == 0 {
+        return Check::not_applicable(Group::Resources, "array_growth", title, "the plugin uses no host arrays");
+    }
+    let variant = format!("{} vs {} tiles of one frame", few.process_calls, lots.process_calls);
+    let message = format!(
+        "at most {} host arrays alive with {} tiles, {} with {} tiles; {} left after the partition's export with {} \
+         tiles, {} with {}",
+        few.peak_arrays,
+        few.process_calls,
+        lots.peak_arrays,
+        lots.process_calls,
+        few.arrays_left,
+        few.process_calls,
+        lots.arrays_left,
+        lots.process_calls
+    );
+    let grew = lots.peak_arrays > few.peak_arrays + ARRAY_SLACK || lots.arrays_left > few.arrays_left;
+    let e = if grew {
+        Evidence::fail(&variant, format!("{message}: arrays kept per tile (drop or dispose them when done)"))
+    } else {
+        Evidence::pass(&variant, message)
+    };
+    Check::from_evidence(Group::Resources, "array_growth", title, vec![e])
 }
 
 /// The leak check and the usage of its runs.

@@ -21,6 +21,7 @@ macro_rules! embed {
 /// The Rust SDK's sources (its `Cargo.toml` is derived by [`rust_sdk_manifest`]).
 pub(super) const RUST_SDK: Embedded = embed! {
     "udf-sdk/src/adapter.rs" => "../../../guest-sdk/src/adapter.rs",
+    "udf-sdk/src/array.rs" => "../../../guest-sdk/src/array.rs",
     "udf-sdk/src/bindings.rs" => "../../../guest-sdk/src/bindings.rs",
     "udf-sdk/src/buffers.rs" => "../../../guest-sdk/src/buffers.rs",
     "udf-sdk/src/declaration.rs" => "../../../guest-sdk/src/declaration.rs",

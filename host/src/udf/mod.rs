@@ -252,6 +252,16 @@ pub struct InstanceStats {
     /// flags it).
     #[serde(default)]
     pub timer_waits: u64,
+    /// The most host arrays (the contract's `arrays` interface) alive at once.
+    #[serde(default)]
+    pub peak_arrays: usize,
+    /// Host arrays still alive when the stats were taken (after the partition's export:
+    /// result buffers and parameters a plugin keeps as host arrays, and any it leaked).
+    #[serde(default)]
+    pub live_arrays: usize,
+    /// The most bytes its host arrays held at once (with freed buffers kept for reuse).
+    #[serde(default)]
+    pub peak_array_bytes: usize,
 }
 
 /// One partition's instance of a UDF.

@@ -161,8 +161,8 @@ impl std::fmt::Display for BudgetExceeded {
 
 impl std::error::Error for BudgetExceeded {}
 
-/// An instance's memory went past `--max-memory` (all its linear memories and tables
-/// together).
+/// An instance's memory went past `--max-memory` (all its linear memories, tables and
+/// host arrays together).
 #[derive(Debug)]
 pub struct MemoryLimitExceeded {
     pub limit: usize,
@@ -172,7 +172,7 @@ impl std::fmt::Display for MemoryLimitExceeded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "exceeded the memory limit of {} MiB (--max-memory, all of the instance's memories and tables)",
+            "exceeded the memory limit of {} MiB (--max-memory, all of the instance's memories, tables and host arrays)",
             self.limit >> 20
         )
     }
@@ -196,15 +196,51 @@ impl std::error::Error for Interrupted {}
 /// pointer).
 const TABLE_ELEMENT_BYTES: usize = std::mem::size_of::<usize>();
 
-/// The memory limits of a store: its own (`--max-memory`, counting every linear memory
-/// and table of the instance together) and the run's total budget, recording the peak
-/// memory it allowed.
+/// An instance's cap (`--max-memory`) on its linear memories, tables and host arrays
+/// together: one count that [`Limits`] (memories, tables) and the instance's host arrays
+/// ([`super::arrays::PluginArrays`]) both take from.
+#[derive(Debug)]
+pub struct InstanceCap {
+    max: usize,
+    used: std::sync::atomic::AtomicUsize,
+}
+
+impl InstanceCap {
+    pub fn new(max: usize) -> Arc<Self> {
+        Arc::new(InstanceCap { max, used: std::sync::atomic::AtomicUsize::new(0) })
+    }
+
+    /// Take `bytes` more; `false` (and nothing taken) when the sum would pass the cap.
+    pub fn try_take(&self, bytes: usize) -> bool {
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| u.checked_add(bytes).filter(|&n| n <= self.max))
+            .is_ok()
+    }
+
+    pub fn give_back(&self, bytes: usize) {
+        self.used.fetch_sub(bytes, Ordering::AcqRel);
+    }
+
+    /// Bytes still free under the cap.
+    pub fn available(&self) -> usize {
+        self.max.saturating_sub(self.used.load(Ordering::Acquire))
+    }
+
+    pub fn max(&self) -> usize {
+        self.max
+    }
+}
+
+/// The memory limits of a store: its own (`--max-memory`, counting every linear memory,
+/// table and host array of the instance together) and the run's total budget, recording
+/// the peak memory it allowed.
 pub struct Limits {
     inner: StoreLimits,
     budget: Arc<MemoryBudget>,
-    /// The instance's cap (`--max-memory`) on its memories and tables together.
-    max_memory: usize,
-    /// Bytes of linear memory and tables taken from the budget (given back on drop).
+    /// The instance's cap (`--max-memory`), shared with its host arrays.
+    cap: Arc<InstanceCap>,
+    /// Bytes of linear memory and tables taken from the cap and the budget (given back on
+    /// drop).
     held: usize,
     /// Largest linear memory granted (all memories together), in bytes.
     pub peak_memory: usize,
@@ -216,16 +252,24 @@ impl Limits {
     /// Take `growth` bytes for the instance: within its own cap, then from the run's
     /// budget, waiting (while `stop` says nothing) for lifts in flight to give back.
     fn take(&mut self, growth: usize, stop: &dyn Fn() -> Option<wasmtime::Error>) -> wasmtime::Result<()> {
-        if self.held.checked_add(growth).is_none_or(|total| total > self.max_memory) {
-            return Err(MemoryLimitExceeded { limit: self.max_memory }.into());
+        if !self.cap.try_take(growth) {
+            return Err(MemoryLimitExceeded { limit: self.cap.max() }.into());
         }
-        match self.budget.take(growth, stop) {
-            Take::Taken => {}
-            Take::Exceeded => return Err(BudgetExceeded { limit: self.budget.limit() }.into()),
-            Take::Stopped(why) => return Err(why),
-        }
-        self.held += growth;
-        Ok(())
+        let refused: wasmtime::Error = match self.budget.take(growth, stop) {
+            Take::Taken => {
+                self.held += growth;
+                return Ok(());
+            }
+            Take::Exceeded => BudgetExceeded { limit: self.budget.limit() }.into(),
+            Take::Stopped(why) => why,
+        };
+        self.cap.give_back(growth);
+        Err(refused)
+    }
+
+    /// Whether `growth` more bytes fit under the instance's cap now.
+    fn fits(&self, growth: usize) -> bool {
+        growth <= self.cap.available()
     }
 }
 
@@ -236,6 +280,10 @@ impl wasmtime::ResourceLimiter for HostState {
             return Ok(false);
         }
         let growth = desired.saturating_sub(current);
+        if !self.limits.fits(growth) {
+            // Freed host arrays kept for reuse still count: give them back first.
+            self.arrays.trim();
+        }
         let stop = CallStop::of(self);
         self.limits.take(growth, &|| stop.reason())?;
         self.limits.memory += growth;
@@ -253,6 +301,9 @@ impl wasmtime::ResourceLimiter for HostState {
             return Ok(false);
         }
         let growth = desired.saturating_sub(current).saturating_mul(TABLE_ELEMENT_BYTES);
+        if !self.limits.fits(growth) {
+            self.arrays.trim();
+        }
         let stop = CallStop::of(self);
         self.limits.take(growth, &|| stop.reason())?;
         Ok(true)
@@ -308,6 +359,7 @@ impl CallStop {
 impl Drop for Limits {
     fn drop(&mut self) {
         self.budget.give_back(self.held);
+        self.cap.give_back(self.held);
     }
 }
 
@@ -330,6 +382,8 @@ pub struct HostState {
     /// What the current call may return (its hostcall fuel), for messages.
     pub call_kind: CallKind,
     pub log: Arc<Mutex<PluginLog>>,
+    /// The plugin's host arrays (the contract's `arrays` interface).
+    pub arrays: super::arrays::PluginArrays,
     wasi: WasiCtx,
     table: ResourceTable,
 }
@@ -345,11 +399,12 @@ impl HostState {
             .build();
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_RESOURCES);
+        let cap = InstanceCap::new(shared.options.max_memory);
         HostState {
             limits: Limits {
                 inner,
                 budget: shared.budget.clone(),
-                max_memory: shared.options.max_memory,
+                cap: cap.clone(),
                 held: 0,
                 peak_memory: 0,
                 memory: 0,
@@ -364,7 +419,21 @@ impl HostState {
             wasi: deny_all_wasi(&log),
             table,
             log,
+            arrays: super::arrays::PluginArrays::new(
+                shared.budget.clone(),
+                cap,
+                shared.interrupts.clone(),
+                shared.epochs,
+            ),
         }
+    }
+
+    pub(super) fn table_ref(&self) -> &ResourceTable {
+        &self.table
+    }
+
+    pub(super) fn table_mut(&mut self) -> &mut ResourceTable {
+        &mut self.table
     }
 
     /// The interrupts so far: the runtime's (`runtime`) and this plugin's.
@@ -655,7 +724,7 @@ mod tests {
         let mut limits = Limits {
             inner: wasmtime::StoreLimitsBuilder::new().build(),
             budget: budget.clone(),
-            max_memory: 100 << 20,
+            cap: InstanceCap::new(100 << 20),
             held: 0,
             peak_memory: 0,
             memory: 0,

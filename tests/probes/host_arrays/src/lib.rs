@@ -1,0 +1,73 @@
+//! Probe: the sum over frames (sig buffer) and over each frame's pixels (nav buffer)
+//! computed with host arrays — the tile never enters the plugin (`use_host_tiles`), the
+//! sums are host calls, only the per-tile sums are copied out. Param `leak` (bool,
+//! default false) keeps every array it makes, to show the live-array cap; `grow_mib`
+//! grows its linear memory by that many MiB and then `hold_mib` holds host arrays of
+//! that many MiB (1 MiB each) from `init` on, to show that both count against one
+//! `--max-memory`.
+
+use udf_sdk::array::{Array, use_host_tiles};
+use udf_sdk::prelude::*;
+
+struct HostArrays {
+    leak: bool,
+    kept: Vec<Array>,
+    /// Guest memory held (`grow_mib`), touched so it is really there.
+    _grown: Vec<u8>,
+}
+
+impl Udf for HostArrays {
+    fn describe() -> Description {
+        use_host_tiles();
+        Description::new("host-arrays", "0.1.0", "Sum and sum over pixels with host arrays")
+            .param(ParamSpec::boolean("leak", "keep every array made (tests the cap)").default(false))
+            .param(ParamSpec::int("grow_mib", "MiB of linear memory to hold from init on").default(0))
+            .param(ParamSpec::int("hold_mib", "MiB of host arrays to hold from init on").default(0))
+            .custom_merge()
+    }
+
+    fn result_buffers(_: &Params, _: &DatasetMeta) -> Result<Vec<BufferDecl>> {
+        Ok(vec![BufferDecl::sig("intensity", DType::Float32), BufferDecl::nav("sumsig", DType::Float32)])
+    }
+
+    fn new(ctx: &Context) -> Result<Self> {
+        let mib = |name: &str| -> Result<usize> {
+            usize::try_from(ctx.params().int(name)?)
+                .map_err(|_| UdfError::bad_param(format!("{name} must not be negative")))
+        };
+        let grown = std::hint::black_box(vec![1u8; mib("grow_mib")? << 20]);
+        let mut kept = Vec::new();
+        for _ in 0..mib("hold_mib")? {
+            kept.push(Array::zeros(&[1 << 18], DType::Float32)?);
+        }
+        Ok(HostArrays { leak: ctx.params().boolean("leak")?, kept, _grown: grown })
+    }
+
+    fn process_tile(&mut self, _tile: &Tile<'_>, results: &mut Buffers) -> Result<()> {
+        let tile = Array::tile()?;
+        let ndim = tile.shape().len() as i64;
+        let over_frames = tile.sum(Some(&[0]))?.to_vec::<f32>()?;
+        let pixels: Vec<i64> = (1..ndim).collect();
+        let per_frame = tile.sum(Some(&pixels))?.to_vec::<f32>()?;
+        for (o, v) in results.view_mut::<f32>("intensity")?.iter_mut().zip(over_frames) {
+            *o += v;
+        }
+        for (o, v) in results.view_mut::<f32>("sumsig")?.iter_mut().zip(per_frame) {
+            *o += v;
+        }
+        if self.leak {
+            self.kept.push(tile);
+        }
+        Ok(())
+    }
+
+    fn merge(_: &MergeContext, dest: &mut Buffers, src: &Buffers) -> Result<()> {
+        let mut d = dest.view_mut::<f32>("intensity")?;
+        d += &src.view::<f32>("intensity")?;
+        let mut n = dest.view_mut::<f32>("sumsig")?;
+        n.assign(&src.view::<f32>("sumsig")?);
+        Ok(())
+    }
+}
+
+udf_sdk::export_udf!(HostArrays);
