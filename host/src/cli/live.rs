@@ -29,15 +29,8 @@ pub struct LiveArgs {
     /// The scan shape, e.g. 256,256 (the detector sends frames, not a shape).
     #[arg(long, required = true)]
     nav_shape: Shape,
-    /// A parameter: NAME=VALUE, NAME=@array.npy, or UDF.NAME=VALUE for one plugin only.
-    #[arg(long = "param", short = 'p', value_name = "NAME=VALUE")]
-    params: Vec<String>,
-    /// Output directory.
-    #[arg(long, short = 'o', default_value = "udf-results")]
-    out: PathBuf,
-    /// Replace the output directory if it exists.
-    #[arg(long)]
-    force: bool,
+    #[command(flatten)]
+    results: super::ResultsArgs,
     /// While the scan goes on, write the results merged so far to OUT/partial/ at most
     /// every SECONDS.
     #[arg(long, value_name = "SECONDS")]
@@ -92,9 +85,7 @@ pub fn live(args: LiveArgs) -> Result<(), Failure> {
         }
         _ => {}
     }
-    if args.out.exists() && !args.force {
-        return Err(output::OutputError::Exists(args.out.clone()).into());
-    }
+    args.results.check_out()?;
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
     let runtime = args.runtime.build(crate::log::stderr(LogLevel::Warn), threads, plugins.len())?;
     let sources: Vec<PathBuf> = plugins.iter().map(PathBuf::from).collect();
@@ -113,7 +104,7 @@ pub fn live(args: LiveArgs) -> Result<(), Failure> {
     options.stall_timeout = seconds("stall-timeout", args.stall_timeout)?;
     options.start_timeout = args.start_timeout.map(|s| seconds("start-timeout", s)).transpose()?;
     let snapshot_every = args.snapshot_every.map(|s| seconds("snapshot-every", s)).transpose()?;
-    let params = crate::params::assign(&loaded.udfs, &args.params)?;
+    let params = crate::params::assign(&loaded.udfs, &args.results.params)?;
     let specs = loaded.udfs.into_iter().zip(params).map(|(udf, params)| UdfSpec { udf, params }).collect();
 
     // Ctrl-C stops the wait for the acquisition, or the scan (what is merged is written).
@@ -128,7 +119,7 @@ pub fn live(args: LiveArgs) -> Result<(), Failure> {
     }
     let mut run = LiveRun::start(&source, specs, options, stop).map_err(live_failure)?;
     let mut summary = RunSummary::of_plan(run.plan(), run.dataset().as_ref(), loaded.loads, crate::cuda::Device::Cpu);
-    let mut snapshots = snapshot_every.map(|every| Snapshots::new(&args.out, every, summary.clone()));
+    let mut snapshots = snapshot_every.map(|every| Snapshots::new(&args.results.out, every, summary.clone()));
     let stopped_by = drive(&mut run, snapshots.as_mut(), args.quiet);
     // A malformed message: nothing is written (the snapshots are removed with them).
     if let Some(e) = &stopped_by
@@ -153,13 +144,13 @@ pub fn live(args: LiveArgs) -> Result<(), Failure> {
     summary.record_results(&results, &previews);
     summary.finish(status, &failures, 0, &results.stats, started);
     summary.live = Some(stats.clone());
-    let replace = args.force || snapshots.as_ref().is_some_and(Snapshots::made_output_dir);
-    output::stage(&args.out, &results, &summary, &previews, args.preview, replace)?.commit()?;
+    let replace = args.results.force || snapshots.as_ref().is_some_and(Snapshots::made_output_dir);
+    output::stage(&args.results.out, &results, &summary, &previews, args.preview, replace)?.commit()?;
     if let Some(snapshots) = snapshots {
         snapshots.finish();
     }
     if !args.quiet {
-        eprint!("{}", summary.to_text(&args.out));
+        eprint!("{}", summary.to_text(&args.results.out));
         eprintln!(
             "{} of {} frames received in {:.2} s ({:.2} GB/s; the receiver waited for the partitions {} times, {:.2} s)",
             stats.frames_received,
@@ -174,12 +165,12 @@ pub fn live(args: LiveArgs) -> Result<(), Failure> {
         None => Ok(()),
         Some(LiveError::Run(e)) => {
             let mut failure = run_failure(e);
-            failure.error = failure.error.context(format!("what was merged is in {}", args.out.display()));
+            failure.error = failure.error.context(format!("what was merged is in {}", args.results.out.display()));
             Err(failure)
         }
         Some(e) => Err(Failure {
             code: exit::PARTIAL,
-            error: anyhow!("{e}; what was merged is in {} (valid masks say which frames)", args.out.display()),
+            error: anyhow!("{e}; what was merged is in {} (valid masks say which frames)", args.results.out.display()),
         }),
     }
 }

@@ -106,6 +106,31 @@ fn print(text: impl AsRef<[u8]>) -> std::io::Result<()> {
     out.flush()
 }
 
+/// The parameters and the output directory of the commands that write results (`run`,
+/// `live`).
+#[derive(Args)]
+pub struct ResultsArgs {
+    /// A parameter: NAME=VALUE, NAME=@array.npy, or UDF.NAME=VALUE for one plugin only.
+    #[arg(long = "param", short = 'p', value_name = "NAME=VALUE")]
+    params: Vec<String>,
+    /// Output directory.
+    #[arg(long, short = 'o', default_value = "udf-results")]
+    out: PathBuf,
+    /// Replace the output directory if it exists.
+    #[arg(long)]
+    force: bool,
+}
+
+impl ResultsArgs {
+    /// Refuse an existing output directory unless `--force`, before anything runs.
+    fn check_out(&self) -> Result<(), crate::output::OutputError> {
+        if self.out.exists() && !self.force {
+            return Err(crate::output::OutputError::Exists(self.out.clone()));
+        }
+        Ok(())
+    }
+}
+
 /// Options of the WebAssembly runtime, shared by the commands that load plugins.
 #[derive(Args, Debug, Clone)]
 pub struct RuntimeArgs {

@@ -27,15 +27,8 @@ pub struct RunArgs {
     // options per stretch, so `num_args = 2..` would refuse the example above.
     #[arg(required = true, num_args = 1.., value_name = "FILE")]
     inputs: Vec<PathBuf>,
-    /// A parameter: NAME=VALUE, NAME=@array.npy, or UDF.NAME=VALUE for one plugin only.
-    #[arg(long = "param", short = 'p', value_name = "NAME=VALUE")]
-    params: Vec<String>,
-    /// Output directory.
-    #[arg(long, short = 'o', default_value = "udf-results")]
-    out: PathBuf,
-    /// Replace the output directory if it exists.
-    #[arg(long)]
-    force: bool,
+    #[command(flatten)]
+    results: super::ResultsArgs,
     #[command(flatten)]
     dataset: DatasetArgs,
     /// Process only the frames selected by a nav-shaped .npy (nonzero = selected).
@@ -90,9 +83,7 @@ pub struct RunArgs {
 pub fn run(args: RunArgs) -> Result<(), Failure> {
     let started = Instant::now();
     let (data_path, sources) = split_inputs(&args.inputs)?;
-    if args.out.exists() && !args.force {
-        return Err(crate::output::OutputError::Exists(args.out.clone()).into());
-    }
+    args.results.check_out()?;
     let level = match args.verbose {
         0 => LogLevel::Warn,
         1 => LogLevel::Info,
@@ -104,7 +95,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     let load_seconds = started.elapsed().as_secs_f64();
     let opened = DatasetSpec::file(data_path, args.dataset.open_options()?).open()?;
     let roi = args.roi(&opened.dataset.shape().nav)?;
-    let params = crate::params::assign(&udfs, &args.params)?;
+    let params = crate::params::assign(&udfs, &args.results.params)?;
     let specs = udfs.into_iter().zip(params).map(|(udf, params)| UdfSpec { udf, params }).collect();
     let options = RunOptions {
         roi,
@@ -131,8 +122,8 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     let mut summary = RunSummary::planned(&run, loads, args.device);
     summary.timings = Some(Timings { load_seconds, plan_seconds, ..Timings::default() });
     let to = Destination {
-        dir: args.out.clone(),
-        force: args.force,
+        dir: args.results.out.clone(),
+        force: args.results.force,
         previews: args.preview,
         snapshot_every: args.snapshot_every.map(Duration::from_secs_f64),
     };
@@ -143,9 +134,9 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         e => e.into(),
     })?;
     if !args.quiet {
-        eprint!("{}", recorded.summary.to_text(&args.out));
+        eprint!("{}", recorded.summary.to_text(&args.results.out));
     }
-    outcome(recorded, &plan, &args.out)
+    outcome(recorded, &plan, &args.results.out)
 }
 
 /// The exit of a recorded run: 0 when complete, else what stopped it or how much is

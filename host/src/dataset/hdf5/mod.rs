@@ -271,24 +271,7 @@ fn open_part(
     }
     .map_err(|e| at(strip_path(path, &e.to_string())))?;
 
-    // Layout and filters from the dataset's object header.
-    let header = file.get_or_parse_header(ds.address()).map_err(|e| at(format!("object header: {e}")))?;
-    let mut layout = None;
-    let mut filters = Vec::new();
-    for message in &header.messages {
-        match message {
-            HdfMessage::DataLayout(l) => layout = Some(l.layout.clone()),
-            HdfMessage::FilterPipeline(p) => {
-                filters = p
-                    .filters
-                    .iter()
-                    .map(|f| Filter { id: f.id, name: f.name.clone(), client_data: f.client_data.clone() })
-                    .collect();
-            }
-            _ => {}
-        }
-    }
-    let layout = layout.ok_or_else(|| at("the object header has no data layout message".into()))?;
+    let (layout, filters) = layout_and_filters(file, ds).map_err(at)?;
     let elem = stored.dtype.size();
     let sb = file.superblock();
     let undefined =
@@ -359,6 +342,31 @@ fn open_part(
         }
     };
     Ok(Hdf5Dataset { path: path.to_owned(), dataset_path: name.to_owned(), shape, stored, storage, details })
+}
+
+/// The storage layout and the filter pipeline from a dataset's object header.
+///
+/// # Errors
+/// The header cannot be read or has no layout message.
+fn layout_and_filters(file: &Hdf5File, ds: &hdf5_reader::Dataset) -> Result<(DataLayout, Vec<Filter>), String> {
+    let header = file.get_or_parse_header(ds.address()).map_err(|e| format!("object header: {e}"))?;
+    let mut layout = None;
+    let mut filters = Vec::new();
+    for message in &header.messages {
+        match message {
+            HdfMessage::DataLayout(l) => layout = Some(l.layout.clone()),
+            HdfMessage::FilterPipeline(p) => {
+                filters = p
+                    .filters
+                    .iter()
+                    .map(|f| Filter { id: f.id, name: f.name.clone(), client_data: f.client_data.clone() })
+                    .collect();
+            }
+            _ => {}
+        }
+    }
+    let layout = layout.ok_or("the object header has no data layout message")?;
+    Ok((layout, filters))
 }
 
 /// A contiguous array whose frame axes are not its last axes in order: every tile
