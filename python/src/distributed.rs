@@ -208,8 +208,9 @@ pub fn has_plugin(sha256: &str) -> bool {
     process().lock().is_ok_and(|p| p.plugin(sha256).is_some())
 }
 
-/// The worker for `plan_json` in this process, made on first use: the dataset opened, the
-/// plugins loaded (from installed bytes, else their paths), both checked against the plan.
+/// The worker for `plan_json` in this process, made on first use: the dataset opened and
+/// checked against the plan first, then the plugins loaded (from installed bytes, else
+/// their paths) and checked against it.
 fn worker_for(plan_json: &str, plan_id: Option<&str>) -> Result<Arc<Worker>, RunError> {
     // Keyed by content: a caller-supplied id naming another plan must not get this
     // plan's worker (or another plan's worker run this one).
@@ -219,42 +220,46 @@ fn worker_for(plan_json: &str, plan_id: Option<&str>) -> Result<Arc<Worker>, Run
     if let Some((_, worker)) = process().lock().map_err(|_| poisoned())?.workers.iter().find(|(k, _)| *k == key) {
         return Ok(worker.clone());
     }
-    let plan = Arc::new(Plan::from_json(plan_json)?);
-    let loader = {
-        let mut process = process().lock().map_err(|_| poisoned())?;
-        let existing = process.loaders.iter().find(|(l, _)| *l == plan.limits).map(|(_, loader)| loader.clone());
-        let loader = match existing {
-            Some(loader) => loader,
-            None => {
-                // Sized from this process's threads, not the cluster's (plan.threads is
-                // the client's count of every worker's threads).
-                let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
-                let mut options = runtime_options(&plan.limits, ((threads + 2) * plan.udfs.len().max(1)) as u32);
-                options.cache = ComponentCache::new(ComponentCache::default_dir());
-                options.logger = udf_host::log::stderr(udf_host::log::LogLevel::Warn);
-                let runtime = WasmRuntime::new(options).map_err(|e| RunError::Invalid(e.to_string()))?;
-                let loader = Arc::new(Loader::new(runtime));
-                process.loaders.push((plan.limits, loader.clone()));
-                loader
-            }
-        };
-        for u in &plan.udfs {
-            if let UdfOrigin::Wasm { sha256, .. } = &u.origin
-                && let Some(bytes) = process.plugin(sha256)
-                && !loader.has(sha256)
-            {
-                loader.add_bytes(bytes.to_vec());
-            }
-        }
-        loader
-    };
-    let worker = Arc::new(Worker::load(plan, loader.as_ref())?);
+    // The data is opened and checked against the plan before anything the plan's sizes
+    // would make is built (a small plan may claim a huge scan).
+    let worker = Arc::new(Worker::from_json_with(plan_json, loader_for)?);
     let mut process = process().lock().map_err(|_| poisoned())?;
     process.workers.push((key, worker.clone()));
     if process.workers.len() > KEPT_PLANS {
         process.workers.remove(0);
     }
     Ok(worker)
+}
+
+/// The loader of this process for `plan`'s limits (made on first use), with the plugin
+/// bytes installed here that the plan names.
+fn loader_for(plan: &Plan) -> Result<Arc<Loader>, RunError> {
+    let mut process = process().lock().map_err(|_| RunError::Internal("process lock poisoned".into()))?;
+    let existing = process.loaders.iter().find(|(l, _)| *l == plan.limits).map(|(_, loader)| loader.clone());
+    let loader = match existing {
+        Some(loader) => loader,
+        None => {
+            // Sized from this process's threads, not the cluster's (plan.threads is the
+            // client's count of every worker's threads).
+            let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
+            let mut options = runtime_options(&plan.limits, ((threads + 2) * plan.udfs.len().max(1)) as u32);
+            options.cache = ComponentCache::new(ComponentCache::default_dir());
+            options.logger = udf_host::log::stderr(udf_host::log::LogLevel::Warn);
+            let runtime = WasmRuntime::new(options).map_err(|e| RunError::Invalid(e.to_string()))?;
+            let loader = Arc::new(Loader::new(runtime));
+            process.loaders.push((plan.limits, loader.clone()));
+            loader
+        }
+    };
+    for u in &plan.udfs {
+        if let UdfOrigin::Wasm { sha256, .. } = &u.origin
+            && let Some(bytes) = process.plugin(sha256)
+            && !loader.has(sha256)
+        {
+            loader.add_bytes(bytes.to_vec());
+        }
+    }
+    Ok(loader)
 }
 
 /// Run partition `index` of the plan `plan_json` in this process and return its output as

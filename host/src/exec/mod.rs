@@ -64,7 +64,7 @@ pub use wire::WireError;
 use crate::dataset::{DatasetError, OpenedDataset, Partition, TilingScheme};
 use crate::dtype::DType;
 use crate::roi::Roi;
-use crate::udf::{BufferDecl, CallError, DTypePreference, ErrorKind, Method, Params, RunPlan, Udf};
+use crate::udf::{BufferDecl, BufferKind, CallError, DTypePreference, ErrorKind, Method, Params, RunPlan, Udf};
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -73,6 +73,19 @@ use std::sync::Arc;
 pub struct UdfSpec {
     pub udf: Arc<dyn Udf>,
     pub params: Params,
+}
+
+impl UdfSpec {
+    /// The same spec with the UDF's copy for one run.
+    pub(crate) fn for_run(self) -> UdfSpec {
+        UdfSpec { udf: for_run(self.udf), params: self.params }
+    }
+}
+
+/// The copy of `udf` a run uses ([`Udf::for_run`]; the UDF itself where it keeps no
+/// state): what the run leaves in it goes when the run is dropped.
+pub(crate) fn for_run(udf: Arc<dyn Udf>) -> Arc<dyn Udf> {
+    udf.for_run().unwrap_or(udf)
 }
 
 /// How to run.
@@ -110,6 +123,27 @@ pub struct RunOptions {
     /// Where built-ins with a CUDA kernel compute (docs/gpu.md): the plan records each
     /// UDF's device ([`PlannedUdf::device`]).
     pub device: crate::cuda::Device,
+    /// What the front end makes of the results beyond them (previews it draws, also of
+    /// snapshots), counted with them against `max_result_bytes`.
+    pub result_extra: Option<ResultExtra>,
+}
+
+/// Memory a front end takes per result buffer beyond the results themselves while it
+/// holds them — the previews it draws — counted with the results when a run is planned
+/// ([`RunOptions::max_result_bytes`]).
+#[derive(Clone)]
+pub struct ResultExtra {
+    /// What it is, for the message ("previews").
+    pub what: &'static str,
+    /// Its bytes for one buffer: the buffer's kind, its result shape (a nav buffer's
+    /// starts with the scan's shape) and its extra shape.
+    pub bytes: Arc<dyn Fn(BufferKind, &[usize], &[usize]) -> u64 + Send + Sync>,
+}
+
+impl std::fmt::Debug for ResultExtra {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResultExtra").field("what", &self.what).finish_non_exhaustive()
+    }
 }
 
 /// Default cap on the host memory of a run's results (merged buffers, results, valid
@@ -290,6 +324,7 @@ impl Run {
     /// UDF fails while planning.
     pub fn plan(dataset: impl Into<OpenedDataset>, udfs: Vec<UdfSpec>, options: RunOptions) -> Result<Run, RunError> {
         let opened = dataset.into();
+        let udfs: Vec<UdfSpec> = udfs.into_iter().map(UdfSpec::for_run).collect();
         let plan = Arc::new(Plan::make(&opened, &udfs, &options)?);
         let worker = Arc::new(Worker::new(plan, opened.dataset, udfs.into_iter().map(|s| s.udf).collect())?);
         let mut merger = Merger::new(worker.plan().clone(), worker.udfs().to_vec())?;

@@ -205,7 +205,7 @@ impl Plan {
         let partitions = crate::dataset::plan_partitions(shape.nav_len(), count, options.roi.as_ref());
         let tiling = negotiate_tiling(dataset, &planned, &readers, &meta, direct_dtype, &partitions, options)?;
         let cap = options.max_result_bytes.unwrap_or_else(super::default_max_result_bytes);
-        check_result_memory(&planned, &meta, options.roi.is_some(), cap)?;
+        check_result_memory(&planned, &meta, options.roi.is_some(), options.result_extra.as_ref(), cap)?;
         Ok(Plan {
             dataset: opened.spec.clone(),
             shape,
@@ -411,10 +411,17 @@ fn strongest_method(planned: &[PlannedUdf]) -> Method {
 /// Check that the results fit in `cap` bytes of host memory, counting what is really
 /// allocated (`exec::results`), not only the merged state: per declared buffer the
 /// merged state (not for result-only buffers), the results' raw copy and its valid mask
-/// (one byte per element, held twice while it is built), and nav buffers expanded to
-/// the whole scan with the ROI (data and valid mask). A run over the cap is refused
-/// before it starts, naming the largest buffer and the sizes.
-fn check_result_memory(planned: &[PlannedUdf], meta: &DatasetMeta, roi: bool, cap: u64) -> Result<(), RunError> {
+/// (one byte per element, held twice while it is built), nav buffers expanded to the
+/// whole scan with the ROI (data and valid mask), and what the front end makes of them
+/// (`extra`: previews). A run over the cap is refused before it starts, naming the
+/// largest buffer and the sizes.
+fn check_result_memory(
+    planned: &[PlannedUdf],
+    meta: &DatasetMeta,
+    roi: bool,
+    extra: Option<&super::ResultExtra>,
+    cap: u64,
+) -> Result<(), RunError> {
     let frames = meta.frames();
     let scan: u64 = meta.nav_shape.iter().map(|&d| d as u64).fold(1, u64::saturating_mul);
     let bytes = |d: &BufferDecl| {
@@ -431,7 +438,16 @@ fn check_result_memory(planned: &[PlannedUdf], meta: &DatasetMeta, roi: bool, ca
             // Reshaped copies of the raw data and mask.
             elements.saturating_mul(item + 1)
         };
-        merged.saturating_add(raw).saturating_add(expanded)
+        let extra = extra.map_or(0, |extra| {
+            let mut shape = match d.kind {
+                BufferKind::Nav => meta.nav_shape.clone(),
+                BufferKind::Sig => meta.sig_shape.clone(),
+                BufferKind::Single => Vec::new(),
+            };
+            shape.extend_from_slice(&d.extra_shape);
+            (extra.bytes)(d.kind, &shape, &d.extra_shape)
+        });
+        merged.saturating_add(raw).saturating_add(expanded).saturating_add(extra)
     };
     let all = || planned.iter().flat_map(|p| p.decls.iter().map(move |d| (p, d)));
     let total = all().map(|(_, d)| bytes(d)).fold(0u64, u64::saturating_add);
@@ -446,12 +462,14 @@ fn check_result_memory(planned: &[PlannedUdf], meta: &DatasetMeta, roi: bool, ca
         })
         .unwrap_or_default();
     Err(RunError::Invalid(format!(
-        "the results would need {:.1} GiB of memory (merged buffers, results, valid masks{}), more than the limit of \
-         {:.1} GiB (largest buffer: {largest}); process fewer frames (a ROI), ask for fewer results, or raise \
+        "the results would need {:.1} GiB of memory (merged buffers, results, valid masks{}{}), more than the limit \
+         of {:.1} GiB (largest buffer: {largest}); process fewer frames (a ROI), ask for fewer results{}, or raise \
          --max-result-memory",
         gib(total),
         if roi { ", nav buffers expanded to the whole scan" } else { "" },
-        gib(cap)
+        extra.map(|e| format!(", {}", e.what)).unwrap_or_default(),
+        gib(cap),
+        extra.map(|e| format!(" or no {}", e.what)).unwrap_or_default(),
     )))
 }
 
