@@ -465,13 +465,13 @@ fn previews_count_against_the_result_memory_cap() {
     let out = dir.path().join("out");
     let run = |extra: &[&str]| {
         let mut args = vec!["run", "builtin:sum", data.to_str().unwrap(), "--max-result-memory", "1M", "--force"];
-        args.extend_from_slice(&["--out", out.to_str().unwrap(), "-q"]);
+        args.extend_from_slice(&["--out", out.to_str().unwrap()]);
         args.extend_from_slice(extra);
         crate::cli::cli(&args)
     };
     run(&[]).expect("the results alone fit in 1 MiB");
+    std::fs::remove_dir_all(&out).unwrap();
     for extra in [&["--preview"][..], &["--snapshot-every", "60"]] {
-        std::fs::remove_dir_all(&out).unwrap();
         let (code, msg) = run(extra).expect_err("with previews they do not");
         assert_eq!(code, udf_host::cli::exit::USER_ERROR, "{extra:?}: {msg}");
         assert!(msg.contains("previews") && msg.contains("--max-result-memory"), "{extra:?}: {msg}");
