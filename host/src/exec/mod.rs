@@ -135,10 +135,12 @@ pub struct RunOptions {
 pub struct ResultExtra {
     /// What it is, for the message ("previews").
     pub what: &'static str,
-    /// Its bytes for one buffer: the buffer's kind, its result shape (a nav buffer's
-    /// starts with the scan's shape) and its extra shape.
-    pub bytes: Arc<dyn Fn(BufferKind, &[usize], &[usize]) -> u64 + Send + Sync>,
+    pub bytes: ExtraBytes,
 }
+
+/// The bytes of a [`ResultExtra`] for one buffer: the buffer's kind, its result shape (a
+/// nav buffer's starts with the scan's shape) and its extra shape.
+pub type ExtraBytes = Arc<dyn Fn(BufferKind, &[usize], &[usize]) -> u64 + Send + Sync>;
 
 impl std::fmt::Debug for ResultExtra {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
