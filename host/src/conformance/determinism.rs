@@ -6,8 +6,8 @@
 //! invariance tolerance.
 
 use super::compare::{Bounds, Layout, compare_results};
+use super::report::{Check, Evidence, Group};
 use super::subject::{Ctx, Subject};
-use super::{Check, Evidence, Group};
 use crate::exec::RunOptions;
 
 /// The determinism check.

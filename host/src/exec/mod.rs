@@ -48,23 +48,27 @@
 //! ```
 
 mod iter;
+mod limits;
 mod merge;
 mod partition;
 mod plan;
+mod result_memory;
 mod results;
 mod wire;
 
 pub use iter::{MergeStep, Progress, RunIter};
+pub use limits::Limits;
 pub use merge::{MergeState, Merger};
 pub use partition::{Control, PartitionOutput, UdfOutput, Worker, check_exported};
-pub use plan::{Limits, PLAN_VERSION, Plan, PlannedUdf, UdfLoader};
+pub use plan::{PLAN_VERSION, Plan, PlannedUdf, UdfLoader};
+pub use result_memory::{ExtraBytes, ResultExtra};
 pub use results::{ResultBuffer, RunResults, UdfResults, check_results};
 pub use wire::WireError;
 
 use crate::dataset::{DatasetError, OpenedDataset, Partition, TilingScheme};
 use crate::dtype::DType;
 use crate::roi::Roi;
-use crate::udf::{BufferDecl, BufferKind, CallError, DTypePreference, ErrorKind, Method, Params, RunPlan, Udf};
+use crate::udf::{BufferDecl, CallError, DTypePreference, ErrorKind, Method, Params, RunPlan, Udf};
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -126,26 +130,6 @@ pub struct RunOptions {
     /// What the front end makes of the results beyond them (previews it draws, also of
     /// snapshots), counted with them against `max_result_bytes`.
     pub result_extra: Option<ResultExtra>,
-}
-
-/// Memory a front end takes per result buffer beyond the results themselves while it
-/// holds them — the previews it draws — counted with the results when a run is planned
-/// ([`RunOptions::max_result_bytes`]).
-#[derive(Clone)]
-pub struct ResultExtra {
-    /// What it is, for the message ("previews").
-    pub what: &'static str,
-    pub bytes: ExtraBytes,
-}
-
-/// The bytes of a [`ResultExtra`] for one buffer: the buffer's kind, its result shape (a
-/// nav buffer's starts with the scan's shape) and its extra shape.
-pub type ExtraBytes = Arc<dyn Fn(BufferKind, &[usize], &[usize]) -> u64 + Send + Sync>;
-
-impl std::fmt::Debug for ResultExtra {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ResultExtra").field("what", &self.what).finish_non_exhaustive()
-    }
 }
 
 /// Default cap on the host memory of a run's results (merged buffers, results, valid
