@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use std::sync::{Arc, Mutex, OnceLock};
 use udf_host::exec::{Control, Merger, PartitionOutput, Plan, Run, RunError, Worker};
+use udf_host::loader::Loader;
 use udf_host::udf::{Params, UdfOrigin};
 
 /// A plan made on the client, with the UDFs it was made from (for the merger).
@@ -188,8 +189,9 @@ pub fn has_plugin(sha256: &str) -> bool {
     process().lock().is_ok_and(|p| p.plugin(sha256).is_some())
 }
 
-/// The worker for `plan_json` in this process, made on first use: the dataset opened, the
-/// plugins loaded (from installed bytes, else their paths), both checked against the plan.
+/// The worker for `plan_json` in this process, made on first use: the dataset opened and
+/// checked against the plan first, then the plugins loaded (from installed bytes, else
+/// their paths) and checked against it.
 fn worker_for(plan_json: &str, plan_id: Option<&str>) -> Result<Arc<Worker>, RunError> {
     // Keyed by content: a caller-supplied id naming another plan must not get this
     // plan's worker (or another plan's worker run this one).
@@ -199,29 +201,32 @@ fn worker_for(plan_json: &str, plan_id: Option<&str>) -> Result<Arc<Worker>, Run
     if let Some((_, worker)) = process().lock().map_err(|_| poisoned())?.workers.iter().find(|(k, _)| *k == key) {
         return Ok(worker.clone());
     }
-    let plan = Arc::new(Plan::from_json(plan_json)?);
-    let loader = {
-        let process = process().lock().map_err(|_| poisoned())?;
-        // Never trusted here, whatever the plan says: a plan does not turn the timeout off
-        // where it runs.
-        let loader = crate::runtime::shared_loader(plan.limits.untrusted()).map_err(RunError::Invalid)?;
-        for u in &plan.udfs {
-            if let UdfOrigin::Wasm { sha256, .. } = &u.origin
-                && let Some(bytes) = process.plugin(sha256)
-                && !loader.has(sha256)
-            {
-                loader.add_bytes(bytes.to_vec());
-            }
-        }
-        loader
-    };
-    let worker = Arc::new(Worker::load(plan, loader.as_ref())?);
+    // The data is opened and checked against the plan before anything the plan's sizes
+    // would make is built (a small plan may claim a huge scan).
+    let worker = Arc::new(Worker::from_json_with(plan_json, loader_for)?);
     let mut process = process().lock().map_err(|_| poisoned())?;
     process.workers.push((key, worker.clone()));
     if process.workers.len() > KEPT_PLANS {
         process.workers.remove(0);
     }
     Ok(worker)
+}
+
+/// The loader of this process for `plan`'s limits, with the plugin bytes installed here
+/// that the plan names. Never trusted here, whatever the plan says: a plan does not turn
+/// the timeout off where it runs.
+fn loader_for(plan: &Plan) -> Result<Arc<Loader>, RunError> {
+    let process = process().lock().map_err(|_| RunError::Internal("process lock poisoned".into()))?;
+    let loader = crate::runtime::shared_loader(plan.limits.untrusted()).map_err(RunError::Invalid)?;
+    for u in &plan.udfs {
+        if let UdfOrigin::Wasm { sha256, .. } = &u.origin
+            && let Some(bytes) = process.plugin(sha256)
+            && !loader.has(sha256)
+        {
+            loader.add_bytes(bytes.to_vec());
+        }
+    }
+    Ok(loader)
 }
 
 /// Run partition `index` of the plan `plan_json` in this process and return its output as

@@ -208,6 +208,9 @@ impl Plugin {
         }
         let origin = UdfOrigin::Wasm { path, sha256: found };
         let udf = py.detach(|| loader.load(&origin)).map_err(PyValueError::new_err)?;
+        // This object's own copy: its main-side instance (plan, merge, results) and log
+        // budget go with it, while the process keeps the compiled plugin.
+        let udf = udf.for_run().unwrap_or(udf);
         Ok(Plugin { name: udf.description().name.clone(), udf })
     }
 

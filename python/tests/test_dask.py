@@ -174,3 +174,40 @@ def test_the_worker_cache_is_keyed_by_the_plans_content(ctx, scan_file):
     assert merger.is_complete()
     intensity = merger.results()[0]["intensity"].data
     np.testing.assert_allclose(intensity, data.astype(np.float64).sum(axis=(2, 3)), rtol=1e-5)
+
+
+def test_a_worker_checks_the_data_before_it_builds_a_plans_partitions(ctx, scan_file, tmp_path):
+    """Issue 33, finding 6: a Dask worker built a plan from its JSON (partitions, their
+    frames) before it opened the dataset, so a small plan claiming 2^40 frames over a
+    6 x 7 file allocated until the process died. The worker opens the data and checks the
+    plan's shape against it first (in a child process under a 4 GiB address-space limit,
+    which is what the old order ran into)."""
+    import json
+    import subprocess
+    import sys
+
+    from udf_host.api import _specs
+
+    path, _ = scan_file
+    ds = ctx.load("auto", path=path)
+    plan = json.loads(ctx._engine.plan(ds._native, _specs([udf_host.BuiltinUDF("sum")]), None, 2, 1).json())
+    huge = [1 << 40]
+    plan["shape"]["nav"] = huge
+    plan["meta"]["nav_shape"] = huge
+    plan["partitions"] = [[0, 0, 1 << 40]]
+    plan_path = tmp_path / "huge.json"
+    plan_path.write_text(json.dumps(plan))
+    child = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
+        "from udf_host import _native\n"
+        "try:\n"
+        "    _native.run_partition(open(sys.argv[1]).read(), 0)\n"
+        "except Exception as e:\n"
+        "    print(type(e).__name__, e)\n"
+        "    sys.exit(0)\n"
+        "sys.exit('the plan ran')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", child, str(plan_path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"the worker died ({done.returncode}): {done.stderr[:1000]}"
+    assert "opens here as nav [6, 7]" in done.stdout and "1099511627776" in done.stdout, done.stdout

@@ -451,3 +451,30 @@ fn results_that_expand_beyond_memory_are_refused_before_the_run() {
     assert!(msg.contains("expanded to the whole scan") && msg.contains("'intensity' of 'masks'"), "{msg}");
     assert!(!out.exists(), "nothing written");
 }
+
+/// Issue 33, finding 2: the PNG previews (`--preview`, and those every `--snapshot-every`
+/// snapshot draws) were not counted in `--max-result-memory`. They are: a cap the results
+/// fit under alone refuses the run when previews are drawn, naming them.
+#[test]
+fn previews_count_against_the_result_memory_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("scan.npy");
+    // A 64 x 64 frame sum: 16 KiB of results, an image upscaled to 256 x 256 with its
+    // colour bar (about 1.5 MiB to draw).
+    fixtures::write_npy(&data, &fixtures::mk_random(&[4, 4], &[64, 64], 1), Ty::F32);
+    let out = dir.path().join("out");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "builtin:sum", data.to_str().unwrap(), "--max-result-memory", "1M", "--force"];
+        args.extend_from_slice(&["--out", out.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        crate::cli::cli(&args)
+    };
+    run(&[]).expect("the results alone fit in 1 MiB");
+    std::fs::remove_dir_all(&out).unwrap();
+    for extra in [&["--preview"][..], &["--snapshot-every", "60"]] {
+        let (code, msg) = run(extra).expect_err("with previews they do not");
+        assert_eq!(code, udf_host::cli::exit::USER_ERROR, "{extra:?}: {msg}");
+        assert!(msg.contains("previews") && msg.contains("--max-result-memory"), "{extra:?}: {msg}");
+        assert!(!out.exists(), "{extra:?}: nothing written");
+    }
+}

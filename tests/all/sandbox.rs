@@ -341,8 +341,62 @@ mod hostile {
         let bytes: usize = outcome.lines.iter().map(|l| l.message.len()).sum();
         assert!(bytes <= udf_host::wasm::MAX_RUN_LOG_BYTES, "{bytes} bytes logged");
         let notices =
-            outcome.lines.iter().filter(|l| l.message.contains("the plugins of this run logged more")).count();
+            outcome.lines.iter().filter(|l| l.message.contains("logged more than 16 MiB in this run")).count();
         assert_eq!(notices, 1, "one notice for the run");
+    }
+
+    /// Issue 33, finding 9: the log cap was the runtime's, so in a long-lived process (a
+    /// notebook's `Context`, a Dask worker) one chatty run silenced the plugin's log for
+    /// every later run. Each run has its own cap.
+    #[test]
+    fn the_log_cap_is_per_run_not_per_process() {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        let options = RuntimeOptions {
+            logger: Arc::new(move |r: &LogRecord| sink.lock().unwrap().push(r.clone())),
+            ..runtime_options()
+        };
+        let runtime = WasmRuntime::new(options).unwrap();
+        let udf: Arc<dyn Udf> = Arc::new(runtime.load(&plugin("probe_hostile")).unwrap().0);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.npy");
+        fixtures::write_npy(&path, &fixtures::mk_random(&[16], &[4, 4], 1), Ty::F32);
+        let chatty = params(&[("attack", ParamValue::Text("chatty".into()))]);
+        let run = |partitions| {
+            let run = RunOptions { partitions: Some(partitions), threads: Some(2), ..Default::default() };
+            run_on(&path, &OpenOptions::default(), vec![(udf.clone(), chatty.clone())], run).unwrap();
+            std::mem::take(&mut *lines.lock().unwrap())
+        };
+        // 8 instances of 2000 lines of 4000 bytes: past the cap.
+        let first = run(8);
+        assert!(first.iter().any(|l| l.message.contains("logged more than 16 MiB")), "the first run is capped");
+        // One instance's 8 MB fit under a fresh cap.
+        let second = run(1);
+        let chatty_lines = second.iter().filter(|l| l.message.starts_with("cccc")).count();
+        assert_eq!(chatty_lines, 2000, "the second run's log is its own: {} lines came through", chatty_lines);
+    }
+
+    /// Issue 33, finding 9: the plugin's main-side instance (plan, merge, results) lived as
+    /// long as the loaded plugin, so a long-lived process kept its memory from one run to
+    /// the next. A run's instances go with the run.
+    #[test]
+    fn a_loaded_plugin_keeps_no_instance_memory_between_runs() {
+        let runtime = WasmRuntime::new(runtime_options()).unwrap();
+        let udf: Arc<dyn Udf> = Arc::new(runtime.load(&plugin("probe_hostile")).unwrap().0);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.npy");
+        fixtures::write_npy(&path, &fixtures::mk_random(&[16], &[4, 4], 1), Ty::F32);
+        let none = params(&[("attack", ParamValue::Text("none".into()))]);
+        for _ in 0..2 {
+            let data = udf_host::dataset::open(&path, &OpenOptions::default()).unwrap();
+            let spec = udf_host::exec::UdfSpec { udf: udf.clone(), params: none.clone() };
+            let mut iter = udf_host::exec::Run::plan(data, vec![spec], RunOptions::default()).unwrap().iter();
+            iter.by_ref().for_each(|step| step.map(drop).unwrap());
+            iter.results().unwrap();
+            assert!(runtime.budget().used() > 0, "the run's main-side instance holds memory while the run lives");
+            drop(iter);
+            assert_eq!(runtime.budget().used(), 0, "bytes of instance memory left after the run");
+        }
     }
 
     // Item 10: contract errors name the lifecycle call and are the plugin's (not the user's).

@@ -104,6 +104,9 @@ pub fn live(args: LiveArgs) -> Result<(), Failure> {
     options.stall_timeout = seconds("stall-timeout", args.stall_timeout)?;
     options.start_timeout = args.start_timeout.map(|s| seconds("start-timeout", s)).transpose()?;
     let snapshot_every = args.snapshot_every.map(|s| seconds("snapshot-every", s)).transpose()?;
+    // Snapshots draw previews whether or not --preview asks for them in the results.
+    options.run.result_extra =
+        (args.preview || snapshot_every.is_some()).then(|| preview::result_extra(PreviewOptions::default()));
     let params = crate::params::assign(&loaded.udfs, &args.results.params)?;
     let specs = loaded.udfs.into_iter().zip(params).map(|(udf, params)| UdfSpec { udf, params }).collect();
 

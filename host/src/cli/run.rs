@@ -106,6 +106,9 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         max_result_bytes: args.max_result_memory,
         limits: args.runtime.limits(),
         device: args.device,
+        // Snapshots draw previews whether or not --preview asks for them in the results.
+        result_extra: (args.preview || args.snapshot_every.is_some())
+            .then(|| crate::preview::result_extra(crate::preview::PreviewOptions::default())),
         ..RunOptions::default()
     };
     let plan_started = Instant::now();

@@ -1,11 +1,13 @@
 //! Determinism: two identical runs (same partitions, one thread, so the same merge
-//! order) must give bit-identical results. A plugin that keeps state between runs — in its main-side
-//! instance, which lives as long as the loaded plugin — fails here even when the
-//! difference is within the invariance tolerance.
+//! order) must give bit-identical results. Both runs share one copy of the plugin
+//! ([`Udf::for_run`](crate::udf::Udf::for_run)), as an engine that keeps a plugin's
+//! main-side instance between runs does (the LiberTEM adapter keeps one per UDF object):
+//! a plugin that keeps state there fails here even when the difference is within the
+//! invariance tolerance.
 
 use super::compare::{Bounds, Layout, compare_results};
 use super::report::{Check, Evidence, Group};
-use super::subject::Ctx;
+use super::subject::{Ctx, Subject};
 use crate::exec::RunOptions;
 
 /// The determinism check.
@@ -22,8 +24,13 @@ pub(crate) fn check(ctx: &Ctx<'_>) -> Vec<Check> {
     let title = "two identical runs give bit-identical results";
     let variant = format!("{p} partitions, 1 thread, run twice");
     let data = &ctx.primary().data;
-    let first = ctx.subject.run(data, &ctx.subject.params, options.clone());
-    let second = ctx.subject.run(data, &ctx.subject.params, options);
+    let shared = Subject {
+        udf: crate::exec::for_run(ctx.subject.udf.clone()),
+        params: ctx.subject.params.clone(),
+        nav: ctx.subject.nav.clone(),
+    };
+    let first = shared.run(data, &shared.params, options.clone());
+    let second = shared.run(data, &shared.params, options);
     let e = match (first, second) {
         (Ok(a), Ok(b)) => {
             let bounds = Bounds::fixed(&ctx.config.tolerance);

@@ -61,6 +61,7 @@ pub use limits::Limits;
 pub use merge::{MergeState, Merger};
 pub use partition::{Control, PartitionOutput, UdfOutput, Worker, check_exported};
 pub use plan::{PLAN_VERSION, Plan, PlannedUdf, UdfLoader};
+pub use result_memory::{ExtraBytes, ResultExtra};
 pub use results::{ResultBuffer, RunResults, UdfResults, check_results};
 pub use wire::WireError;
 
@@ -76,6 +77,19 @@ use std::sync::Arc;
 pub struct UdfSpec {
     pub udf: Arc<dyn Udf>,
     pub params: Params,
+}
+
+impl UdfSpec {
+    /// The same spec with the UDF's copy for one run.
+    pub(crate) fn for_run(self) -> UdfSpec {
+        UdfSpec { udf: for_run(self.udf), params: self.params }
+    }
+}
+
+/// The copy of `udf` a run uses ([`Udf::for_run`]; the UDF itself where it keeps no
+/// state): what the run leaves in it goes when the run is dropped.
+pub(crate) fn for_run(udf: Arc<dyn Udf>) -> Arc<dyn Udf> {
+    udf.for_run().unwrap_or(udf)
 }
 
 /// How to run.
@@ -113,6 +127,9 @@ pub struct RunOptions {
     /// Where built-ins with a CUDA kernel compute (docs/gpu.md): the plan records each
     /// UDF's device ([`PlannedUdf::device`]).
     pub device: crate::cuda::Device,
+    /// What the front end makes of the results beyond them (previews it draws, also of
+    /// snapshots), counted with them against `max_result_bytes`.
+    pub result_extra: Option<ResultExtra>,
 }
 
 /// Default cap on the host memory of a run's results (merged buffers, results, valid
@@ -293,6 +310,7 @@ impl Run {
     /// UDF fails while planning.
     pub fn plan(dataset: impl Into<OpenedDataset>, udfs: Vec<UdfSpec>, options: RunOptions) -> Result<Run, RunError> {
         let opened = dataset.into();
+        let udfs: Vec<UdfSpec> = udfs.into_iter().map(UdfSpec::for_run).collect();
         let plan = Arc::new(Plan::make(&opened, &udfs, &options)?);
         let worker = Arc::new(Worker::new(plan, opened.dataset, udfs.into_iter().map(|s| s.udf).collect())?);
         let mut merger = Merger::new(worker.plan().clone(), worker.udfs().to_vec())?;

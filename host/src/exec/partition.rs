@@ -85,13 +85,34 @@ impl Worker {
     /// # Errors
     /// As [`Plan::from_json`] and [`Worker::load`].
     pub fn from_json(json: &str, loader: &dyn UdfLoader) -> Result<Self, RunError> {
+        let (plan, dataset) = Self::open_json(json)?;
+        Self::with_dataset(plan, dataset, loader)
+    }
+
+    /// [`Worker::from_json`] with the loader chosen for the plan (its limits, its
+    /// plugins) by `loader_for`, once the data is checked and the plan built.
+    ///
+    /// # Errors
+    /// As [`Worker::from_json`], and what `loader_for` returns.
+    pub fn from_json_with<L: UdfLoader>(
+        json: &str,
+        loader_for: impl FnOnce(&Plan) -> Result<Arc<L>, RunError>,
+    ) -> Result<Self, RunError> {
+        let (plan, dataset) = Self::open_json(json)?;
+        let loader = loader_for(&plan)?;
+        Self::with_dataset(plan, dataset, loader.as_ref())
+    }
+
+    /// The plan of `json` and the dataset it names, opened and checked against the
+    /// plan's shape and dtype before the plan is built.
+    fn open_json(json: &str) -> Result<(Arc<Plan>, Arc<dyn Dataset>), RunError> {
         let repr = super::wire::PlanRepr::parse(json)?;
         let spec = repr.dataset().cloned().ok_or_else(no_spec)?;
         let what = spec.describe();
         let dataset = spec.open()?.dataset;
         check_dataset(&what, dataset.as_ref(), repr.shape(), repr.stored_dtype())?;
         let plan = Plan::try_from(repr).map_err(|e| RunError::Invalid(format!("not a valid run plan: {e}")))?;
-        Self::with_dataset(Arc::new(plan), dataset, loader)
+        Ok((Arc::new(plan), dataset))
     }
 
     /// A worker for a plan made elsewhere: opens the dataset from the plan's spec and
@@ -116,6 +137,7 @@ impl Worker {
             let udf = loader
                 .load(&planned.origin)
                 .map_err(|e| RunError::Invalid(format!("cannot load '{}' for this plan: {e}", planned.name)))?;
+            let udf = super::for_run(udf);
             let desc = udf.description();
             if desc.version != planned.version {
                 return Err(RunError::Invalid(format!(

@@ -180,7 +180,7 @@ impl Plan {
         let partitions = crate::dataset::plan_partitions(shape.nav_len(), count, options.roi.as_ref());
         let tiling = negotiate_tiling(dataset, &planned, &readers, &meta, direct_dtype, &partitions, options)?;
         let cap = options.max_result_bytes.unwrap_or_else(super::default_max_result_bytes);
-        super::result_memory::check(&planned, &meta, options.roi.is_some(), cap)?;
+        super::result_memory::check(&planned, &meta, options.roi.is_some(), options.result_extra.as_ref(), cap)?;
         Ok(Plan {
             dataset: opened.spec.clone(),
             shape,

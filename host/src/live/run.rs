@@ -203,6 +203,7 @@ impl LiveRun {
             Arc::new(LiveShape { shape: shape.clone(), stored: acquisition.stored, description: description.clone() });
         let mut run_options = options.run.clone();
         run_options.partitions = Some(nav_len.div_ceil(partition_frames));
+        let udfs: Vec<UdfSpec> = udfs.into_iter().map(UdfSpec::for_run).collect();
         let plan = Arc::new(Plan::make(&OpenedDataset::from(dataset.clone()), &udfs, &run_options)?);
         let udfs: Vec<Arc<dyn Udf>> = udfs.into_iter().map(|s| s.udf).collect();
         let merger = Merger::new(plan.clone(), udfs.clone())?;

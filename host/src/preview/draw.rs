@@ -86,6 +86,29 @@ fn labels(mapping: &Mapping) -> [String; 3] {
     [short_number(hi), middle.into(), short_number(lo)]
 }
 
+/// The factor a `height` x `width` image is upscaled by.
+fn upscale(height: usize, width: usize, options: &PreviewOptions) -> usize {
+    options.min_side.div_ceil(height.max(width).max(1)).max(1)
+}
+
+/// The longest label [`short_number`] writes (`-1.235e-308`), in characters.
+const LONGEST_LABEL: u64 = 11;
+
+/// At least the bytes of the RGB canvas [`draw`] draws a `height` x `width` image on
+/// (with the widest labels and the invalid swatch), and the most rows it has.
+pub(super) fn canvas_bound(height: usize, width: usize, options: &PreviewOptions) -> (u64, u64) {
+    let up = upscale(height, width, options) as u64;
+    let (iw, ih) = ((width as u64).saturating_mul(up), (height as u64).saturating_mul(up));
+    let fixed = |n: usize| n as u64;
+    let (cw, ch) = if options.colorbar {
+        let cw = iw.saturating_add(fixed(2 * MARGIN + BAR_GAP + BAR_WIDTH + LABEL_GAP) + LONGEST_LABEL * fixed(GLYPH));
+        (cw, ih.max(fixed(MIN_BAR)).saturating_add(fixed(2 * MARGIN + GLYPH + 6)))
+    } else {
+        (iw.max(1), ih.max(1))
+    };
+    (cw.saturating_mul(ch).saturating_mul(3), ch)
+}
+
 pub(super) fn draw(
     values: &[f64],
     valid: &[bool],
@@ -94,7 +117,7 @@ pub(super) fn draw(
     mapping: &Mapping,
     options: &PreviewOptions,
 ) -> Result<Rendered, PreviewError> {
-    let upscale = options.min_side.div_ceil(height.max(width).max(1)).max(1);
+    let upscale = upscale(height, width, options);
     let (iw, ih) = (width * upscale, height * upscale);
     let invalid = values.iter().zip(valid).filter(|(v, ok)| !**ok || !v.is_finite()).count();
     let labels = labels(mapping);
@@ -152,6 +175,8 @@ pub(super) fn draw(
     let mut writer = encoder.write_header()?;
     writer.write_image_data(&canvas.pixels)?;
     writer.finish()?;
+    // Kept until the results are written: no spare capacity.
+    png.shrink_to_fit();
     Ok(Rendered {
         png,
         width: cw as u32,

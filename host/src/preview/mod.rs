@@ -47,11 +47,12 @@ mod scaling;
 pub(crate) use draw::short_number;
 pub use scaling::{ColorMap, Scale};
 
-use crate::array::{NdArray, real_values, unravel};
+use crate::array::{NdArray, unravel};
 use crate::dtype::DType;
-use crate::exec::{ResultBuffer, RunResults};
+use crate::exec::{ResultBuffer, ResultExtra, RunResults};
 use crate::udf::BufferKind;
 use serde::Serialize;
+use std::sync::Arc;
 
 /// The colour of invalid (masked, not merged, outside the ROI) and non-finite pixels.
 pub const INVALID_RGB: [u8; 3] = [128, 128, 128];
@@ -173,18 +174,21 @@ struct Layout {
 
 impl Layout {
     fn of(buffer: &ResultBuffer) -> Option<Layout> {
-        let shape = buffer.data.shape();
-        let extra = &buffer.extra_shape;
-        match buffer.kind {
+        Layout::of_shape(buffer.kind, buffer.data.shape(), &buffer.extra_shape)
+    }
+
+    /// The images of a `kind` buffer of `shape` whose last axes are `extra`.
+    fn of_shape(kind: BufferKind, shape: &[usize], extra: &[usize]) -> Option<Layout> {
+        match kind {
             BufferKind::Nav | BufferKind::Sig => {
                 let base = shape.len().checked_sub(extra.len())?;
                 (base == 2).then(|| Layout {
                     height: shape[0],
                     width: shape[1],
-                    slice_shape: extra.clone(),
+                    slice_shape: extra.to_vec(),
                     slice_stride: 1,
                     pixel_stride: extra.iter().product(),
-                    kind: if buffer.kind == BufferKind::Nav { ImageKind::Nav } else { ImageKind::Sig },
+                    kind: if kind == BufferKind::Nav { ImageKind::Nav } else { ImageKind::Sig },
                 })
             }
             BufferKind::Single => {
@@ -205,23 +209,32 @@ impl Layout {
         self.slice_shape.iter().product()
     }
 
-    /// The values and valid flags of slice `s`.
-    fn extract(&self, values: &[f64], valid: &[u8], s: usize) -> (Vec<f64>, Vec<bool>) {
-        let positions = (0..self.height * self.width).map(|p| s * self.slice_stride + p * self.pixel_stride);
-        positions.map(|i| (values[i], valid[i] != 0)).unzip()
+    /// The values (as `f64`, complex ones by magnitude) and valid flags of slice `s`:
+    /// only this slice's elements are converted, never the whole buffer.
+    fn extract(&self, array: &NdArray, valid: &[u8], s: usize) -> (Vec<f64>, Vec<bool>) {
+        let positions = || (0..self.height * self.width).map(move |p| s * self.slice_stride + p * self.pixel_stride);
+        (values_at(array, positions()), positions().map(|i| valid[i] != 0).collect())
     }
 }
 
-/// The values of an array as `f64` (complex ones by magnitude).
-fn magnitudes(array: &NdArray) -> Vec<f64> {
-    if let Some(values) = real_values(array) {
-        return values;
+/// The elements `at` of an array as `f64` (complex ones by magnitude).
+fn values_at(array: &NdArray, at: impl Iterator<Item = usize>) -> Vec<f64> {
+    use crate::dtype::CastFrom;
+    let bytes = array.bytes();
+    match array.dtype() {
+        DType::C64 => {
+            let parts = bytemuck::cast_slice::<u8, f32>(bytes);
+            at.map(|i| f64::from(parts[2 * i]).hypot(f64::from(parts[2 * i + 1]))).collect()
+        }
+        DType::C128 => {
+            let parts = bytemuck::cast_slice::<u8, f64>(bytes);
+            at.map(|i| parts[2 * i].hypot(parts[2 * i + 1])).collect()
+        }
+        dtype => crate::with_dtype!(dtype, T => {
+            let values = bytemuck::cast_slice::<u8, T>(bytes);
+            at.map(|i| f64::cast_from(values[i])).collect()
+        }, at.map(|i| f64::from(bytes[i])).collect()),
     }
-    let parts: Vec<f64> = match array.dtype() {
-        DType::C64 => bytemuck::cast_slice::<u8, f32>(array.bytes()).iter().map(|&v| f64::from(v)).collect(),
-        _ => bytemuck::cast_slice::<u8, f64>(array.bytes()).to_vec(),
-    };
-    parts.chunks_exact(2).map(|c| c[0].hypot(c[1])).collect()
 }
 
 /// One image of a buffer.
@@ -241,12 +254,11 @@ pub struct BufferImage {
 /// PNG encoding fails.
 pub fn buffer_previews(buffer: &ResultBuffer, options: &PreviewOptions) -> Result<Vec<BufferImage>, PreviewError> {
     let Some(layout) = Layout::of(buffer) else { return Ok(Vec::new()) };
-    let values = magnitudes(&buffer.data);
     let valid = buffer.valid.bytes();
     let count = layout.slices();
     let mut out = Vec::new();
     for s in 0..count.min(options.max_slices) {
-        let (v, ok) = layout.extract(&values, valid, s);
+        let (v, ok) = layout.extract(&buffer.data, valid, s);
         let index = if layout.slice_shape.is_empty() { Vec::new() } else { unravel(s, &layout.slice_shape) };
         let rendered = render(&v, &ok, layout.height, layout.width, layout.kind, options)?;
         out.push(BufferImage { index, slices: count, rendered });
@@ -271,8 +283,37 @@ pub fn png_bytes(buffer: &ResultBuffer, slice: usize, options: &PreviewOptions) 
     if slice >= layout.slices() {
         return Err(PreviewError::NoSuchSlice { buffer: buffer.name.clone(), count: layout.slices(), index: slice });
     }
-    let (v, ok) = layout.extract(&magnitudes(&buffer.data), buffer.valid.bytes(), slice);
+    let (v, ok) = layout.extract(&buffer.data, buffer.valid.bytes(), slice);
     Ok(render(&v, &ok, layout.height, layout.width, layout.kind, options)?.png)
+}
+
+/// At least the host memory the previews of a `kind` buffer of result shape `shape`
+/// (nav buffers: the scan's shape, then `extra`) take when drawn with `options`: the PNG
+/// of each image drawn (kept until the results are written), and while one image is
+/// drawn its values, valid flags and their sorted copy, the canvas and the encoder's
+/// buffers. 0 for a buffer that is not an image. What `udf-host run` counts against
+/// `--max-result-memory` when it draws previews (`--preview`, `--snapshot-every`).
+pub fn memory_bound(kind: BufferKind, shape: &[usize], extra: &[usize], options: &PreviewOptions) -> u64 {
+    let Some(layout) = Layout::of_shape(kind, shape, extra) else { return 0 };
+    let images = layout.slices().min(options.max_slices) as u64;
+    let (canvas, rows) = draw::canvas_bound(layout.height, layout.width, options);
+    // Raw PNG data: a filter byte per row; deflate never grows it by more than a few
+    // bytes per 16 KiB block; headers and text chunks.
+    let png = canvas.saturating_add(rows).saturating_add(canvas / 1024).saturating_add(4096);
+    let pixels = (layout.height as u64).saturating_mul(layout.width as u64);
+    // Values (f64), valid flags, the sorted finite values (f64); the canvas, the
+    // compressed stream as it grows (up to twice its length) and the PNG.
+    let drawing = pixels.saturating_mul(17).saturating_add(canvas).saturating_add(png.saturating_mul(3));
+    images.saturating_mul(png).saturating_add(drawing)
+}
+
+/// The previews drawn with `options` as a run counts them when it is planned
+/// ([`RunOptions::result_extra`](crate::exec::RunOptions::result_extra)).
+pub fn result_extra(options: PreviewOptions) -> ResultExtra {
+    ResultExtra {
+        what: "previews",
+        bytes: Arc::new(move |kind, shape, extra| memory_bound(kind, shape, extra, &options)),
+    }
 }
 
 /// The relative file of a preview: `<udf>/<buffer>.png`, or with the slice index
@@ -323,4 +364,78 @@ pub fn render(
     }
     let mapping = scaling::Mapping::choose(values, valid, kind, options);
     draw::draw(values, valid, height, width, &mapping, options)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
+    use std::cell::Cell;
+
+    /// The system allocator, counting what each thread holds and the most it held.
+    struct Counting;
+
+    thread_local! {
+        static HELD: Cell<usize> = const { Cell::new(0) };
+        static PEAK: Cell<usize> = const { Cell::new(0) };
+    }
+
+    // SAFETY: every call is the system allocator's; the counters only add and subtract
+    // the sizes it was asked for.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: AllocLayout) -> *mut u8 {
+            let held = HELD.with(|h| {
+                h.set(h.get() + layout.size());
+                h.get()
+            });
+            PEAK.with(|p| p.set(p.get().max(held)));
+            // SAFETY: the caller's layout, passed on unchanged.
+            unsafe { System.alloc(layout) }
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: AllocLayout) {
+            HELD.with(|h| h.set(h.get().saturating_sub(layout.size())));
+            // SAFETY: `ptr` came from `alloc` with this layout.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+    }
+
+    #[global_allocator]
+    static COUNTING: Counting = Counting;
+
+    /// The most this thread held while `f` ran, beyond what it held before.
+    fn peak_of(f: impl FnOnce()) -> usize {
+        let before = HELD.with(Cell::get);
+        PEAK.with(|p| p.set(before));
+        f();
+        PEAK.with(Cell::get) - before
+    }
+
+    /// Issue 33, finding 2: a buffer's previews converted the whole buffer to `f64` to draw
+    /// its first 16 images, twice the memory of a float32 buffer whatever the slice count.
+    /// Each image converts only its own slice.
+    #[test]
+    fn previews_convert_one_slice_at_a_time() {
+        let (scan, slices) = ([64usize, 64], 256usize);
+        let elements = scan[0] * scan[1] * slices;
+        let data = NdArray::from_vec(&[scan[0], scan[1], slices], (0..elements).map(|i| i as f32).collect()).unwrap();
+        let valid = NdArray::from_bools(&[scan[0], scan[1], slices], &vec![true; elements]).unwrap();
+        let buffer = ResultBuffer {
+            name: "x".into(),
+            kind: BufferKind::Nav,
+            extra_shape: vec![slices],
+            raw: data.clone(),
+            data,
+            valid,
+            all_valid: true,
+        };
+        let options = PreviewOptions::default();
+        let mut images = Vec::new();
+        let peak = peak_of(|| images = buffer_previews(&buffer, &options).unwrap());
+        assert_eq!(images.len(), options.max_slices);
+        let buffer_bytes = elements * 4;
+        assert!(peak < buffer_bytes / 2, "drawing 16 of 256 slices held {peak} bytes; the buffer has {buffer_bytes}");
+        let bound = memory_bound(BufferKind::Nav, &[64, 64, slices], &[slices], &options);
+        assert!(peak as u64 <= bound, "held {peak} bytes, more than the bound of {bound} the run is checked with");
+    }
 }

@@ -29,6 +29,7 @@ use crate::dtype::DType;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// A tile handed to a UDF: `frames` consecutive selected frames times `sig`.
 #[derive(Debug, Clone, Copy)]
@@ -185,6 +186,18 @@ pub trait Udf: Send + Sync {
     /// traps with "interrupted"); native code stops at the next tile anyway. Used when
     /// the user interrupts a run.
     fn interrupt(&self) {}
+
+    /// A copy of this UDF for one run, or `None` when it keeps no state between calls
+    /// (built-ins) or is a run's copy already. The executor makes one when a run is
+    /// planned or a worker is loaded and uses only it: what the run leaves behind (a wasm
+    /// plugin's main-side instance and its memory, its log budget, its interrupt counter)
+    /// is the copy's and goes when the run is dropped, while whoever loaded the UDF (a
+    /// notebook's `Context`, a Dask worker) keeps it for the next run. Runs planned with
+    /// the same copy share it (the conformance kit's determinism check does, to see state
+    /// a plugin keeps between runs).
+    fn for_run(&self) -> Option<Arc<dyn Udf>> {
+        None
+    }
 
     /// Whether the UDF can take tiles straight from the file mapping, without a copy
     /// (native built-ins). Wasm plugins always need one: into guest memory.

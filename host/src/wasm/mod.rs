@@ -33,7 +33,7 @@ pub use plugin::WasmUdf;
 pub use state::{MAX_LOG_LINE, MAX_LOG_LINES, MAX_RESOURCES, MAX_RUN_LOG_BYTES};
 
 use crate::log::{self, Logger};
-use state::{FrozenTimers, HostData, HostState, RunLog};
+use state::{FrozenTimers, HostData, HostState};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -189,8 +189,6 @@ pub(crate) struct Shared {
     pub(crate) interrupts: Arc<AtomicU64>,
     /// The total memory of every instance, and of what their calls return.
     pub(crate) budget: Arc<MemoryBudget>,
-    /// The log output of every instance, capped in total.
-    pub(crate) run_log: Arc<RunLog>,
     _ticker: Option<EpochTicker>,
 }
 
@@ -263,9 +261,8 @@ impl WasmRuntime {
         let ticker = epochs.then(|| EpochTicker::start(engine.clone()));
         let interrupts = Arc::new(AtomicU64::new(0));
         let budget = MemoryBudget::new(options.max_memory_total);
-        let run_log = Arc::default();
         Ok(WasmRuntime {
-            shared: Arc::new(Shared { engine, linker, options, epochs, interrupts, budget, run_log, _ticker: ticker }),
+            shared: Arc::new(Shared { engine, linker, options, epochs, interrupts, budget, _ticker: ticker }),
         })
     }
 

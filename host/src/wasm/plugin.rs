@@ -1,11 +1,16 @@
 //! A loaded plugin as a [`Udf`]: one `InstancePre`, a fresh instance per partition, and
 //! a main-side instance for the pure functions (plan, buffers, merge, results).
+//!
+//! What a run leaves behind — the main-side instance (its linear memory), the log
+//! budget, the interrupt counter — belongs to a copy made for that run
+//! ([`Udf::for_run`]) and goes with it: a long-lived process (a notebook's `Context`, a
+//! Dask worker, `serve`) that keeps the loaded plugin keeps only the compiled code.
 
 use super::bindings::{UdfPlugin, UdfPluginPre, udf::plugin::types as wit};
 use super::budget::{Budgeted, CallKind, Capped, LiftOutcome, TooMany, lift_counted};
 use super::convert::*;
 use super::fill::{GuestArrayData, GuestTile, ProcessParams, ProcessResults};
-use super::state::{BudgetExceeded, HostState, Interrupted, LogOrigin, MemoryLimitExceeded};
+use super::state::{BudgetExceeded, HostState, Interrupted, LogOrigin, MemoryLimitExceeded, RunLog};
 use super::{LoadError, LoadErrorKind, Shared, WIT_PACKAGE, WIT_VERSION};
 use crate::log::escape_control;
 use crate::udf::{
@@ -41,13 +46,18 @@ pub struct WasmUdf {
     /// The exports called directly: `process` (tiles read into the guest) and the data
     /// calls (results lifted within the memory budget).
     exports: Exports<ComponentExportIndex>,
-    /// Instance for the main-side calls, created on first use, dropped after a trap.
+    /// Instance for the main-side calls, created on first use, dropped after a trap (and
+    /// with this copy: one per run).
     main: Mutex<Option<Instance>>,
-    /// Bumped by [`Udf::interrupt`]: running calls of this plugin's instances trap.
+    /// Bumped by [`Udf::interrupt`]: running calls of this copy's instances trap.
     interrupts: Arc<std::sync::atomic::AtomicU64>,
     /// The plugin takes tiles as host arrays (it called `arrays.use-host-tiles` in
     /// `describe`): `process` gets them without data, through `arrays.tile`.
     host_tiles: bool,
+    /// The log budget of this copy's instances (one per run).
+    run_log: Arc<RunLog>,
+    /// Whether this is a run's copy (which is not copied again).
+    run_copy: bool,
 }
 
 /// The exports of `udf` called without the bindings.
@@ -117,6 +127,8 @@ impl WasmUdf {
             main: Mutex::new(None),
             interrupts: Arc::default(),
             host_tiles: false,
+            run_log: Arc::default(),
+            run_copy: false,
         };
         let description = udf
             .with_main(CallKind::Declaration, |plugin, store| plugin.udf_plugin_udf().call_describe(store).map(Ok))
@@ -130,12 +142,41 @@ impl WasmUdf {
             .ok()
             .and_then(|main| main.as_ref().map(|i| i.store.data().arrays.host_tiles))
             .unwrap_or(false);
+        // The loaded plugin keeps no instance: runs make their own (`for_run`).
+        udf.release_main();
         Ok(udf)
+    }
+
+    /// A copy for one run: the same compiled plugin, with its own main-side instance, log
+    /// budget and interrupt counter.
+    fn copy_for_run(&self) -> WasmUdf {
+        WasmUdf {
+            shared: self.shared.clone(),
+            source: self.source.clone(),
+            path: self.path.clone(),
+            sha256: self.sha256.clone(),
+            name: self.name.clone(),
+            description: self.description.clone(),
+            pre: self.pre.clone(),
+            exports: self.exports,
+            main: Mutex::new(None),
+            interrupts: Arc::default(),
+            host_tiles: self.host_tiles,
+            run_log: Arc::default(),
+            run_copy: true,
+        }
+    }
+
+    /// Drop the main-side instance (its memory goes back to the runtime's budget).
+    fn release_main(&self) {
+        if let Ok(mut main) = self.main.lock() {
+            *main = None;
+        }
     }
 
     fn instantiate(&self, partition: Option<usize>) -> Result<Instance, CallError> {
         let origin = LogOrigin { plugin: self.name.clone(), partition };
-        let state = HostState::new(&self.shared, origin, self.interrupts.clone());
+        let state = HostState::new(&self.shared, origin, self.interrupts.clone(), self.run_log.clone());
         let mut store = Store::new(&self.shared.engine, state);
         store.limiter(|s| s);
         if self.shared.epochs {
@@ -423,10 +464,14 @@ impl Udf for WasmUdf {
         UdfOrigin::Wasm { path: self.path.clone(), sha256: self.sha256.clone() }
     }
 
-    /// Stop the calls of this plugin's instances running now (not those of other
-    /// plugins of the runtime: another run may use them).
+    /// Stop the calls of this copy's instances running now (not those of other plugins
+    /// of the runtime, nor of this plugin's copies for other runs).
     fn interrupt(&self) {
         self.interrupts.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn for_run(&self) -> Option<Arc<dyn Udf>> {
+        (!self.run_copy).then(|| Arc::new(self.copy_for_run()) as Arc<dyn Udf>)
     }
 
     fn plan(&self, params: &Params, dataset: &DatasetMeta) -> Result<RunPlan, CallError> {

@@ -21,8 +21,9 @@ pub const MAX_LOG_LINE: usize = 4096;
 /// Log lines one instance may send before the rest are dropped (with one notice); the
 /// last lines are still kept for its error message.
 pub const MAX_LOG_LINES: usize = 10_000;
-/// Bytes of log all instances of a runtime (a run) may send before the rest are dropped
-/// (with one notice).
+/// Bytes of log the instances of one plugin may send in one run before the rest are
+/// dropped (with one notice); the next run starts again from zero (a notebook's
+/// `Context` or a Dask worker runs many).
 pub const MAX_RUN_LOG_BYTES: usize = 16 << 20;
 /// Lines of the log kept to attach to an error.
 const LOG_TAIL: usize = 8;
@@ -37,7 +38,7 @@ pub struct LogOrigin {
     pub partition: Option<usize>,
 }
 
-/// The log output of every instance of a runtime, capped in total.
+/// The log output of every instance of a plugin in one run, capped in total.
 #[derive(Debug, Default)]
 pub struct RunLog {
     bytes: AtomicUsize,
@@ -101,7 +102,10 @@ impl PluginLog {
         let message = if self.run.admit(message.len() + 32) {
             message
         } else if self.run.first_notice() {
-            format!("the plugins of this run logged more than {} MiB; dropping the rest", MAX_RUN_LOG_BYTES >> 20)
+            format!(
+                "the instances of this plugin logged more than {} MiB in this run; dropping the rest",
+                MAX_RUN_LOG_BYTES >> 20
+            )
         } else {
             return;
         };
@@ -389,10 +393,15 @@ pub struct HostState {
 }
 
 impl HostState {
-    /// State with the runtime's limits (memory per instance, the total budget, the log
-    /// caps) and no capabilities.
-    pub fn new(shared: &Shared, origin: LogOrigin, udf_interrupts: Arc<std::sync::atomic::AtomicU64>) -> Self {
-        let log = Arc::new(Mutex::new(PluginLog::new(origin, shared.options.logger.clone(), shared.run_log.clone())));
+    /// State with the runtime's limits (memory per instance, the total budget), the log
+    /// caps (per instance, and `run_log`: per plugin and run) and no capabilities.
+    pub fn new(
+        shared: &Shared,
+        origin: LogOrigin,
+        udf_interrupts: Arc<std::sync::atomic::AtomicU64>,
+        run_log: Arc<RunLog>,
+    ) -> Self {
+        let log = Arc::new(Mutex::new(PluginLog::new(origin, shared.options.logger.clone(), run_log)));
         let inner = wasmtime::StoreLimitsBuilder::new()
             .memory_size(shared.options.max_memory)
             .trap_on_grow_failure(true)

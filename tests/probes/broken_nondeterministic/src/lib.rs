@@ -1,5 +1,6 @@
 //! Broken on purpose: the sum over each frame, plus state that survives between runs
-//! in the main-side instance: `plan` counts runs, and `get_results` flips the lowest
+//! in the main-side instance (where an engine keeps it for several runs, as the LiberTEM
+//! adapter does per UDF object, and the determinism check does): `plan` counts runs, and `get_results` flips the lowest
 //! bit of every result on odd runs. The difference (one unit in the last place) is
 //! within any float tolerance, so only `determinism.repeat` catches it.
 
