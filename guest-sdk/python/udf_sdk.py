@@ -22,9 +22,25 @@ A function of one frame is a whole plugin (LiberTEM's ``ctx.map``)::
     Udf = udf.frame_map("row-sums", lambda frame: [float(sum(row)) for row in frame.rows()])
 
 Arrays arrive as ``bytes`` (the plugin declares ``data-access: bytes``) and are viewed as
-typed ``memoryview`` objects without a copy; there is no NumPy inside wasm. Dtypes are
-NumPy names (``"float32"``). Complex buffers are viewed as their float parts, with one more
-trailing axis of length 2 (real, imaginary).
+typed ``memoryview`` objects without a copy. Dtypes are NumPy names (``"float32"``).
+Complex buffers are viewed as their float parts, with one more trailing axis of length 2
+(real, imaginary).
+
+With ``Description(..., host_arrays=True)`` every array a plugin sees is an ``xp`` array
+instead (``xp``: the NumPy-like namespace of ``python/udf_host/xp.py``, over the
+contract's ``arrays`` interface): the tile, frames, result buffers and array parameters
+live in the host, and NumPy-style code runs at the host's speed, the tile never copied
+into the plugin::
+
+    import udf_sdk as udf
+    import xp as np
+
+    class Sum(udf.Udf):
+        description = udf.Description("my-sum", "0.1.0", "Sum of all frames", host_arrays=True)
+        buffers = [udf.BufferDecl.sig("intensity", udf.INPUT, merge="add")]
+
+        def process_tile(self, tile, results):
+            results.intensity[:] += np.sum(tile.data, axis=0)
 """
 
 import copy
@@ -447,12 +463,15 @@ class Description:
     """What ``udf-host inspect`` shows: name, version, summary, params, methods (in order of
     preference: ``"tile"``, ``"frame"``, ``"partition"``), preferred input dtype (a name, or
     ``"native"``), tiling preferences (``tile_depth``: None, ``"max"`` or frames;
-    ``tile_size``: None, ``"max"`` or bytes) and which optional hooks exist."""
+    ``tile_size``: None, ``"max"`` or bytes) and which optional hooks exist.
+    ``host_arrays``: tiles, frames, buffers and array parameters are ``xp`` arrays in the
+    host (see the module's docs)."""
 
     def __init__(self, name, version, summary, params=(), methods=("tile",), input_dtype="float32",
                  tile_depth=None, tile_size=None, custom_merge=False, custom_results=False,
-                 main_preprocess=False):
+                 main_preprocess=False, host_arrays=False):
         self.name, self.version, self.summary = name, version, summary
+        self.host_arrays = host_arrays
         self.params = list(params)
         self.methods = list(methods)
         self.input_dtype = input_dtype
@@ -571,11 +590,12 @@ class BufferDecl:
 
 class Params:
     """The run's parameters by name: ``params.float("r")``, ``.int``, ``.boolean``, ``.text``,
-    ``.array`` (an ``Array``), ``name in params``."""
+    ``.array`` (an ``Array``, or an ``xp`` array with ``host_arrays``), ``name in params``."""
 
-    def __init__(self, params):
+    def __init__(self, params, host_arrays=False):
         self._values = {p.name: p.value for p in params}
         self._arrays = {}
+        self._host_arrays = host_arrays
 
     def __contains__(self, name):
         return name in self._values
@@ -605,12 +625,14 @@ class Params:
 
     def array(self, name):
         if name not in self._arrays:
-            self._arrays[name] = Array(self._get(name, t.ParamValue_Array, "an array"))
+            value = self._get(name, t.ParamValue_Array, "an array")
+            self._arrays[name] = _host_array(value) if self._host_arrays else Array(value)
         return self._arrays[name]
 
     def floats(self, name):
         """An array parameter's elements as a flat list of Python numbers."""
-        return [v for row in self.array(name).view.rows() for v in row]
+        value = self._get(name, t.ParamValue_Array, "an array")
+        return [v for row in Array(value).view.rows() for v in row]
 
 
 class Dataset:
@@ -697,6 +719,11 @@ class Buffers:
         self._sig_dims = sig_dims
         self._unit = None  # None: whole; ("tile", nav0, nav1, sig_origin, sig_shape); ("frame", nav)
 
+    def _enter(self, unit):
+        """Views from now on are of ``unit``: None (whole), ``("tile", nav0, nav1,
+        sig_origin, sig_shape)`` or ``("frame", nav)``."""
+        self._unit = unit
+
     def names(self):
         return list(self._buffers)
 
@@ -770,20 +797,161 @@ class Buffers:
                 for b in self._buffers.values()]
 
 
-def _allocate(decls, frames, sig_shape):
+# --------------------------------------------------------------------------------------
+# host arrays (``Description(host_arrays=True)``): ``xp`` over the contract's ``arrays``
+
+
+def _xp():
+    """The ``xp`` module (imported on first use: plugins without host arrays never load it)."""
+    import xp
+
+    return xp
+
+
+def _xp_backend():
+    import xp_backend
+
+    return xp_backend
+
+
+def _host_array(ndarray):
+    """A wit ``ndarray`` (a parameter, a buffer given to ``merge``) as an ``xp`` array in the host."""
+    xp = _xp()
+    return xp.ndarray(_xp_backend().from_bytes(dtype_name(ndarray.dtype), list(ndarray.shape),
+                                               bytes(_array_bytes(ndarray))))
+
+
+class _ArrayBuffer:
+    __slots__ = ("name", "kind", "dtype", "shape", "arr")
+
+    def __init__(self, name, kind, dtype, shape, arr):
+        self.name, self.kind, self.dtype, self.shape, self.arr = name, kind, dtype, tuple(shape), arr
+
+
+class ArrayBuffers(Buffers):
+    """Result buffers as ``xp`` arrays in the host (``Description(host_arrays=True)``), seen
+    through the current unit as ``Buffers`` are: ``results["name"]`` or ``results.name``
+    is an ``xp`` view (no copy) of the buffer — in ``process_tile`` a nav buffer's rows
+    of the tile, a sig buffer's part under the tile. Write with NumPy's forms:
+    ``results.intensity[:] += np.sum(tile.data, axis=0)``, ``results["n"] += 1``,
+    ``results.peak[...] = np.maximum(results.peak, frame)``."""
+
+    def __init__(self, buffers, sig_dims=0):
+        object.__setattr__(self, "_views", {})
+        super().__init__(buffers, sig_dims)
+
+    def __setattr__(self, name, value):
+        if name.startswith("_"):
+            object.__setattr__(self, name, value)
+        else:
+            self[name] = value
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self[name]
+        except UdfError as e:
+            raise AttributeError(e.message) from None
+
+    def _enter(self, unit):
+        self._unit = unit
+        self._views.clear()
+
+    def whole(self, name):
+        return self._buffer(name).arr
+
+    def __getitem__(self, name):
+        view = self._views.get(name)
+        if view is not None:
+            return view
+        b = self._buffer(name)
+        view = b.arr
+        unit = self._unit
+        if unit is not None and b.kind == "nav":
+            if unit[0] == "tile":
+                view = view[unit[1] : unit[2]]
+            else:
+                n = unit[1]
+                view = view[n : n + 1] if len(b.shape) == 1 else view[n]
+        elif unit is not None and b.kind == "sig" and unit[0] == "tile":
+            origin, shape = unit[3], unit[4]
+            view = view[tuple(slice(o, o + n) for o, n in zip(origin[: self._sig_dims], shape[: self._sig_dims]))]
+        self._views[name] = view
+        return view
+
+    def __setitem__(self, name, value):
+        view = self[name]
+        if value is not view:  # `results["x"] += v` has added in place already
+            view[...] = value
+
+    def fill(self, name, value):
+        self[name][...] = value
+
+    def accumulate(self, name, source, op):
+        xp = _xp()
+        view = self[name]
+        if isinstance(source, Tile):
+            frames = source.data
+            if op == "add":
+                value = xp.sum(frames, axis=0)
+            elif op == "assign":
+                value = frames[-1]
+            else:
+                value = xp.max(frames, axis=0) if op == "max" else xp.min(frames, axis=0)
+        elif isinstance(source, Frame):
+            value = source.data
+        else:
+            value = source
+        _combine_arrays(view, value, op)
+
+    def add_frame_sums(self, name, tile):
+        data = tile.data
+        _combine_arrays(self[name], _xp().sum(data, axis=tuple(range(1, data.ndim))), "add")
+
+    def merge_from(self, src, name, op):
+        _combine_arrays(self.whole(name), src.whole(name), op)
+
+    def result(self, name):
+        b = self._buffer(name)
+        return Result(name, b.dtype, b.shape, b.arr.tobytes())
+
+    def _named(self):
+        return [t.NamedArray(b.name, t.Ndarray(_wit_dtype(b.dtype), list(b.shape), t.ArrayData_Bytes(b.arr.tobytes())))
+                for b in self._buffers.values()]
+
+
+def _combine_arrays(dest, value, op):
+    """``dest = dest op value`` in place for ``xp`` arrays (``op`` as for ``combine``; NaN
+    wins in min and max, as with ``np.maximum``)."""
+    if op == "add":
+        dest[...] += value
+    elif op == "assign":
+        dest[...] = value
+    elif op in ("min", "max"):
+        xp = _xp()
+        dest[...] = xp.maximum(dest, value) if op == "max" else xp.minimum(dest, value)
+    else:
+        raise UdfError.internal(f"combine: op must be one of {', '.join(_MERGES)}, found {op!r}")
+
+
+def _allocate(decls, frames, sig_shape, host_arrays=False):
     out = []
     for d in decls:
         if d.use == "result_only":
             continue
         shape = _storage_shape(d, frames, sig_shape)
+        if host_arrays:
+            out.append(_ArrayBuffer(d.name, d.kind, d.dtype, shape, _xp().zeros(shape, dtype=d.dtype)))
+            continue
         n = 1
         for s in shape:
             n *= s
         out.append(_Buffer(d.name, d.kind, d.dtype, shape, bytearray(n * itemsize(d.dtype))))
-    return Buffers(out, len(sig_shape))
+    return ArrayBuffers(out, len(sig_shape)) if host_arrays else Buffers(out, len(sig_shape))
 
 
-def _from_named(arrays):
+def _from_named(arrays, host_arrays=False):
     out = []
     for a in arrays:
         dtype = dtype_name(a.data.dtype)
@@ -794,8 +962,12 @@ def _from_named(arrays):
         if len(raw) != n * itemsize(dtype):
             raise UdfError.internal(f"buffer '{a.name}' from the host has {len(raw)} bytes, "
                                     f"expected {n * itemsize(dtype)} for {dtype} {tuple(a.data.shape)}")
-        out.append(_Buffer(a.name, None, dtype, a.data.shape, raw))
-    return Buffers(out)
+        if host_arrays:
+            arr = _xp().ndarray(_xp_backend().from_bytes(dtype, list(a.data.shape), bytes(raw)))
+            out.append(_ArrayBuffer(a.name, None, dtype, a.data.shape, arr))
+        else:
+            out.append(_Buffer(a.name, None, dtype, a.data.shape, raw))
+    return ArrayBuffers(out) if host_arrays else Buffers(out)
 
 
 class Result:
@@ -812,6 +984,11 @@ class Result:
 
         return Result(name, dtype, shape, array(_DTYPES[dtype_name(dtype)][1], values).tobytes(), valid)
 
+    @staticmethod
+    def from_array(name, array, valid=None):
+        """A result from an ``xp`` array (host arrays)."""
+        return Result(name, array.dtype.name, array.shape, array.tobytes(), valid)
+
     def _wit(self):
         return t.ResultEntry(self.name, t.Ndarray(_wit_dtype(self.dtype), list(self.shape),
                                                   t.ArrayData_Bytes(bytes(self.data))),
@@ -824,10 +1001,13 @@ class Result:
 
 class Tile:
     """A tile: ``frames`` consecutive frames times one signal slice. ``data`` is a ``View``
-    ``[frames, *sig_shape]``; ``origin`` the compressed flat nav index of the first frame;
-    ``sig_origin``, ``sig_shape``, ``scheme_index``, ``true_nav_indices``, ``dtype``."""
+    ``[frames, *sig_shape]`` (with ``host_arrays``: an ``xp`` array, a view of the host's
+    memory valid during the ``process`` call); ``origin`` the compressed flat nav index of
+    the first frame; ``sig_origin``, ``sig_shape``, ``scheme_index``, ``true_nav_indices``,
+    ``dtype``."""
 
-    def __init__(self, raw, ctx):
+    def __init__(self, raw, ctx, host_arrays=False):
+        self.host_arrays = host_arrays
         self.ctx = ctx
         self.dtype = ctx.dataset.input_dtype
         self.frames = raw.frames
@@ -836,12 +1016,15 @@ class Tile:
         self.sig_origin = tuple(raw.sig.origin)
         self.sig_shape = tuple(raw.sig.shape)
         self.true_nav_indices = raw.true_nav_indices
-        if isinstance(raw.data, t.ArrayData_Bytes):
-            payload = raw.data.value
+        if host_arrays:
+            self.data = _xp().ndarray(_xp_backend().tile())
         else:
-            payload = _array_bytes(t.Ndarray(_wit_dtype(self.dtype), [], raw.data))
-        mem = _typed(payload, self.dtype)
-        self.data = View(mem, _value_shape(self.dtype, (self.frames,) + self.sig_shape), dtype=self.dtype)
+            if isinstance(raw.data, t.ArrayData_Bytes):
+                payload = raw.data.value
+            else:
+                payload = _array_bytes(t.Ndarray(_wit_dtype(self.dtype), [], raw.data))
+            mem = _typed(payload, self.dtype)
+            self.data = View(mem, _value_shape(self.dtype, (self.frames,) + self.sig_shape), dtype=self.dtype)
         partition_origin = ctx.partition.origin if ctx.partition else 0
         self.nav_offset = self.origin - partition_origin
 
@@ -862,6 +1045,12 @@ class Tile:
         """The tile's part of a sig-shaped view (its last axes the signal shape; leading
         axes, e.g. a stack of masks, are kept)."""
         k = len(self.sig_shape)
+        shape = tuple(view.shape)
+        if self.host_arrays or not isinstance(view, View):
+            if len(shape) < k or shape[len(shape) - k:] != tuple(self.ctx.dataset.sig_shape):
+                raise UdfError.bad_param(f"an array of shape {shape} does not end in the signal shape "
+                                         f"{self.ctx.dataset.sig_shape}")
+            return view[(Ellipsis,) + tuple(slice(o, o + n) for o, n in zip(self.sig_origin, self.sig_shape))]
         first = len(view.shape) - k
         if first < 0 or tuple(view.shape[first:]) != tuple(self.ctx.dataset.sig_shape):
             raise UdfError.bad_param(f"an array of shape {view.shape} does not end in the signal shape "
@@ -871,6 +1060,8 @@ class Tile:
 
     def aux(self, name):
         """Per-frame aux data of this tile's frames: ``[frames, *extra]``."""
+        if self.host_arrays:
+            return self.ctx.params.array(name)[self.nav_offset : self.nav_offset + self.frames]
         v = self.ctx.params.array(name).view
         return View(v.mem, (self.frames,) + v.shape[1:], v.strides, v.offset + self.nav_offset * v.strides[0], v.dtype)
 
@@ -892,13 +1083,21 @@ class Frame:
         return self.tile.ctx.dataset.nav_coordinates(self.true_nav_index)
 
     def flat(self):
+        if self.tile.host_arrays:
+            return self.data.reshape(-1)
         return self.data.flat()
 
     def sum(self):
         """The sum of the frame's values."""
+        if self.tile.host_arrays:
+            return _xp().sum(self.data).item()
         return sum(v for row in self.data.rows() for v in row)
 
     def aux(self, name):
+        if self.tile.host_arrays:
+            a = self.tile.ctx.params.array(name)
+            i = self.tile.nav_offset + self.index
+            return a[i : i + 1] if a.ndim == 1 else a[i]
         v = self.tile.ctx.params.array(name).view
         sub = v._sub((self.tile.nav_offset + self.index,))
         return sub if sub.shape else View(sub.mem, (1,), (1,), sub.offset, sub.dtype)
@@ -987,10 +1186,13 @@ Buffers.result = _pass_through
 def export(cls):
     """The class componentize-py exports (assign it to ``Udf`` in the app module)."""
     state = {}
+    arrays = bool(getattr(cls.description, "host_arrays", False))
 
     class Export(_exports.Udf):
         @_guard
         def describe(self):
+            if arrays:
+                _xp_backend().use_host_tiles()
             d = copy.copy(cls.description)
             d.custom_merge = d.custom_merge or any(b.merge for b in cls.buffers)
             d.custom_results = d.custom_results or any(b.use == "result_only" for b in cls.buffers)
@@ -999,22 +1201,22 @@ def export(cls):
 
         @_guard
         def plan(self, params, dataset):
-            return cls.plan(Params(params), Dataset(dataset))._wit()
+            return cls.plan(Params(params, arrays), Dataset(dataset))._wit()
 
         @_guard
         def result_buffers(self, params, dataset):
-            params, dataset = Params(params), Dataset(dataset)
+            params, dataset = Params(params, arrays), Dataset(dataset)
             return [d.resolved(params, dataset)._wit() for d in cls.result_buffers(params, dataset)]
 
         @_guard
         def init(self, ctx):
-            params = Params(ctx.params)
+            params = Params(ctx.params, arrays)
             dataset = Dataset(ctx.dataset)
             partition = Partition(ctx.partition) if ctx.partition is not None else None
             context = Context(params, dataset, partition)
             decls = [d.resolved(params, dataset) for d in cls.result_buffers(params, dataset)]
             frames = partition.frames if partition else dataset.frames
-            buffers = _allocate(decls, frames, dataset.sig_shape)
+            buffers = _allocate(decls, frames, dataset.sig_shape, arrays)
             for d in decls:
                 if d.merge in ("min", "max") and d.use != "result_only":
                     buffers.whole(d.name).fill(_identity(d.dtype, d.merge))
@@ -1031,30 +1233,30 @@ def export(cls):
         @_guard
         def preprocess(self):
             udf, ctx, buffers = self._worker()
-            buffers._unit = None
+            buffers._enter(None)
             udf.preprocess(ctx, buffers)
 
         @_guard
         def process(self, raw):
             udf, ctx, buffers = self._worker()
-            tile = Tile(raw, ctx)
+            tile = Tile(raw, ctx, arrays)
             method = state["method"]
             if method == "tile":
                 n0 = tile.nav_offset
-                buffers._unit = ("tile", n0, n0 + tile.frames, tile.sig_origin, tile.sig_shape)
+                buffers._enter(("tile", n0, n0 + tile.frames, tile.sig_origin, tile.sig_shape))
                 udf.process_tile(tile, buffers)
             elif method == "frame":
                 for i in range(tile.frames):
-                    buffers._unit = ("frame", tile.nav_offset + i)
+                    buffers._enter(("frame", tile.nav_offset + i))
                     udf.process_frame(Frame(tile, i), buffers)
             else:
-                buffers._unit = None
+                buffers._enter(None)
                 udf.process_partition(tile, buffers)
 
         @_guard
         def postprocess(self):
             udf, ctx, buffers = self._worker()
-            buffers._unit = None
+            buffers._enter(None)
             udf.postprocess(ctx, buffers)
 
         @_guard
@@ -1065,17 +1267,17 @@ def export(cls):
 
         @_guard
         def merge(self, ctx, dest, src):
-            context = Context(Params(ctx.params), Dataset(ctx.dataset), Partition(ctx.partition),
+            context = Context(Params(ctx.params, arrays), Dataset(ctx.dataset), Partition(ctx.partition),
                               valid_nav_mask=ctx.valid_nav_mask)
-            d = _from_named(dest)
-            cls.merge(context, d, _from_named(src))
+            d = _from_named(dest, arrays)
+            cls.merge(context, d, _from_named(src, arrays))
             return d._named()
 
         @_guard
         def get_results(self, ctx, buffers):
-            context = Context(Params(ctx.params), Dataset(ctx.dataset), None, valid_nav_mask=ctx.valid_nav_mask,
-                              roi=ctx.roi)
-            return [r._wit() for r in cls.get_results(context, _from_named(buffers))]
+            context = Context(Params(ctx.params, arrays), Dataset(ctx.dataset), None,
+                              valid_nav_mask=ctx.valid_nav_mask, roi=ctx.roi)
+            return [r._wit() for r in cls.get_results(context, _from_named(buffers, arrays))]
 
     Export.__name__ = "Udf"
     return Export
@@ -1117,13 +1319,18 @@ def _value_info(value):
     return "int64", tuple(shape), [int(v) for v in flat]
 
 
-def frame_map(name, f, summary="A frame map (LiberTEM's AutoUDF), Python", input_dtype="float32"):
+def frame_map(name, f, summary="A frame map (LiberTEM's AutoUDF), Python", input_dtype="float32",
+              host_arrays=False):
     """A whole plugin from a function of one frame (LiberTEM's ``ctx.map(f=...)``):
     ``Udf = udf.frame_map("row-sums", lambda frame: [sum(row) for row in frame.rows()])``.
 
     ``f`` gets the frame as a ``View`` of the signal shape and returns a number, a ``View`` or
     nested lists; the nav buffer ``result`` takes that value's dtype and shape, found by
-    calling ``f`` on a frame of zeros (as ``AutoUDF`` does)."""
+    calling ``f`` on a frame of zeros (as ``AutoUDF`` does). With ``host_arrays`` the frame
+    is an ``xp`` array and ``f`` returns anything ``xp.asarray`` takes:
+    ``udf.frame_map("row-sums", lambda frame: np.sum(frame, axis=-1), host_arrays=True)``."""
+    if host_arrays:
+        return _array_frame_map(name, f, summary, input_dtype)
 
     class FrameMap(Udf):
         description = Description(name, "0.1.0", summary, methods=["frame"], input_dtype=input_dtype)
@@ -1146,6 +1353,31 @@ def frame_map(name, f, summary="A frame map (LiberTEM's AutoUDF), Python", input
                 raise UdfError.invalid_data(f"the frame map returned a value of shape {shape} for frame "
                                             f"{frame.nav_index}, unlike its value for a frame of zeros")
             combine(out, View(values, out.shape), "assign")
+
+    FrameMap.__name__ = name
+    return export(FrameMap)
+
+
+def _array_frame_map(name, f, summary, input_dtype):
+    """``frame_map`` with host arrays."""
+
+    class FrameMap(Udf):
+        description = Description(name, "0.1.0", summary, methods=["frame"], input_dtype=input_dtype,
+                                  host_arrays=True)
+
+        @staticmethod
+        def result_buffers(params, dataset):
+            xp = _xp()
+            value = xp.asarray(f(xp.zeros(dataset.sig_shape, dtype=dataset.input_dtype)))
+            return [BufferDecl.nav("result", value.dtype.name, value.shape)]
+
+        def process_frame(self, frame, results):
+            out = results["result"]
+            value = _xp().asarray(f(frame.data))
+            if value.size != out.size:
+                raise UdfError.invalid_data(f"the frame map returned a value of shape {value.shape} for frame "
+                                            f"{frame.nav_index}, unlike its value for a frame of zeros")
+            out[...] = value.reshape(out.shape)
 
     FrameMap.__name__ = name
     return export(FrameMap)

@@ -52,10 +52,13 @@ pub mod bindings {
         export_macro_name: "export_udf_bindings",
         default_bindings_module: "udf_sdk::bindings",
         additional_derives: [PartialEq],
+        // Operands hold borrowed array handles, which have no equality.
+        additional_derives_ignore: ["operand"],
     });
 }
 
 mod adapter;
+pub mod array;
 mod buffers;
 pub mod declaration;
 mod describe;

@@ -15,12 +15,14 @@
 //! | [`conformance`] | the plugin conformance kit (`udf-host conformance`) |
 //! | [`output`] | writing results (`.npy`, `results.json`, `index.html`) atomically; live snapshots |
 //! | [`preview`] | PNG previews of image results (colour maps, robust scaling, colour bar) |
+//! | [`arrays`] | host arrays: the executor behind the contract's `arrays` interface (NumPy semantics) |
 //! | [`dtype`], [`array`], [`npy`] | element types, arrays, the `.npy` format |
 //! | [`params`], [`roi`], [`log`] | parameters, regions of interest, plugin logs |
 //!
 //! See `docs/architecture.md` for how the pieces fit together.
 
 pub mod array;
+pub mod arrays;
 pub mod builtins;
 pub mod cli;
 pub mod conformance;

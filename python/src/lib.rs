@@ -2,6 +2,7 @@
 //! LiberTEM-like API (`Context`, `WasmUDF`, `BuiltinUDF`, `Buffer`) on top; this module only
 //! converts between Python and the library.
 
+mod arrays;
 mod convert;
 mod distributed;
 mod engine;
@@ -90,5 +91,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(describe_builtin, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_names, m)?)?;
     m.add_function(wrap_pyfunction!(contract_version, m)?)?;
+    arrays::register(m)?;
     Ok(())
 }

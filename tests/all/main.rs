@@ -23,6 +23,7 @@ mod formats_seq;
 mod formats_tvips;
 mod gallery;
 #[cfg(target_os = "linux")]
+mod host_arrays;
 mod hostile_matrix;
 #[cfg(target_os = "linux")]
 mod interrupt;

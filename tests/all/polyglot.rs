@@ -352,7 +352,7 @@ fn c_com_matches_the_builtins_formulas() {
 }
 
 #[test]
-fn zig_masks_match_the_dot_products() {
+fn zig_and_python_masks_match_the_dot_products() {
     let dir = tempfile::tempdir().unwrap();
     let data = fixtures::mk_uniform(&[3, 7], &[9, 11], 16);
     let path = write_npy(dir.path(), &data, Ty::F32);
@@ -375,19 +375,72 @@ fn zig_masks_match_the_dot_products() {
             (0..m).map(move |k| (0..px).map(|i| frame[i] * masks_ref[k * px + i]).sum::<f64>()).collect::<Vec<_>>()
         })
         .collect();
-    let zig = load_polyglot("zig", "masks");
-    for mask_dtype in [DType::F32, DType::F64] {
-        let p = params(&[("masks", array_param(mask_dtype, &[m, 9, 11], &masks))]);
-        for (partitions, tile) in [(1, None), (2, Some(vec![4, 3, 11])), (5, Some(vec![3, 9, 5]))] {
-            let what = format!("masks {mask_dtype:?}, {partitions} partitions, tile {tile:?}");
-            let options = RunOptions { partitions: Some(partitions), tile_shape: tile, ..Default::default() };
-            let results = run_on(&path, &OpenOptions::default(), vec![(zig.clone(), p.clone())], options)
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
-            assert_eq!(results.input_dtype, DType::F32, "{what}: float32 preferred and native");
-            let b = results.udfs[0].buffer("intensity").unwrap();
-            assert_eq!(b.data.shape(), &[3, 7, 3], "{what}");
-            assert_eq!(b.dtype(), mask_dtype, "{what}: result_type(float32, mask dtype)");
-            assert_close(&to_f64(&b.data), &expected, 1e-5, &what);
+    for language in ["zig", "python"] {
+        let plugin = load_polyglot(language, "masks");
+        for mask_dtype in [DType::F32, DType::F64] {
+            let p = params(&[("masks", array_param(mask_dtype, &[m, 9, 11], &masks))]);
+            for (partitions, tile) in [(1, None), (2, Some(vec![4, 3, 11])), (5, Some(vec![3, 9, 5]))] {
+                let what = format!("{language} masks {mask_dtype:?}, {partitions} partitions, tile {tile:?}");
+                let options = RunOptions { partitions: Some(partitions), tile_shape: tile, ..Default::default() };
+                let results = run_on(&path, &OpenOptions::default(), vec![(plugin.clone(), p.clone())], options)
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert_eq!(results.input_dtype, DType::F32, "{what}: float32 preferred and native");
+                let b = results.udfs[0].buffer("intensity").unwrap();
+                assert_eq!(b.data.shape(), &[3, 7, 3], "{what}");
+                assert_eq!(b.dtype(), mask_dtype, "{what}: result_type(float32, mask dtype)");
+                assert_close(&to_f64(&b.data), &expected, 1e-5, &what);
+            }
+        }
+    }
+}
+
+/// StdDevUDF in Python with host arrays (`plugins/polyglot/python/stddev`) against plain
+/// loops over the selected frames (two-pass mean and variance in float64), for both base
+/// dtypes, odd tilings and a ROI; an empty ROI gives NaN.
+#[test]
+fn python_stddev_matches_the_per_pixel_moments() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut data = fixtures::mk_uniform(&[5, 6], &[9, 11], 34);
+    data.values.iter_mut().for_each(|v| *v = 1000.0 + 50.0 * *v);
+    let path = write_npy(dir.path(), &data, Ty::F32);
+    let stored = data.rounded(Ty::F32);
+    let stddev = load_polyglot("python", "stddev");
+    let rois: [Option<Vec<bool>>; 3] = [None, Some((0..30).map(|i| i % 4 != 1).collect()), Some(vec![false; 30])];
+    for base in ["float64", "float32"] {
+        let p = params(&[("dtype", ParamValue::Text(base.into()))]);
+        for roi in &rois {
+            let frames: Vec<usize> = (0..30).filter(|&n| roi.as_ref().is_none_or(|r| r[n])).collect();
+            let count = frames.len() as f64;
+            let px = 9 * 11;
+            let mean: Vec<f64> =
+                (0..px).map(|i| frames.iter().map(|&n| stored.frame(n)[i]).sum::<f64>() / count).collect();
+            let var: Vec<f64> = (0..px)
+                .map(|i| frames.iter().map(|&n| (stored.frame(n)[i] - mean[i]).powi(2)).sum::<f64>() / count)
+                .collect();
+            let std: Vec<f64> = var.iter().map(|v| v.sqrt()).collect();
+            for (partitions, tile) in [(1, None), (3, Some(vec![4, 3, 11])), (7, Some(vec![2, 9, 4]))] {
+                let what = format!("base {base}, roi {}, {partitions} partitions, tile {tile:?}", roi.is_some());
+                let options = RunOptions {
+                    partitions: Some(partitions),
+                    tile_shape: tile,
+                    roi: roi.clone().map(Roi::from_mask),
+                    ..Default::default()
+                };
+                let results = run_on(&path, &OpenOptions::default(), vec![(stddev.clone(), p.clone())], options)
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+                let buf = |n: &str| results.udfs[0].buffer(n).unwrap_or_else(|| panic!("{what}: no {n}"));
+                let base_dtype = if base == "float32" { DType::F32 } else { DType::F64 };
+                assert_eq!(buf("var").dtype(), base_dtype, "{what}");
+                if frames.is_empty() {
+                    assert!(to_f64(&buf("std").data).iter().all(|v| v.is_nan()), "{what}: no frame, NaN");
+                    continue;
+                }
+                let rtol = if base == "float32" { 1e-4 } else { 1e-9 };
+                let mean_rtol = if base == "float32" { 1e-5 } else { 1e-12 };
+                assert_close(&to_f64(&buf("mean").data), &mean, mean_rtol, &format!("mean {what}"));
+                assert_close(&to_f64(&buf("var").data), &var, rtol, &format!("var {what}"));
+                assert_close(&to_f64(&buf("std").data), &std, rtol, &format!("std {what}"));
+            }
         }
     }
 }
@@ -465,13 +518,12 @@ fn every_polyglot_plugin_conforms() {
     let mut failures = Vec::new();
     for (language, names) in [
         // `map` (a frame map) and `max` (declared buffers with a max merge): the SDKs' short
-        // forms, through the kit in the compiled languages. The Python and JavaScript ones
-        // are interpreted: a kit run each costs minutes, so their numbers are checked by
-        // `frame_maps_in_every_language_*` and `max_in_every_language_*` here instead.
+        // forms. Python and JavaScript plugins compute with host arrays at the host's speed.
         ("c", &["sum", "sumsig", "com", "map", "max"][..]),
         ("zig", &["sum", "sumsig", "masks", "map", "max"][..]),
-        ("python", &["sum", "sumsig", "fem"][..]),
-        ("js", &["sum", "sumsig", "logsum"][..]),
+        // Python plugins with host arrays run at the host's speed: all of them.
+        ("python", &["sum", "sumsig", "fem", "map", "max", "stddev", "masks"][..]),
+        ("js", &["sum", "sumsig", "logsum", "map", "max"][..]),
     ] {
         for name in names {
             let config = crate::conformance::config_for(name);
@@ -505,7 +557,8 @@ fn python_plugins_run_in_the_clis_small_instance_pool() {
 
 /// The frame maps of every language (`plugins/polyglot/<language>/map`): the sum of every
 /// row of each frame, with the shape found on a frame of zeros; C and Zig maps take
-/// float32 frames (float64 data is converted), Python and JavaScript values are float64.
+/// float32 frames (float64 data is converted), Python's and JavaScript's (host arrays:
+/// `np.sum(frame, axis=-1)`) have the frame's dtype.
 #[test]
 fn frame_maps_in_every_language_give_the_row_sums_of_each_frame() {
     let dir = tempfile::tempdir().unwrap();
@@ -513,8 +566,11 @@ fn frame_maps_in_every_language_give_the_row_sums_of_each_frame() {
     let roi: Vec<bool> = (0..30).map(|i| i % 4 != 2).collect();
     for language in LANGUAGES {
         let map = load_polyglot(language, "map");
-        let value_dtype = if matches!(language, "c" | "zig") { DType::F32 } else { DType::F64 };
         for ty in [Ty::F32, Ty::F64] {
+            let value_dtype = match (language, ty) {
+                ("c" | "zig", _) | ("python" | "js", Ty::F32) => DType::F32,
+                _ => DType::F64,
+            };
             let path = write_npy(dir.path(), &data, ty);
             // Rows of the frame as the map sees it: float32 for C and Zig, else as stored.
             let frame_ty = if value_dtype == DType::F32 { Ty::F32 } else { ty };

@@ -1,6 +1,7 @@
 //! Shared pieces of the integration tests: fixture writers, plain-Rust references,
 //! and access to the plugins built by `build.rs`.
 
+pub mod bench_data;
 pub mod fixture_formats;
 pub mod fixtures;
 pub mod reference;

@@ -7,4 +7,5 @@ wasmtime::component::bindgen!({
     path: "../wit",
     world: "udf-plugin",
     ownership: Borrowing { duplicate_if_necessary: true },
+    with: { "udf:plugin/arrays.array": crate::arrays::HostArray },
 });

@@ -14,6 +14,7 @@
 //! once, `state.rs`), what a call returns (hostcall fuel, [`budget::CallKind`]), the size
 //! of descriptions and declarations ([`caps`]), and the log (per instance and per run).
 
+mod arrays;
 pub mod bindings;
 pub mod budget;
 mod cache;
@@ -23,6 +24,7 @@ mod fill;
 mod plugin;
 mod state;
 
+pub use arrays::MAX_LIVE_ARRAYS;
 pub use budget::{MemoryBudget, default_memory_total};
 pub use cache::{CacheOutcome, ComponentCache};
 #[doc(hidden)]
@@ -40,7 +42,7 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 /// The version of the `udf:plugin` WIT package this host implements.
-pub const WIT_VERSION: (u64, u64, u64) = (0, 1, 0);
+pub const WIT_VERSION: (u64, u64, u64) = (0, 1, 1);
 /// The WIT package name.
 pub const WIT_PACKAGE: &str = "udf:plugin";
 
@@ -423,8 +425,8 @@ fn check_interface(component: &Component, engine: &Engine) -> Result<(), (LoadEr
             continue;
         }
         match parse_interface(name) {
-            Some(("host" | "types", v)) if compatible(v) => {}
-            Some((iface @ ("host" | "types"), v)) => {
+            Some(("host" | "types" | "arrays", v)) if compatible(v) => {}
+            Some((iface @ ("host" | "types" | "arrays"), v)) => {
                 return Err((
                     LoadErrorKind::WitVersion,
                     format!(
@@ -456,10 +458,11 @@ mod tests {
         assert_eq!(parse_interface("udf:plugin/udf@0.1.0"), Some(("udf", (0, 1, 0))));
         assert_eq!(parse_interface("udf:plugin/host@1.2.3-rc1"), Some(("host", (1, 2, 3))));
         assert_eq!(parse_interface("wasi:cli/stdout@0.2.0"), None);
-        assert!(compatible((0, 1, 0)));
+        assert!(compatible((0, 1, 0)), "plugins of the first contract keep working");
+        assert!(compatible((0, 1, 1)));
         assert!(!compatible((0, 2, 0)));
         assert!(!compatible((1, 0, 0)));
-        assert!(!compatible((0, 1, 1)), "a plugin newer than the host may use what the host lacks");
+        assert!(!compatible((0, 1, 2)), "a plugin newer than the host may use what the host lacks");
     }
 
     #[test]

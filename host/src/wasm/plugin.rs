@@ -21,6 +21,13 @@ use std::time::Instant;
 use wasmtime::component::{Component, ComponentExportIndex, Func, TypedFunc};
 use wasmtime::{Store, UpdateDeadline};
 
+/// The empty data of a tile lent as a host array. Empty, but aligned for every dtype:
+/// `array_data` casts it to the dtype's elements, and a `&[]` of bytes is not aligned
+/// for `f32` (bytemuck panics on that even for an empty slice).
+fn no_tile_data() -> &'static [u8] {
+    bytemuck::cast_slice::<u64, u8>(&[])
+}
+
 /// A wasm plugin.
 pub struct WasmUdf {
     shared: Arc<Shared>,
@@ -38,6 +45,9 @@ pub struct WasmUdf {
     main: Mutex<Option<Instance>>,
     /// Bumped by [`Udf::interrupt`]: running calls of this plugin's instances trap.
     interrupts: Arc<std::sync::atomic::AtomicU64>,
+    /// The plugin takes tiles as host arrays (it called `arrays.use-host-tiles` in
+    /// `describe`): `process` gets them without data, through `arrays.tile`.
+    host_tiles: bool,
 }
 
 /// The exports of `udf` called without the bindings.
@@ -106,6 +116,7 @@ impl WasmUdf {
             exports,
             main: Mutex::new(None),
             interrupts: Arc::default(),
+            host_tiles: false,
         };
         let description = udf
             .with_main(CallKind::Declaration, |plugin, store| plugin.udf_plugin_udf().call_describe(store).map(Ok))
@@ -113,6 +124,12 @@ impl WasmUdf {
             .map_err(|e| err(LoadErrorKind::Describe, format!("describe failed: {e}")))?;
         udf.name = Arc::from(description.name.as_str());
         udf.description = description;
+        udf.host_tiles = udf
+            .main
+            .lock()
+            .ok()
+            .and_then(|main| main.as_ref().map(|i| i.store.data().arrays.host_tiles))
+            .unwrap_or(false);
         Ok(udf)
     }
 
@@ -180,7 +197,9 @@ impl WasmUdf {
         }
         let instance = main.as_mut().ok_or_else(|| CallError::internal("no main instance"))?;
         let result = f(&self.shared, instance);
-        if matches!(result, Err(CallError::Trap { .. })) {
+        // A trap leaves the instance broken; host arrays left behind by a pure main-side
+        // call must not leak into the next one: start afresh in both cases.
+        if matches!(result, Err(CallError::Trap { .. })) || instance.store.data().arrays.live > 0 {
             *main = None;
         }
         result
@@ -551,6 +570,11 @@ impl Udf for WasmUdf {
     }
 }
 
+/// A tile's array shape: `[frames, ..sig]`.
+fn tile_shape(tile: &Tile<'_>) -> Vec<usize> {
+    std::iter::once(tile.frames).chain(tile.sig.shape.iter().copied()).collect()
+}
+
 /// One partition's instance.
 struct WasmPartition<'a> {
     udf: &'a WasmUdf,
@@ -583,15 +607,25 @@ impl PartitionRunner for WasmPartition<'_> {
     }
 
     fn process(&mut self, tile: &Tile<'_>) -> Result<(), CallError> {
+        let host_tiles = self.udf.host_tiles;
+        if host_tiles {
+            let shape = tile_shape(tile);
+            // SAFETY: `tile.data` outlives this call, and `end_call` below revokes the
+            // lease before we return.
+            unsafe { self.instance.store.data_mut().arrays.lend_tile(tile.dtype, &shape, tile.data) }
+                .map_err(|e| CallError::internal(e.to_string()))?;
+        }
+        let data: &[u8] = if host_tiles { no_tile_data() } else { tile.data };
         let wit_tile = wit::Tile {
             origin: tile.origin,
             frames: tile.frames as u64,
             scheme_index: tile.scheme_index as u32,
             sig: sig_slice_to_wit(tile.sig),
             true_nav_indices: tile.true_nav_indices,
-            data: array_data(tile.dtype, tile.data, self.udf.access()),
+            data: array_data(tile.dtype, data, self.udf.access()),
         };
         let outcome = self.timed_process(|p, s| p.udf_plugin_udf().call_process(s, wit_tile));
+        self.instance.store.data_mut().arrays.end_call();
         self.call_error(outcome)
     }
 
@@ -600,6 +634,29 @@ impl PartitionRunner for WasmPartition<'_> {
     }
 
     fn process_unread(&mut self, tile: &Tile<'_>, source: &dyn TileSource) -> Result<(), UnreadError> {
+        if self.udf.host_tiles {
+            // Read the tile into an array of the instance (the one copy), then pass it
+            // as a host array.
+            let arrays = &mut self.instance.store.data_mut().arrays;
+            let array = arrays.zeros(tile.dtype, &tile_shape(tile)).map_err(|e| CallError::internal(e.to_string()))?;
+            {
+                let dense = array.dense("tile").map_err(|e| CallError::internal(e.to_string()))?;
+                let mut bytes = dense.storage.write("tile").map_err(|e| CallError::internal(e.to_string()))?;
+                source.read_into(&mut bytes).map_err(UnreadError::Read)?;
+            }
+            arrays.own_tile(array);
+            let wit_tile = wit::Tile {
+                origin: tile.origin,
+                frames: tile.frames as u64,
+                scheme_index: tile.scheme_index as u32,
+                sig: sig_slice_to_wit(tile.sig),
+                true_nav_indices: tile.true_nav_indices,
+                data: array_data(tile.dtype, no_tile_data(), self.udf.access()),
+            };
+            let outcome = self.timed_process(|p, s| p.udf_plugin_udf().call_process(s, wit_tile));
+            self.instance.store.data_mut().arrays.end_call();
+            return Ok(self.call_error(outcome)?);
+        }
         let bytes = tile.frames * tile.sig.len() * tile.dtype.size();
         let guest_tile = GuestTile {
             origin: tile.origin,

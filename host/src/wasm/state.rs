@@ -233,6 +233,8 @@ pub struct HostState {
     /// What the current call may return (its hostcall fuel), for messages.
     pub call_kind: CallKind,
     pub log: Arc<Mutex<PluginLog>>,
+    /// The plugin's host arrays (the contract's `arrays` interface).
+    pub arrays: super::arrays::PluginArrays,
     wasi: WasiCtx,
     table: ResourceTable,
 }
@@ -258,7 +260,21 @@ impl HostState {
             wasi: deny_all_wasi(&log),
             table,
             log,
+            arrays: super::arrays::PluginArrays::new(
+                shared.budget.clone(),
+                shared.options.max_memory,
+                shared.interrupts.clone(),
+                shared.epochs,
+            ),
         }
+    }
+
+    pub(super) fn table_ref(&self) -> &ResourceTable {
+        &self.table
+    }
+
+    pub(super) fn table_mut(&mut self) -> &mut ResourceTable {
+        &mut self.table
     }
 
     /// The interrupts so far: the runtime's (`runtime`) and this plugin's.

@@ -1,14 +1,13 @@
-"""`fem`: fluctuation electron microscopy (LiberTEM's FEMUDF), in Python.
+"""`fem`: fluctuation electron microscopy (LiberTEM's FEMUDF), in Python with host arrays.
 
 Per frame the population standard deviation of the pixels in a ring:
 `intensity[n] = std(F_n[m])`, `m = [d <= rad_out] - [d <= rad_in] == 1`, `d^2 = (y - center[0])^2 + (x - center[1])^2`
 (`center[0]` is the row, as in LiberTEM). Buffer `intensity`: kind nav, float32. Frame
-method. An empty ring gives NaN (NumPy's std of an empty selection).
+method, as LiberTEM's. An empty ring gives NaN (NumPy's std of an empty selection).
 """
 
-import math
-
 import udf_sdk as udf
+import xp as np
 
 
 class Fem(udf.Udf):
@@ -20,6 +19,7 @@ class Fem(udf.Udf):
             udf.ParamSpec.float("rad_out", "outer radius (inclusive)"),
         ],
         methods=["frame"],
+        host_arrays=True,
     )
 
     @staticmethod
@@ -27,7 +27,7 @@ class Fem(udf.Udf):
         return [udf.BufferDecl.nav("intensity", "float32")]
 
     def __init__(self, ctx):
-        # Task data: the flat indices of the ring pixels, computed once per partition.
+        # Task data: the ring as a boolean mask, computed once per partition.
         center = ctx.params.floats("center")
         if len(center) != 2:
             raise udf.UdfError.bad_param(f"center must have 2 values (y, x), found {len(center)}")
@@ -36,22 +36,13 @@ class Fem(udf.Udf):
         cy, cx = center
         r_in, r_out = ctx.params.float("rad_in"), ctx.params.float("rad_out")
         sy, sx = ctx.dataset.sig_shape
-        self.ring = [
-            y * sx + x
-            for y in range(sy)
-            for x in range(sx)
-            if (y - cy) ** 2 + (x - cx) ** 2 <= r_out**2 and not (y - cy) ** 2 + (x - cx) ** 2 <= r_in**2
-        ]
+        y = np.arange(sy, dtype=np.float64)[:, None]
+        x = np.arange(sx, dtype=np.float64)[None, :]
+        d2 = (y - cy) ** 2 + (x - cx) ** 2
+        self.ring = (d2 <= r_out**2) & ~(d2 <= r_in**2)
 
     def process_frame(self, frame, results):
-        values = frame.flat()
-        ring = [values[i] for i in self.ring]
-        n = len(ring)
-        if n == 0:
-            results["intensity"][0] = math.nan
-            return
-        mean = math.fsum(ring) / n
-        results["intensity"][0] = math.sqrt(math.fsum((v - mean) ** 2 for v in ring) / n)
+        results.intensity[:] = np.std(frame.data[self.ring])
 
 
 Udf = udf.export(Fem)

@@ -1,0 +1,622 @@
+//! [`HostArray`]: an n-dimensional array the host owns, and its views.
+//!
+//! A host array is a representation of an n-d array. Today there is one, [`Dense`]:
+//! a [`Storage`] of elements and a strided layout over it (shape, strides in elements,
+//! offset), so slicing with steps, transposing, broadcasting and adding axes are views
+//! that copy nothing. The enum is where a compressed sparse row (CSR) representation
+//! goes next (LiberTEM's sparse backends): an operation asks for the representation it
+//! handles (`dense`) and any other answers with [`ArrayError::Unsupported`] until it
+//! has a kernel.
+
+use super::error::{ArrayError, normalize_axes, normalize_axis, shape_text};
+use super::memory::{ArrayMemory, Lease, Storage, element_count};
+use crate::dtype::DType;
+use ndarray::{ArrayViewD, ArrayViewMutD, IxDyn, ShapeBuilder};
+use std::sync::Arc;
+
+/// A view's layout for ndarray: byte offset of the lowest element, shape, strides (all
+/// non-negative) and the axes whose strides were negative.
+type RawParts = (usize, Vec<usize>, Vec<usize>, Vec<usize>);
+
+/// An n-dimensional array the host owns.
+#[derive(Clone)]
+pub enum HostArray {
+    /// Elements in memory with a strided layout.
+    Dense(Dense),
+}
+
+impl std::fmt::Debug for HostArray {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HostArray::Dense(d) => write!(f, "HostArray({} {})", d.dtype.name(), shape_text(&d.shape)),
+        }
+    }
+}
+
+/// A strided view of a [`Storage`].
+#[derive(Clone)]
+pub struct Dense {
+    pub(crate) storage: Arc<Storage>,
+    pub(crate) dtype: DType,
+    pub(crate) shape: Vec<usize>,
+    /// Elements to step per index, per axis (negative for reversed slices, 0 for
+    /// broadcast axes).
+    pub(crate) strides: Vec<isize>,
+    /// Elements from the storage's start to element `[0, 0, ...]`.
+    pub(crate) offset: usize,
+}
+
+/// One entry of an index (`x[1:5:2, None, ..., 3]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexItem {
+    /// `start:stop:step` (Python's defaults when `None`).
+    Slice { start: Option<i64>, stop: Option<i64>, step: Option<i64> },
+    /// One position; the axis goes away (negative counts from the end).
+    At(i64),
+    /// A new axis of length 1 (`None`, `np.newaxis`).
+    NewAxis,
+    /// As many full slices as needed (`...`).
+    Ellipsis,
+}
+
+impl IndexItem {
+    pub const FULL: IndexItem = IndexItem::Slice { start: None, stop: None, step: None };
+}
+
+/// C-order strides (in elements) of `shape`.
+pub fn c_strides(shape: &[usize]) -> Vec<isize> {
+    let mut strides = vec![0isize; shape.len()];
+    let mut step = 1isize;
+    for (s, &d) in strides.iter_mut().zip(shape).rev() {
+        *s = step;
+        step = step.saturating_mul(d.max(1) as isize);
+    }
+    strides
+}
+
+impl HostArray {
+    /// The dense representation, or the error `op` gives for others.
+    pub fn dense(&self, _op: &str) -> Result<&Dense, ArrayError> {
+        match self {
+            HostArray::Dense(d) => Ok(d),
+        }
+    }
+
+    pub fn dtype(&self) -> DType {
+        match self {
+            HostArray::Dense(d) => d.dtype,
+        }
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            HostArray::Dense(d) => &d.shape,
+        }
+    }
+
+    pub fn ndim(&self) -> usize {
+        self.shape().len()
+    }
+
+    /// Number of elements.
+    pub fn size(&self) -> usize {
+        self.shape().iter().product()
+    }
+
+    /// A new C-order array of `dtype` and `shape`, zeroed.
+    pub fn zeros(memory: &Arc<ArrayMemory>, dtype: DType, shape: &[usize]) -> Result<HostArray, ArrayError> {
+        Dense::alloc(memory, "zeros", dtype, shape, true).map(HostArray::Dense)
+    }
+
+    /// A new C-order array from little-endian bytes.
+    pub fn from_bytes(
+        memory: &Arc<ArrayMemory>,
+        dtype: DType,
+        shape: &[usize],
+        bytes: &[u8],
+    ) -> Result<HostArray, ArrayError> {
+        let n = element_count("asarray", shape)?;
+        if n.checked_mul(dtype.size()) != Some(bytes.len()) {
+            return Err(ArrayError::value(
+                "asarray",
+                format!(
+                    "{} bytes do not hold a {} array of shape {} ({} bytes)",
+                    bytes.len(),
+                    dtype.name(),
+                    shape_text(shape),
+                    n as u128 * dtype.size() as u128
+                ),
+            ));
+        }
+        let dense = Dense::alloc(memory, "asarray", dtype, shape, false)?;
+        dense.storage.write("asarray")?.copy_from_slice(bytes);
+        Ok(HostArray::Dense(dense))
+    }
+
+    /// A view of `bytes` (C order) that reads them until `lease` is revoked; a copy when
+    /// they are not aligned for `dtype`.
+    ///
+    /// # Safety
+    /// As [`Storage::borrowed`]: `bytes` stay valid and unchanged until `lease` is
+    /// revoked.
+    pub unsafe fn borrowed(
+        memory: &Arc<ArrayMemory>,
+        dtype: DType,
+        shape: &[usize],
+        bytes: &[u8],
+        lease: Arc<Lease>,
+    ) -> Result<HostArray, ArrayError> {
+        let n = element_count("tile", shape)?;
+        if n.checked_mul(dtype.size()) != Some(bytes.len()) {
+            return Err(ArrayError::value("tile", "bytes and shape disagree"));
+        }
+        if !(bytes.as_ptr() as usize).is_multiple_of(dtype.size().min(16)) {
+            return Self::from_bytes(memory, dtype, shape, bytes);
+        }
+        // SAFETY: passed on to our caller.
+        let storage = unsafe { Storage::borrowed(bytes, lease) };
+        Ok(HostArray::Dense(Dense { storage, dtype, strides: c_strides(shape), shape: shape.to_vec(), offset: 0 }))
+    }
+
+    /// The elements in C order as little-endian bytes.
+    pub fn to_bytes(&self, op: &str) -> Result<Vec<u8>, ArrayError> {
+        let d = self.dense(op)?;
+        let bytes = d.storage.read(op)?;
+        if d.is_c_contiguous() {
+            let start = d.offset * d.dtype.size();
+            let len = d.len() * d.dtype.size();
+            return Ok(bytes[start..start + len].to_vec());
+        }
+        let mut out = Vec::with_capacity(d.len() * d.dtype.size());
+        crate::with_dtype!(d.dtype, T => {
+            let view = d.view_in::<T>(&bytes, op)?;
+            for v in view.iter() {
+                out.extend_from_slice(bytemuck::bytes_of(v));
+            }
+        }, {
+            let view = d.view_in::<u8>(&bytes, op)?;
+            out.extend(view.iter().copied());
+        });
+        Ok(out)
+    }
+
+    /// `x[index]`: a view (basic indexing).
+    pub fn get(&self, index: &[IndexItem]) -> Result<HostArray, ArrayError> {
+        Ok(HostArray::Dense(self.dense("getitem")?.index(index)?))
+    }
+
+    /// `reshape(x, shape)` with one `-1` allowed: a view when the layout allows, else a
+    /// copy.
+    pub fn reshape(&self, memory: &Arc<ArrayMemory>, shape: &[i64]) -> Result<HostArray, ArrayError> {
+        let d = self.dense("reshape")?;
+        let shape = resolve_shape("reshape", &d.shape, shape)?;
+        if let Some(view) = d.reshaped_view(&shape) {
+            return Ok(HostArray::Dense(view));
+        }
+        let copy = d.to_c_order(memory, "reshape")?;
+        Ok(HostArray::Dense(Dense { strides: c_strides(&shape), shape, ..copy }))
+    }
+
+    /// `permute_dims(x, axes)` (`None`: reversed, as `x.T`).
+    pub fn permute_dims(&self, axes: Option<&[i64]>) -> Result<HostArray, ArrayError> {
+        let d = self.dense("permute_dims")?;
+        let order: Vec<usize> = match axes {
+            None => (0..d.shape.len()).rev().collect(),
+            Some(axes) => {
+                if axes.len() != d.shape.len() {
+                    return Err(ArrayError::shape(
+                        "permute_dims",
+                        &[&d.shape],
+                        format!("{} axes given for {} dimensions", axes.len(), d.shape.len()),
+                    ));
+                }
+                normalize_axes("permute_dims", Some(axes), &d.shape)?
+            }
+        };
+        Ok(HostArray::Dense(Dense {
+            shape: order.iter().map(|&a| d.shape[a]).collect(),
+            strides: order.iter().map(|&a| d.strides[a]).collect(),
+            ..d.clone()
+        }))
+    }
+
+    /// `broadcast_to(x, shape)`: a read-only view.
+    pub fn broadcast_to(&self, shape: &[usize]) -> Result<HostArray, ArrayError> {
+        Ok(HostArray::Dense(self.dense("broadcast_to")?.broadcast("broadcast_to", shape)?))
+    }
+
+    /// `expand_dims(x, axis)`.
+    pub fn expand_dims(&self, axis: i64) -> Result<HostArray, ArrayError> {
+        let d = self.dense("expand_dims")?;
+        let mut widened = d.shape.clone();
+        widened.push(1);
+        let at = normalize_axis("expand_dims", axis, &widened)?;
+        let mut out = d.clone();
+        out.shape.insert(at, 1);
+        out.strides.insert(at, 0);
+        Ok(HostArray::Dense(out))
+    }
+
+    /// `squeeze(x, axis)`: drop axes of length 1 (`None`: all of them).
+    pub fn squeeze(&self, axes: Option<&[i64]>) -> Result<HostArray, ArrayError> {
+        let d = self.dense("squeeze")?;
+        let drop: Vec<usize> = match axes {
+            None => (0..d.shape.len()).filter(|&a| d.shape[a] == 1).collect(),
+            Some(axes) => {
+                let axes = normalize_axes("squeeze", Some(axes), &d.shape)?;
+                if let Some(&a) = axes.iter().find(|&&a| d.shape[a] != 1) {
+                    return Err(ArrayError::shape(
+                        "squeeze",
+                        &[&d.shape],
+                        format!("axis {a} has length {}, not 1", d.shape[a]),
+                    ));
+                }
+                axes
+            }
+        };
+        let keep = |a: &usize| !drop.contains(a);
+        Ok(HostArray::Dense(Dense {
+            shape: (0..d.shape.len()).filter(keep).map(|a| d.shape[a]).collect(),
+            strides: (0..d.shape.len()).filter(keep).map(|a| d.strides[a]).collect(),
+            ..d.clone()
+        }))
+    }
+}
+
+/// Resolve a shape with at most one `-1` for `len` elements of `from`.
+pub fn resolve_shape(op: &str, from: &[usize], shape: &[i64]) -> Result<Vec<usize>, ArrayError> {
+    let len: usize = from.iter().product();
+    let unknown: Vec<usize> = (0..shape.len()).filter(|&i| shape[i] == -1).collect();
+    if unknown.len() > 1 || shape.iter().any(|&d| d < -1) {
+        return Err(ArrayError::value(
+            op,
+            format!("cannot reshape to {shape:?}: only one -1 and no other negative length"),
+        ));
+    }
+    let known: u128 = shape.iter().filter(|&&d| d >= 0).map(|&d| d as u128).product();
+    let mut out: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
+    if let [i] = unknown[..] {
+        if known == 0 || !(len as u128).is_multiple_of(known) {
+            return Err(ArrayError::shape(op, &[from], format!("cannot reshape {len} elements to {shape:?}")));
+        }
+        out[i] = (len as u128 / known) as usize;
+    } else if known != len as u128 {
+        return Err(ArrayError::shape(op, &[from, &out], format!("cannot reshape {len} elements to {known}")));
+    }
+    Ok(out)
+}
+
+/// The broadcast shape of several shapes (NumPy's rules), or the error for `op`.
+pub fn broadcast_shapes(op: &str, shapes: &[&[usize]]) -> Result<Vec<usize>, ArrayError> {
+    let ndim = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
+    let mut out = vec![1usize; ndim];
+    for shape in shapes {
+        for (i, &d) in shape.iter().enumerate() {
+            let o = &mut out[ndim - shape.len() + i];
+            if *o == 1 {
+                *o = d;
+            } else if d != 1 && d != *o {
+                return Err(ArrayError::shape(op, shapes, "they do not broadcast together"));
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl Dense {
+    /// A new C-order array.
+    pub fn alloc(
+        memory: &Arc<ArrayMemory>,
+        op: &str,
+        dtype: DType,
+        shape: &[usize],
+        zeroed: bool,
+    ) -> Result<Dense, ArrayError> {
+        let storage = memory.allocate(op, dtype, shape, zeroed)?;
+        Ok(Dense { storage, dtype, shape: shape.to_vec(), strides: c_strides(shape), offset: 0 })
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether the elements are in C order, one after the other.
+    pub fn is_c_contiguous(&self) -> bool {
+        let mut step = 1isize;
+        for (&d, &s) in self.shape.iter().zip(&self.strides).rev() {
+            if d == 0 {
+                return true;
+            }
+            if d != 1 && s != step {
+                return false;
+            }
+            step *= d as isize;
+        }
+        true
+    }
+
+    /// Whether two views read exactly the same elements in the same order.
+    pub fn same_layout(&self, other: &Dense) -> bool {
+        self.dtype == other.dtype
+            && self.offset == other.offset
+            && self.shape == other.shape
+            && self.strides == other.strides
+    }
+
+    /// Whether two arrays may share elements.
+    pub fn shares_storage(&self, other: &Dense) -> bool {
+        Arc::ptr_eq(&self.storage, &other.storage)
+    }
+
+    /// The array as an ndarray view of `T` over `bytes` (this array's storage, read).
+    pub fn view_in<'a, T: bytemuck::Pod>(&self, bytes: &'a [u8], op: &str) -> Result<ArrayViewD<'a, T>, ArrayError> {
+        let (ptr, shape, strides, flips) = self.raw_parts::<T>(bytes.len(), op)?;
+        // SAFETY: `raw_parts` checked that every element the layout reaches lies inside
+        // `bytes` and that the start is aligned for `T`; `bytes` is borrowed for 'a.
+        let mut view = unsafe {
+            ArrayViewD::from_shape_ptr(IxDyn(&shape).strides(IxDyn(&strides)), bytes.as_ptr().add(ptr).cast::<T>())
+        };
+        for axis in flips {
+            view.invert_axis(ndarray::Axis(axis));
+        }
+        Ok(view)
+    }
+
+    /// The array as a mutable ndarray view over `bytes` (its storage, written). Fails for
+    /// layouts where elements repeat (broadcast views).
+    pub fn view_mut_in<'a, T: bytemuck::Pod>(
+        &self,
+        bytes: &'a mut [u8],
+        op: &str,
+    ) -> Result<ArrayViewMutD<'a, T>, ArrayError> {
+        if self.shape.iter().zip(&self.strides).any(|(&d, &s)| s == 0 && d > 1) {
+            return Err(ArrayError::value(op, "cannot write into a broadcast view (its elements repeat)"));
+        }
+        let (ptr, shape, strides, flips) = self.raw_parts::<T>(bytes.len(), op)?;
+        // SAFETY: as in `view_in`; no element repeats (checked above) and `bytes` is
+        // borrowed mutably for 'a.
+        let mut view = unsafe {
+            ArrayViewMutD::from_shape_ptr(
+                IxDyn(&shape).strides(IxDyn(&strides)),
+                bytes.as_mut_ptr().add(ptr).cast::<T>(),
+            )
+        };
+        for axis in flips {
+            view.invert_axis(ndarray::Axis(axis));
+        }
+        Ok(view)
+    }
+
+    /// The byte offset of the lowest element, the shape, non-negative strides and the
+    /// axes to flip back; checked against a storage of `storage_len` bytes.
+    fn raw_parts<T>(&self, storage_len: usize, op: &str) -> Result<RawParts, ArrayError> {
+        let size = std::mem::size_of::<T>();
+        let broken = || ArrayError::value(op, "internal error: a view reaches outside its array");
+        if size == 0 || size != self.dtype.size() {
+            return Err(broken());
+        }
+        let mut low = self.offset as isize;
+        let mut high = self.offset as isize;
+        let mut flips = Vec::new();
+        let mut strides = Vec::with_capacity(self.shape.len());
+        let empty = self.shape.contains(&0);
+        for (axis, (&d, &s)) in self.shape.iter().zip(&self.strides).enumerate() {
+            let reach = s.checked_mul(d.saturating_sub(1) as isize).ok_or_else(broken)?;
+            if s < 0 {
+                low += reach;
+                flips.push(axis);
+            } else {
+                high += reach;
+            }
+            strides.push(s.unsigned_abs());
+        }
+        let (low, high) = if empty { (self.offset as isize, self.offset as isize - 1) } else { (low, high) };
+        if low < 0 || (high + 1) as usize * size > storage_len && !empty {
+            return Err(broken());
+        }
+        let start = low as usize * size;
+        if !start.is_multiple_of(size.min(16)) && !empty {
+            return Err(broken());
+        }
+        Ok((if empty { 0 } else { start }, self.shape.clone(), strides, flips))
+    }
+
+    /// A C-order copy.
+    pub fn to_c_order(&self, memory: &Arc<ArrayMemory>, op: &str) -> Result<Dense, ArrayError> {
+        let out = Dense::alloc(memory, op, self.dtype, &self.shape, false)?;
+        {
+            let src = self.storage.read(op)?;
+            let mut dst = out.storage.write(op)?;
+            crate::with_dtype!(self.dtype, T => {
+                let view = self.view_in::<T>(&src, op)?;
+                let dst: &mut [T] = bytemuck::cast_slice_mut(&mut dst[..]);
+                for (d, s) in dst.iter_mut().zip(view.iter()) {
+                    *d = *s;
+                }
+            }, {
+                let view = self.view_in::<u8>(&src, op)?;
+                for (d, s) in dst.iter_mut().zip(view.iter()) {
+                    *d = *s;
+                }
+            });
+        }
+        Ok(out)
+    }
+
+    /// The same elements with `shape`, without copying, when the layout allows.
+    fn reshaped_view(&self, shape: &[usize]) -> Option<Dense> {
+        if self.is_c_contiguous() {
+            return Some(Dense { shape: shape.to_vec(), strides: c_strides(shape), ..self.clone() });
+        }
+        None
+    }
+
+    /// A read-only view broadcast to `shape`.
+    pub fn broadcast(&self, op: &str, shape: &[usize]) -> Result<Dense, ArrayError> {
+        if shape.len() < self.shape.len() {
+            return Err(ArrayError::shape(op, &[&self.shape, shape], "cannot broadcast to fewer dimensions"));
+        }
+        let lead = shape.len() - self.shape.len();
+        let mut strides = vec![0isize; shape.len()];
+        for (i, (&d, &s)) in self.shape.iter().zip(&self.strides).enumerate() {
+            let target = shape[lead + i];
+            if d == target {
+                strides[lead + i] = s;
+            } else if d == 1 {
+                strides[lead + i] = 0;
+            } else {
+                return Err(ArrayError::shape(op, &[&self.shape, shape], "they do not broadcast together"));
+            }
+        }
+        Ok(Dense { shape: shape.to_vec(), strides, ..self.clone() })
+    }
+
+    /// Basic indexing: slices with steps, integers, new axes, one ellipsis.
+    pub fn index(&self, index: &[IndexItem]) -> Result<Dense, ArrayError> {
+        let op = "getitem";
+        let ellipses = index.iter().filter(|i| matches!(i, IndexItem::Ellipsis)).count();
+        if ellipses > 1 {
+            return Err(ArrayError::index(op, &self.shape, "an index can only have a single ellipsis ('...')"));
+        }
+        let consuming = index.iter().filter(|i| matches!(i, IndexItem::Slice { .. } | IndexItem::At(_))).count();
+        if consuming > self.shape.len() {
+            return Err(ArrayError::index(
+                op,
+                &self.shape,
+                format!("too many indices: {consuming} for {} dimensions", self.shape.len()),
+            ));
+        }
+        let mut expanded: Vec<IndexItem> = Vec::with_capacity(self.shape.len() + index.len());
+        for item in index {
+            if matches!(item, IndexItem::Ellipsis) {
+                expanded.extend(std::iter::repeat_n(IndexItem::FULL, self.shape.len() - consuming));
+            } else {
+                expanded.push(*item);
+            }
+        }
+        let used = expanded.iter().filter(|i| matches!(i, IndexItem::Slice { .. } | IndexItem::At(_))).count();
+        expanded.extend(std::iter::repeat_n(IndexItem::FULL, self.shape.len() - used));
+
+        let mut offset = self.offset as isize;
+        let mut shape = Vec::new();
+        let mut strides = Vec::new();
+        let mut axis = 0;
+        for item in expanded {
+            match item {
+                IndexItem::NewAxis => {
+                    shape.push(1);
+                    strides.push(0);
+                }
+                IndexItem::At(i) => {
+                    let n = self.shape[axis] as i64;
+                    let pos = if i < 0 { i + n } else { i };
+                    if pos < 0 || pos >= n {
+                        return Err(ArrayError::index(
+                            op,
+                            &self.shape,
+                            format!("index {i} is out of bounds for axis {axis} with size {n}"),
+                        ));
+                    }
+                    offset += pos as isize * self.strides[axis];
+                    axis += 1;
+                }
+                IndexItem::Slice { start, stop, step } => {
+                    let (first, len, step) = slice_indices(op, &self.shape, self.shape[axis], start, stop, step)?;
+                    if len > 0 {
+                        offset += first as isize * self.strides[axis];
+                    }
+                    shape.push(len);
+                    strides.push(self.strides[axis] * step as isize);
+                    axis += 1;
+                }
+                IndexItem::Ellipsis => {}
+            }
+        }
+        Ok(Dense { shape, strides, offset: offset as usize, ..self.clone() })
+    }
+}
+
+/// Python's `slice.indices(n)`: the first index, the length and the step.
+pub fn slice_indices(
+    op: &str,
+    shape: &[usize],
+    n: usize,
+    start: Option<i64>,
+    stop: Option<i64>,
+    step: Option<i64>,
+) -> Result<(i64, usize, i64), ArrayError> {
+    let n = n as i64;
+    let step = step.unwrap_or(1);
+    if step == 0 {
+        return Err(ArrayError::index(op, shape, "slice step cannot be zero"));
+    }
+    let clamp = |v: i64, lo: i64, hi: i64| v.max(lo).min(hi);
+    let norm = |v: i64| if v < 0 { v.saturating_add(n) } else { v };
+    let (first, last) = if step > 0 {
+        (clamp(norm(start.unwrap_or(0)), 0, n), clamp(norm(stop.unwrap_or(n)), 0, n))
+    } else {
+        (clamp(start.map_or(n - 1, norm), -1, n - 1), stop.map_or(-1, |s| clamp(norm(s), -1, n - 1)))
+    };
+    let len = if step > 0 {
+        if last > first { (last - first + step - 1) / step } else { 0 }
+    } else if first > last {
+        (first - last + (-step) - 1) / (-step)
+    } else {
+        0
+    };
+    Ok((first, len as usize, step))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_follow_python() {
+        // Expected values: Python's range(10)[start:stop:step].
+        type Case<'a> = (Option<i64>, Option<i64>, Option<i64>, &'a [i64]);
+        let cases: &[Case<'_>] = &[
+            (None, None, None, &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]),
+            (Some(2), Some(8), Some(3), &[2, 5]),
+            (None, None, Some(-1), &[9, 8, 7, 6, 5, 4, 3, 2, 1, 0]),
+            (Some(-3), None, None, &[7, 8, 9]),
+            (Some(8), Some(2), Some(-2), &[8, 6, 4]),
+            (Some(20), None, Some(-3), &[9, 6, 3, 0]),
+            (Some(5), Some(5), None, &[]),
+            (None, Some(-20), Some(-1), &[9, 8, 7, 6, 5, 4, 3, 2, 1, 0]),
+        ];
+        for &(start, stop, step, expected) in cases {
+            let (first, len, step) = slice_indices("t", &[10], 10, start, stop, step).unwrap();
+            let got: Vec<i64> = (0..len as i64).map(|i| first + i * step).collect();
+            assert_eq!(got, expected, "{start:?}:{stop:?}:{step:?}");
+        }
+    }
+
+    #[test]
+    fn reversed_views_read_the_right_elements() {
+        let memory = ArrayMemory::with_limit(1 << 20);
+        let bytes: Vec<u8> = (0..12i32).flat_map(|v| v.to_le_bytes()).collect();
+        let a = HostArray::from_bytes(&memory, DType::I32, &[3, 4], &bytes).unwrap();
+        let v = a
+            .get(&[
+                IndexItem::Slice { start: None, stop: None, step: Some(-1) },
+                IndexItem::Slice { start: Some(1), stop: None, step: Some(2) },
+            ])
+            .unwrap();
+        let out: Vec<i32> = bytemuck::pod_collect_to_vec(&v.to_bytes("t").unwrap());
+        assert_eq!(out, [9, 11, 5, 7, 1, 3]);
+        assert_eq!(v.shape(), &[3, 2]);
+    }
+}

@@ -1,0 +1,175 @@
+//! Products: `matmul` (NumPy's rules: 1-d operands promoted and their axis removed, a
+//! stack of matrices broadcast) and `tensordot`. Float and complex products use
+//! matrixmultiply's kernels through ndarray (the ones the built-in dense mask products
+//! run: a stack of masks against a tile is a `(frames, pixels) @ (pixels, masks)`
+//! product); integer products are plain loops in the integer type (wrapping).
+
+use super::array::{Dense, HostArray, broadcast_shapes};
+use super::element::Elem;
+use super::elementwise::{Ctx, cast_dense};
+use super::error::{ArrayError, normalize_axes};
+use crate::dtype::{DType, Kind, result_type};
+use ndarray::{ArrayView2, ArrayViewMut2, Axis, Dimension, Ix2, linalg::general_mat_mul};
+
+/// `matmul(a, b)` (`a @ b`).
+///
+/// # Errors
+/// Inner dimensions that differ, 0-d operands, stacks that do not broadcast, bool
+/// operands, memory, interruption.
+pub fn matmul(cx: &Ctx<'_>, a: &HostArray, b: &HostArray) -> Result<HostArray, ArrayError> {
+    let op = "matmul";
+    let (x, y) = (a.dense(op)?, b.dense(op)?);
+    if x.shape.is_empty() || y.shape.is_empty() {
+        return Err(ArrayError::shape(op, &[&x.shape, &y.shape], "matmul needs arrays of at least 1 dimension"));
+    }
+    let dtype = result_type(x.dtype, y.dtype);
+    if dtype == DType::Bool {
+        return Err(ArrayError::dtype(op, &[x.dtype, y.dtype], "needs numeric dtypes"));
+    }
+    // Promote 1-d operands to matrices.
+    let xs: Vec<usize> = if x.shape.len() == 1 { vec![1, x.shape[0]] } else { x.shape.clone() };
+    let ys: Vec<usize> = if y.shape.len() == 1 { vec![y.shape[0], 1] } else { y.shape.clone() };
+    let (m, k) = (xs[xs.len() - 2], xs[xs.len() - 1]);
+    let (k2, n) = (ys[ys.len() - 2], ys[ys.len() - 1]);
+    if k != k2 {
+        return Err(ArrayError::shape(
+            op,
+            &[&x.shape, &y.shape],
+            format!("the last axis of the first ({k}) must equal the second-to-last of the second ({k2})"),
+        ));
+    }
+    let batch = broadcast_shapes(op, &[&xs[..xs.len() - 2], &ys[..ys.len() - 2]])?;
+    let mut out_shape = batch.clone();
+    if x.shape.len() > 1 {
+        out_shape.push(m);
+    }
+    if y.shape.len() > 1 {
+        out_shape.push(n);
+    }
+    let xv = reshape_view(x, &xs).broadcast(op, &[batch.clone(), vec![m, k]].concat())?;
+    let yv = reshape_view(y, &ys).broadcast(op, &[batch.clone(), vec![k, n]].concat())?;
+    let xc = if xv.dtype == dtype { xv } else { cast_dense(cx, &xv, dtype, op)? };
+    let yc = if yv.dtype == dtype { yv } else { cast_dense(cx, &yv, dtype, op)? };
+    let out = Dense::alloc(cx.memory, op, dtype, &out_shape, true)?;
+    {
+        let (rx, ry) = (xc.storage.read(op)?, yc.storage.read(op)?);
+        let mut w = out.storage.write(op)?;
+        crate::with_dtype!(dtype, T => {
+            let xa = xc.view_in::<T>(&rx, op)?;
+            let ya = yc.view_in::<T>(&ry, op)?;
+            let os: &mut [T] = bytemuck::cast_slice_mut(&mut w[..]);
+            for (i, index) in ndarray::indices(batch.clone()).into_iter().enumerate() {
+                cx.check(op)?;
+                let (mut xi, mut yi) = (xa.view(), ya.view());
+                for &b in index.slice() {
+                    xi = xi.index_axis_move(Axis(0), b);
+                    yi = yi.index_axis_move(Axis(0), b);
+                }
+                let xi = xi.into_dimensionality::<Ix2>().map_err(|e| ArrayError::value(op, e.to_string()))?;
+                let yi = yi.into_dimensionality::<Ix2>().map_err(|e| ArrayError::value(op, e.to_string()))?;
+                let o = &mut os[i * m * n..(i + 1) * m * n];
+                let o = ArrayViewMut2::from_shape((m, n), o).map_err(|e| ArrayError::value(op, e.to_string()))?;
+                T::product(xi, yi, o);
+            }
+        }, return Err(ArrayError::dtype(op, &[dtype], "needs numeric dtypes")));
+    }
+    Ok(HostArray::Dense(out))
+}
+
+/// How a dtype multiplies matrices.
+pub trait MatrixKernel: Sized {
+    fn product(x: ArrayView2<'_, Self>, y: ArrayView2<'_, Self>, o: ArrayViewMut2<'_, Self>);
+}
+
+macro_rules! blas_like {
+    ($($t:ty),*) => {$(
+        impl MatrixKernel for $t {
+            fn product(x: ArrayView2<'_, Self>, y: ArrayView2<'_, Self>, mut o: ArrayViewMut2<'_, Self>) {
+                general_mat_mul(<$t as num_traits::One>::one(), &x, &y, <$t as num_traits::Zero>::zero(), &mut o);
+            }
+        }
+    )*};
+}
+blas_like!(f32, f64, crate::dtype::Complex32, crate::dtype::Complex64);
+
+macro_rules! int_product {
+    ($($t:ty),*) => {$(
+        impl MatrixKernel for $t {
+            fn product(x: ArrayView2<'_, Self>, y: ArrayView2<'_, Self>, mut o: ArrayViewMut2<'_, Self>) {
+                let (m, k, n) = (x.nrows(), x.ncols(), y.ncols());
+                for i in 0..m {
+                    for p in 0..k {
+                        let a = x[[i, p]];
+                        for j in 0..n {
+                            o[[i, j]] = o[[i, j]].add(a.mul(y[[p, j]]));
+                        }
+                    }
+                }
+            }
+        }
+    )*};
+}
+int_product!(u8, u16, u32, u64, i8, i16, i32, i64);
+
+/// A view of a C-order-compatible array with another shape of the same size (1-d
+/// operands as rows or columns).
+fn reshape_view(d: &Dense, shape: &[usize]) -> Dense {
+    if d.shape.len() == 1 && shape.len() == 2 {
+        let mut v = d.clone();
+        let s = d.strides[0];
+        if shape[0] == 1 {
+            v.shape = shape.to_vec();
+            v.strides = vec![0, s];
+        } else {
+            v.shape = shape.to_vec();
+            v.strides = vec![s, 0];
+        }
+        return v;
+    }
+    d.clone()
+}
+
+/// `tensordot(a, b, axes=(axes_a, axes_b))`: sum over the paired axes.
+///
+/// # Errors
+/// Axes of different lengths, bad axes, numeric errors of `matmul`.
+pub fn tensordot(
+    cx: &Ctx<'_>,
+    a: &HostArray,
+    b: &HostArray,
+    axes_a: &[i64],
+    axes_b: &[i64],
+) -> Result<HostArray, ArrayError> {
+    let op = "tensordot";
+    let (x, y) = (a.dense(op)?, b.dense(op)?);
+    if axes_a.len() != axes_b.len() {
+        return Err(ArrayError::value(op, "the two lists of axes must have the same length"));
+    }
+    let ax = normalize_axes(op, Some(axes_a), &x.shape)?;
+    let by = normalize_axes(op, Some(axes_b), &y.shape)?;
+    for (&i, &j) in ax.iter().zip(&by) {
+        if x.shape[i] != y.shape[j] {
+            return Err(ArrayError::shape(
+                op,
+                &[&x.shape, &y.shape],
+                format!("axis {i} ({}) and axis {j} ({}) differ", x.shape[i], y.shape[j]),
+            ));
+        }
+    }
+    if result_type(x.dtype, y.dtype).kind() == Kind::Bool {
+        return Err(ArrayError::dtype(op, &[x.dtype, y.dtype], "needs numeric dtypes"));
+    }
+    let free_a: Vec<usize> = (0..x.shape.len()).filter(|i| !ax.contains(i)).collect();
+    let free_b: Vec<usize> = (0..y.shape.len()).filter(|i| !by.contains(i)).collect();
+    let k: usize = ax.iter().map(|&i| x.shape[i]).product();
+    let m: usize = free_a.iter().map(|&i| x.shape[i]).product();
+    let n: usize = free_b.iter().map(|&i| y.shape[i]).product();
+    let perm_a: Vec<i64> = free_a.iter().chain(&ax).map(|&i| i as i64).collect();
+    let perm_b: Vec<i64> = by.iter().chain(&free_b).map(|&i| i as i64).collect();
+    let a2 = a.permute_dims(Some(&perm_a))?.reshape(cx.memory, &[m as i64, k as i64])?;
+    let b2 = b.permute_dims(Some(&perm_b))?.reshape(cx.memory, &[k as i64, n as i64])?;
+    let product = matmul(cx, &a2, &b2)?;
+    let shape: Vec<i64> =
+        free_a.iter().map(|&i| x.shape[i] as i64).chain(free_b.iter().map(|&i| y.shape[i] as i64)).collect();
+    product.reshape(cx.memory, &shape)
+}

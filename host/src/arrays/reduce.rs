@@ -1,0 +1,498 @@
+//! Reductions over any axes, with `keepdims` and `dtype=` (the accumulator and result
+//! dtype), NumPy's result dtypes, and the NaN-ignoring forms.
+//!
+//! Every reduction sees its input as a matrix `(kept, reduced)`: a view when the
+//! reduced axes are the trailing or the leading axes of a C-order array (a tile's
+//! `sum(axis=0)` and `sum(axis=(1, 2))`), a C-order copy of the permuted array
+//! otherwise. Sums, means and variances convert each element in registers to the
+//! accumulator (`sum(tile_u16, dtype=float32)` reads the tile once); float sums along
+//! a row are pairwise (NumPy's accuracy).
+
+use super::array::{Dense, HostArray};
+use super::element::{CastTo, Elem};
+use super::elementwise::{CHECK_EVERY, Ctx, cast_dense, float_for, real_of};
+use super::error::{ArrayError, normalize_axes, normalize_axis};
+use super::ops::ReduceOp;
+use crate::dtype::{Complex64, DType, Kind};
+use ndarray::{ArrayView1, CowArray, Ix2};
+
+/// The options of a reduction.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReduceOptions<'a> {
+    /// The axes to reduce (`None`: all).
+    pub axes: Option<&'a [i64]>,
+    /// Keep the reduced axes with length 1.
+    pub keepdims: bool,
+    /// The accumulator and result dtype (`sum`, `prod`, `mean`, `var`, `std`).
+    pub dtype: Option<DType>,
+    /// Degrees of freedom subtracted from the count (`var`, `std`: NumPy's `ddof`).
+    pub correction: f64,
+}
+
+fn default_sum_dtype(dtype: DType) -> DType {
+    match dtype.kind() {
+        Kind::Bool | Kind::Signed => DType::I64,
+        Kind::Unsigned => DType::U64,
+        _ => dtype,
+    }
+}
+
+/// A reduction.
+///
+/// # Errors
+/// Bad axes, a dtype the reduction does not take, an empty reduction without identity
+/// (`min`, `max`, `argmin`, `argmax`), memory, interruption.
+pub fn reduce(cx: &Ctx<'_>, op: ReduceOp, x: &HostArray, options: ReduceOptions<'_>) -> Result<HostArray, ArrayError> {
+    use ReduceOp::*;
+    let name = op.name();
+    let d = x.dense(name)?;
+    let dtype = d.dtype;
+    let kind = dtype.kind();
+    let axes: Vec<usize> = match op {
+        Argmin | Argmax => match options.axes {
+            None => (0..d.shape.len()).collect(),
+            Some([axis]) => vec![normalize_axis(name, *axis, &d.shape)?],
+            Some(_) => return Err(ArrayError::value(name, "takes one axis or None")),
+        },
+        _ => normalize_axes(name, options.axes, &d.shape)?,
+    };
+    let kept: Vec<usize> = (0..d.shape.len()).filter(|a| !axes.contains(a)).collect();
+    let out_shape: Vec<usize> = if options.keepdims {
+        (0..d.shape.len()).map(|a| if axes.contains(&a) { 1 } else { d.shape[a] }).collect()
+    } else {
+        kept.iter().map(|&a| d.shape[a]).collect()
+    };
+    let n_red: usize = axes.iter().map(|&a| d.shape[a]).product();
+    let n_out: usize = kept.iter().map(|&a| d.shape[a]).product();
+    let complex = kind == Kind::Complex;
+    let nan_op = matches!(op, Nansum | Nanmean | Nanmin | Nanmax | Nanvar | Nanstd);
+    let requested = |what: DType| options.dtype.unwrap_or(what);
+    // Result dtype.
+    let out_dtype = match op {
+        Sum | Nansum | Prod => requested(default_sum_dtype(dtype)),
+        Mean | Nanmean => requested(if kind == Kind::Bool { DType::F64 } else { float_for(dtype) }),
+        Var | Std | Nanvar | Nanstd => {
+            real_of(requested(if kind == Kind::Bool { DType::F64 } else { float_for(dtype) }))
+        }
+        Min | Max | Nanmin | Nanmax => dtype,
+        Argmin | Argmax | CountNonzero => DType::I64,
+        Any | All => DType::Bool,
+    };
+    if matches!(op, Min | Max | Nanmin | Nanmax | Argmin | Argmax) {
+        if complex {
+            return Err(ArrayError::dtype(name, &[dtype], "complex numbers have no order"));
+        }
+        if n_red == 0 {
+            return Err(ArrayError::value(name, "zero-size array to a reduction which has no identity"));
+        }
+    }
+    if options.dtype.is_some() && !matches!(op, Sum | Nansum | Prod | Mean | Nanmean | Var | Std | Nanvar | Nanstd) {
+        return Err(ArrayError::value(name, "takes no dtype="));
+    }
+    if matches!(op, Mean | Nanmean | Var | Std | Nanvar | Nanstd)
+        && !matches!(out_dtype.kind(), Kind::Float | Kind::Complex)
+    {
+        return Err(ArrayError::dtype(name, &[out_dtype], "needs a floating dtype= (the result is a mean)"));
+    }
+    if nan_op && out_dtype == DType::Bool {
+        return Err(ArrayError::dtype(name, &[dtype], "needs a numeric dtype"));
+    }
+    let out = Dense::alloc(cx.memory, name, out_dtype, &out_shape, false)?;
+    // Integer sums and products accumulate in the result dtype: cast first.
+    let source = if matches!(op, Sum | Nansum | Prod)
+        && !matches!(out_dtype.kind(), Kind::Float | Kind::Complex)
+        && dtype != out_dtype
+    {
+        cast_dense(cx, d, out_dtype, name)?
+    } else {
+        d.clone()
+    };
+    let bytes = source.storage.read(name)?;
+    let mut w = out.storage.write(name)?;
+    let src_data = if source.dtype == DType::Bool { DType::U8 } else { source.dtype };
+    let out_data = if out_dtype == DType::Bool { DType::U8 } else { out_dtype };
+    let (order, trailing) = matrix_order(&source, &axes);
+    crate::with_dtype!(src_data, S => {
+        let full = source.view_in::<S>(&bytes, name)?;
+        let m = as_matrix(full, &order, trailing, n_out, n_red);
+        match op {
+            Sum | Nansum | Mean | Nanmean => {
+                let mean = matches!(op, Mean | Nanmean);
+                sum_family::<S>(cx, name, &m, &mut w, out_data, nan_op, mean)?
+            }
+            Var | Std | Nanvar | Nanstd => {
+                let std = matches!(op, Std | Nanstd);
+                var_family::<S>(cx, name, &m, &mut w, out_data, nan_op, std, options.correction)?
+            }
+            Prod => {
+                crate::with_dtype!(out_data, A => {
+                    let o: &mut [A] = bytemuck::cast_slice_mut(&mut w);
+                    fold_rows(cx, name, &m, o, |row: ArrayView1<'_, S>| row.iter().fold(1u8.cast_to::<A>(), |acc, &v| acc.mul(v.cast_to::<A>())))?
+                }, unreachable(name)?)
+            }
+            Any | All | CountNonzero => {
+                if op == CountNonzero {
+                    let o: &mut [i64] = bytemuck::cast_slice_mut(&mut w);
+                    fold_rows(cx, name, &m, o, |row: ArrayView1<'_, S>| row.iter().filter(|v| v.truthy()).count() as i64)?
+                } else {
+                    let o: &mut [u8] = &mut w;
+                    let all = op == All;
+                    fold_rows(cx, name, &m, o, |row: ArrayView1<'_, S>| {
+                        (if all { row.iter().all(|v| v.truthy()) } else { row.iter().any(|v| v.truthy()) }) as u8
+                    })?
+                }
+            }
+            Min | Max | Nanmin | Nanmax | Argmin | Argmax => {
+                extremes::<S>(cx, op, &m, &mut w)?
+            }
+        }
+    }, {
+        // Bool sources are read as u8 above; this arm is never taken.
+        return unreachable(name);
+    });
+    drop(w);
+    Ok(HostArray::Dense(out))
+}
+
+fn unreachable<T>(op: &str) -> Result<T, ArrayError> {
+    Err(ArrayError::value(op, "internal error: unexpected dtype"))
+}
+
+/// The axes order `(kept..., reduced...)` and whether the source is already a C-order
+/// matrix in that order (`trailing`); `None` order: reduced axes lead (a transposed view).
+fn matrix_order(d: &Dense, axes: &[usize]) -> (Option<Vec<usize>>, bool) {
+    let ndim = d.shape.len();
+    let mut sorted = axes.to_vec();
+    sorted.sort_unstable();
+    let contiguous = d.is_c_contiguous();
+    let trailing = sorted.iter().enumerate().all(|(i, &a)| a == ndim - sorted.len() + i);
+    let leading = sorted.iter().enumerate().all(|(i, &a)| a == i);
+    if contiguous && trailing {
+        return (Some((0..ndim).collect()), true);
+    }
+    if contiguous && leading {
+        return (None, true);
+    }
+    let mut order: Vec<usize> = (0..ndim).filter(|a| !axes.contains(a)).collect();
+    order.extend(sorted);
+    (Some(order), false)
+}
+
+/// The source as an `(n_out, n_red)` matrix (a view, or a C-order copy).
+fn as_matrix<'a, S: Copy + Default>(
+    full: ndarray::ArrayViewD<'a, S>,
+    order: &Option<Vec<usize>>,
+    ready: bool,
+    n_out: usize,
+    n_red: usize,
+) -> CowArray<'a, S, Ix2> {
+    match (order, ready) {
+        (Some(_), true) => match full.into_shape_with_order((n_out, n_red)) {
+            Ok(m) => CowArray::from(m),
+            Err(_) => CowArray::from(ndarray::Array2::default((n_out, n_red))),
+        },
+        (None, _) => match full.into_shape_with_order((n_red, n_out)) {
+            Ok(m) => CowArray::from(m.reversed_axes()),
+            Err(_) => CowArray::from(ndarray::Array2::default((n_out, n_red))),
+        },
+        (Some(order), false) => {
+            let permuted = full.permuted_axes(order.clone());
+            let owned = permuted.as_standard_layout().into_owned();
+            CowArray::from(owned.into_shape_with_order((n_out, n_red)).unwrap_or_default())
+        }
+    }
+}
+
+/// Fill `out[i]` with `f(row i)`, checking for interruption every [`CHECK_EVERY`] elements.
+fn fold_rows<S, O>(
+    cx: &Ctx<'_>,
+    op: &str,
+    m: &CowArray<'_, S, Ix2>,
+    out: &mut [O],
+    f: impl Fn(ArrayView1<'_, S>) -> O,
+) -> Result<(), ArrayError> {
+    let per_check = (CHECK_EVERY / m.ncols().max(1)).max(1);
+    for (i, (o, row)) in out.iter_mut().zip(m.rows()).enumerate() {
+        if i % per_check == 0 {
+            cx.check(op)?;
+        }
+        *o = f(row);
+    }
+    Ok(())
+}
+
+/// Pairwise sum of `cast(row)` (8 lanes below 256 elements, halves above).
+fn pairwise<S: CastTo, A: Elem>(row: &[S], skip_nan: bool) -> A {
+    if row.len() <= 256 {
+        let mut lanes = [A::default(); 8];
+        let mut chunks = row.chunks_exact(8);
+        for chunk in &mut chunks {
+            for (l, &v) in lanes.iter_mut().zip(chunk) {
+                let v = v.cast_to::<A>();
+                *l = if skip_nan && v.is_nan() { *l } else { l.add(v) };
+            }
+        }
+        let mut tail = A::default();
+        for &v in chunks.remainder() {
+            let v = v.cast_to::<A>();
+            tail = if skip_nan && v.is_nan() { tail } else { tail.add(v) };
+        }
+        let [a, b, c, d, e, f, g, h] = lanes;
+        return a.add(b).add(c.add(d)).add(e.add(f).add(g.add(h))).add(tail);
+    }
+    let half = row.len() / 2 / 8 * 8;
+    pairwise::<S, A>(&row[..half], skip_nan).add(pairwise::<S, A>(&row[half..], skip_nan))
+}
+
+/// Sum of one lane of the matrix (contiguous or strided).
+fn lane_sum<S: CastTo, A: Elem>(row: ArrayView1<'_, S>, skip_nan: bool) -> A {
+    match row.as_slice() {
+        Some(s) => pairwise::<S, A>(s, skip_nan),
+        None => row.iter().fold(A::default(), |acc, &v| {
+            let v = v.cast_to::<A>();
+            if skip_nan && v.is_nan() { acc } else { acc.add(v) }
+        }),
+    }
+}
+
+/// Non-NaN count of a lane.
+fn lane_count<S: CastTo, A: Elem>(row: ArrayView1<'_, S>) -> usize {
+    row.iter().filter(|&&v| !v.cast_to::<A>().is_nan()).count()
+}
+
+/// Column sums of a matrix whose columns are contiguous rows of the source (leading
+/// reduced axes): `out[j] = Σ_i m[j, i]`, one pass over the source in memory order.
+fn column_sums<S: CastTo, A: Elem>(
+    cx: &Ctx<'_>,
+    op: &str,
+    m: &CowArray<'_, S, Ix2>,
+    out: &mut [A],
+    skip_nan: bool,
+) -> Result<bool, ArrayError> {
+    // m is (n_out, n_red) with stride 1 along n_out when it is a transposed view.
+    let t = m.t();
+    let rows_per_check = (CHECK_EVERY / t.ncols().max(1)).max(1);
+    if t.ncols() > 0 && t.row(0).as_slice().is_none() {
+        return Ok(false);
+    }
+    out.iter_mut().for_each(|o| *o = A::default());
+    for (i, row) in t.rows().into_iter().enumerate() {
+        if i % rows_per_check == 0 {
+            cx.check(op)?;
+        }
+        let Some(row) = row.as_slice() else { return Ok(false) };
+        if skip_nan {
+            for (o, &v) in out.iter_mut().zip(row) {
+                let v = v.cast_to::<A>();
+                if !v.is_nan() {
+                    *o = o.add(v);
+                }
+            }
+        } else {
+            for (o, &v) in out.iter_mut().zip(row) {
+                *o = o.add(v.cast_to::<A>());
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// Whether the reduced axis of the matrix is the strided one (leading reduced axes).
+fn reduced_is_strided<S>(m: &CowArray<'_, S, Ix2>) -> bool {
+    m.nrows() > 1 && m.ncols() > 1 && m.strides()[0] == 1
+}
+
+/// `sum`, `nansum`, `mean`, `nanmean` into `out` of dtype `out_dtype`.
+fn sum_family<S: CastTo>(
+    cx: &Ctx<'_>,
+    op: &str,
+    m: &CowArray<'_, S, Ix2>,
+    out: &mut [u8],
+    out_dtype: DType,
+    skip_nan: bool,
+    mean: bool,
+) -> Result<(), ArrayError> {
+    let n = m.ncols();
+    crate::with_dtype!(out_dtype, A => {
+        let o: &mut [A] = bytemuck::cast_slice_mut(out);
+        let done = reduced_is_strided(m) && column_sums::<S, A>(cx, op, m, o, skip_nan)?;
+        if !done {
+            fold_rows(cx, op, m, o, |row| lane_sum::<S, A>(row, skip_nan))?;
+        }
+        if mean {
+            if skip_nan {
+                for (o, row) in o.iter_mut().zip(m.rows()) {
+                    let count = lane_count::<S, A>(row);
+                    *o = divide::<A>(*o, count as f64);
+                }
+            } else {
+                for o in o.iter_mut() {
+                    *o = divide::<A>(*o, n as f64);
+                }
+            }
+        }
+    }, unreachable(op)?);
+    Ok(())
+}
+
+/// `value / count` in `A` (NaN for 0 / 0 in floats).
+fn divide<A: Elem>(value: A, count: f64) -> A {
+    let re = value.re_f64();
+    let complex = A::DTYPE.kind() == Kind::Complex;
+    if complex {
+        let c: Complex64 = value.cast_to::<Complex64>();
+        (c / count).cast_to::<A>()
+    } else {
+        (re / count).cast_to::<A>()
+    }
+}
+
+/// `var`, `std` and the NaN forms: two passes (mean, then squared deviations) with f64
+/// accumulators (complex: `|x - mean|²`).
+#[allow(clippy::too_many_arguments)]
+fn var_family<S: CastTo>(
+    cx: &Ctx<'_>,
+    op: &str,
+    m: &CowArray<'_, S, Ix2>,
+    out: &mut [u8],
+    out_dtype: DType,
+    skip_nan: bool,
+    std: bool,
+    correction: f64,
+) -> Result<(), ArrayError> {
+    let n_out = m.nrows();
+    let mut means = vec![Complex64::new(0.0, 0.0); n_out];
+    let mut counts = vec![m.ncols() as f64; n_out];
+    let mut sq = vec![0f64; n_out];
+    let strided = reduced_is_strided(m);
+    if strided {
+        // Leading reduced axes: accumulate rows of the source in memory order.
+        let t = m.t();
+        for (i, row) in t.rows().into_iter().enumerate() {
+            if i % 64 == 0 {
+                cx.check(op)?;
+            }
+            for (j, &v) in row.iter().enumerate() {
+                let v = v.cast_to::<Complex64>();
+                if skip_nan && (v.re.is_nan() || v.im.is_nan()) {
+                    continue;
+                }
+                means[j] += v;
+            }
+        }
+        if skip_nan {
+            for (j, c) in counts.iter_mut().enumerate() {
+                *c = m
+                    .row(j)
+                    .iter()
+                    .filter(|&&v| {
+                        let v = v.cast_to::<Complex64>();
+                        !(v.re.is_nan() || v.im.is_nan())
+                    })
+                    .count() as f64;
+            }
+        }
+        for (mean, &c) in means.iter_mut().zip(&counts) {
+            *mean /= c;
+        }
+        for (i, row) in t.rows().into_iter().enumerate() {
+            if i % 64 == 0 {
+                cx.check(op)?;
+            }
+            for (j, &v) in row.iter().enumerate() {
+                let v = v.cast_to::<Complex64>();
+                if skip_nan && (v.re.is_nan() || v.im.is_nan()) {
+                    continue;
+                }
+                sq[j] += (v - means[j]).norm_sqr();
+            }
+        }
+    } else {
+        for (j, row) in m.rows().into_iter().enumerate() {
+            if j % 64 == 0 {
+                cx.check(op)?;
+            }
+            let mut sum = Complex64::new(0.0, 0.0);
+            let mut count = 0usize;
+            for &v in row.iter() {
+                let v = v.cast_to::<Complex64>();
+                if skip_nan && (v.re.is_nan() || v.im.is_nan()) {
+                    continue;
+                }
+                sum += v;
+                count += 1;
+            }
+            let mean = sum / count as f64;
+            let mut acc = 0f64;
+            for &v in row.iter() {
+                let v = v.cast_to::<Complex64>();
+                if skip_nan && (v.re.is_nan() || v.im.is_nan()) {
+                    continue;
+                }
+                acc += (v - mean).norm_sqr();
+            }
+            counts[j] = count as f64;
+            sq[j] = acc;
+        }
+    }
+    crate::with_real!(out_dtype, A => {
+        let o: &mut [A] = bytemuck::cast_slice_mut(out);
+        for ((o, &s), &c) in o.iter_mut().zip(&sq).zip(&counts) {
+            let dof = c - correction;
+            let var = if dof > 0.0 { s / dof } else { f64::NAN };
+            *o = (if std { var.sqrt() } else { var }).cast_to::<A>();
+        }
+    }, unreachable(op)?);
+    Ok(())
+}
+
+/// `min`, `max`, their NaN forms, `argmin`, `argmax` (NaN wins `min`/`max`/`arg*`, as in NumPy).
+fn extremes<S: bytemuck::Pod + CastTo>(
+    cx: &Ctx<'_>,
+    op: ReduceOp,
+    m: &CowArray<'_, S, Ix2>,
+    out: &mut [u8],
+) -> Result<(), ArrayError> {
+    use ReduceOp::*;
+    let name = op.name();
+    let pick = |row: ArrayView1<'_, S>| -> usize {
+        let mut best = 0usize;
+        let mut best_v = row[0].cast_to::<f64>();
+        let greater = matches!(op, Max | Nanmax | Argmax);
+        let skip_nan = matches!(op, Nanmin | Nanmax);
+        if skip_nan
+            && best_v.is_nan()
+            && let Some(i) = row.iter().position(|&v| !v.cast_to::<f64>().is_nan())
+        {
+            best = i;
+            best_v = row[i].cast_to::<f64>();
+        }
+        if best_v.is_nan() && !skip_nan {
+            return best;
+        }
+        for (i, &v) in row.iter().enumerate().skip(best + 1) {
+            let v = v.cast_to::<f64>();
+            if v.is_nan() {
+                if skip_nan {
+                    continue;
+                }
+                return i;
+            }
+            if (greater && v > best_v) || (!greater && v < best_v) {
+                best = i;
+                best_v = v;
+            }
+        }
+        best
+    };
+    match op {
+        Argmin | Argmax => {
+            let o: &mut [i64] = bytemuck::cast_slice_mut(out);
+            fold_rows(cx, name, m, o, |row| pick(row) as i64)
+        }
+        _ => {
+            let o: &mut [S] = bytemuck::cast_slice_mut(out);
+            fold_rows(cx, name, m, o, |row| row[pick(row)])
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! A plugin that computes with host arrays (`tests/probes/host_arrays`) against plain
+//! loops over the frames, for every partitioning, tiling and ROI; old plugins of
+//! contract 0.1.0 still load; a plugin that keeps every array hits the cap with a
+//! clear error.
+
+use crate::plugin_matrix::{cases, run_one, scaled, values, write};
+use udf_host::array::NdArray;
+use udf_host::udf::{ParamValue, Params};
+use udf_host_tests::fixtures::{self, Ty};
+use udf_host_tests::load;
+use udf_host_tests::reference::assert_close;
+
+#[test]
+fn host_array_sums_match_plain_loops_for_every_partitioning_tiling_and_roi() {
+    let dir = tempfile::tempdir().unwrap();
+    let (nav, sig) = ([4, 6], [9, 11]);
+    let data = scaled(fixtures::mk_uniform(&nav, &sig, 5), 100.0);
+    let path = write(dir.path(), "host-arrays", &data, Ty::F32);
+    let stored = data.rounded(Ty::F32);
+    let udf = load("probe_host_arrays");
+    let tiles = [vec![2, 3, 5], vec![1, 9, 11], vec![5, 9, 4]];
+    for case in cases(24, &tiles, 3) {
+        let what = format!("{case:?}");
+        let results = run_one(&path, &udf, Params::default(), case.options()).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let r = &results.udfs[0];
+        let mut sum = vec![0.0; stored.frame_len()];
+        let mut sumsig = Vec::new();
+        for n in (0..stored.frames()).filter(|&n| case.selected(n)) {
+            let frame = stored.frame(n);
+            for (o, v) in sum.iter_mut().zip(frame.iter()) {
+                *o += v;
+            }
+            sumsig.push(frame.iter().sum::<f64>());
+        }
+        assert_close(&values(r, "intensity"), &sum, 1e-5, &what);
+        let got: Vec<f64> = values(r, "sumsig").into_iter().filter(|v| !v.is_nan()).collect();
+        assert_close(&got, &sumsig, 1e-5, &what);
+    }
+}
+
+/// The Rust twin of the Python host-array plugins (`tests/probes/host_array_ops`, the
+/// "Languages" benchmark's Rust column) against plain loops: sum, sum over pixels,
+/// per-pixel mean and variance (pairwise-merged across tiles and partitions), a stack of
+/// masks, for every partitioning, tiling and ROI; `calls` counts its calls.
+#[test]
+fn host_array_ops_match_plain_loops() {
+    let dir = tempfile::tempdir().unwrap();
+    let (nav, sig) = ([4, 6], [9, 11]);
+    let data = scaled(fixtures::mk_uniform(&nav, &sig, 6), 100.0);
+    let path = write(dir.path(), "host-array-ops", &data, Ty::U16);
+    let stored = data.rounded(Ty::U16);
+    let px = stored.frame_len();
+    let masks: Vec<f32> = (0..3 * px).map(|i| ((i * 37) % 11) as f32 / 7.0 - 0.5).collect();
+    let masks_param = ParamValue::Array(std::sync::Arc::new(NdArray::from_vec(&[3, 9, 11], masks.clone()).unwrap()));
+    let udf = load("probe_host_array_ops");
+    let op =
+        |name: &str| udf_host_tests::params(&[("op", ParamValue::Text(name.into())), ("masks", masks_param.clone())]);
+    let tiles = [vec![2, 3, 5], vec![1, 9, 11], vec![5, 9, 4]];
+    for case in cases(24, &tiles, 7) {
+        let what = format!("{case:?}");
+        let frames: Vec<usize> = (0..stored.frames()).filter(|&n| case.selected(n)).collect();
+        let run = |name: &str| {
+            let results =
+                run_one(&path, &udf, op(name), case.options()).unwrap_or_else(|e| panic!("{name} {what}: {e}"));
+            results.udfs.into_iter().next().unwrap()
+        };
+        let sum: Vec<f64> = (0..px).map(|i| frames.iter().map(|&n| stored.frame(n)[i]).sum()).collect();
+        assert_close(&values(&run("sum"), "intensity"), &sum, 1e-5, &format!("sum {what}"));
+        let sumsig: Vec<f64> = frames.iter().map(|&n| stored.frame(n).iter().sum()).collect();
+        let got: Vec<f64> = values(&run("sumsig"), "intensity").into_iter().filter(|v| !v.is_nan()).collect();
+        assert_close(&got, &sumsig, 1e-5, &format!("sumsig {what}"));
+        let count = frames.len() as f64;
+        let varsum: Vec<f64> =
+            (0..px).map(|i| frames.iter().map(|&n| (stored.frame(n)[i] - sum[i] / count).powi(2)).sum()).collect();
+        let stddev = run("stddev");
+        assert_eq!(values(&stddev, "num_frames"), vec![count], "{what}");
+        assert_close(&values(&stddev, "sum"), &sum, 1e-12, &format!("stddev sum {what}"));
+        if !frames.is_empty() {
+            assert_close(&values(&stddev, "varsum"), &varsum, 1e-9, &format!("stddev varsum {what}"));
+        }
+        let dots: Vec<f64> = frames
+            .iter()
+            .flat_map(|&n| {
+                let frame = stored.frame(n);
+                let masks = &masks;
+                (0..3).map(move |k| (0..px).map(|i| frame[i] * f64::from(masks[k * px + i])).sum::<f64>())
+            })
+            .collect();
+        let got: Vec<f64> = values(&run("masks"), "intensity").into_iter().filter(|v| !v.is_nan()).collect();
+        assert_close(&got, &dots, 1e-4, &format!("masks {what}"));
+    }
+}
+
+/// A plugin that keeps every host array it makes hits the live-array cap with a typed
+/// error naming it, not a host panic; the same plugin without keeping them runs.
+#[test]
+fn a_plugin_that_keeps_every_array_hits_the_cap_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let frames = udf_host::wasm::MAX_LIVE_ARRAYS + 10;
+    let data = fixtures::mk_uniform(&[frames], &[2, 2], 8);
+    let path = write(dir.path(), "leak", &data, Ty::F32);
+    let udf = load("probe_host_arrays");
+    let options =
+        udf_host::exec::RunOptions { partitions: Some(1), tile_shape: Some(vec![1, 2, 2]), ..Default::default() };
+    let leak = udf_host_tests::params(&[("leak", ParamValue::Bool(true))]);
+    let err = run_one(&path, &udf, leak, options.clone()).err().expect("a plugin keeping every array must fail");
+    let message = err.to_string();
+    assert!(message.contains("arrays") && message.contains(&udf_host::wasm::MAX_LIVE_ARRAYS.to_string()), "{message}");
+    run_one(&path, &udf, Params::default(), options).expect("the same plugin without keeping arrays runs");
+}
