@@ -18,6 +18,11 @@ fi
 # installed. Where it cannot be installed those tests skip, saying so.
 "$venv/bin/python" -m pip install --quiet "libertem==0.16.0" "distributed==2026.8.0" ||
     echo "warning: LiberTEM 0.16.0 could not be installed: python/tests/test_libertem.py will skip" >&2
+# LiberTEM-live's simulators for python/tests/test_live_simulators.py (the receivers of
+# `udf-host live` against protocol implementations nobody here wrote). Where they cannot
+# be installed those tests skip, saying so.
+"$venv/bin/python" -m pip install --quiet "libertem-live[sim]==0.3.0" ||
+    echo "warning: libertem-live 0.3.0 could not be installed: python/tests/test_live_simulators.py will skip" >&2
 echo "==> building the udf_host wheel (dev profile) into $venv"
 MATURIN_PEP517_ARGS="--profile dev" "$venv/bin/python" -m pip install --quiet --force-reinstall --no-deps ./python
 cargo build --quiet -p udf-host

@@ -13,17 +13,21 @@
 //! | [`wasm`] | wasmtime engine, compile cache, limits, plugins as `Udf`s |
 //! | [`builtins`] | native built-in UDFs (LiberTEM's), the same `Udf`s |
 //! | [`conformance`] | the plugin conformance kit (`udf-host conformance`) |
+//! | [`report`] | what the host reports: dataset, plugin and run summaries (`results.json`), for every front end |
+//! | [`interrupt`] | Ctrl-C: the first stops a run (its results are written), a second quits |
 //! | [`output`] | writing results (`.npy`, `results.json`, `index.html`) atomically; live snapshots |
 //! | [`preview`] | PNG previews of image results (colour maps, robust scaling, colour bar) |
 //! | [`arrays`] | host arrays: the executor behind the contract's `arrays` interface (NumPy semantics) |
 //! | [`dtype`], [`array`], [`npy`] | element types, arrays, the `.npy` format |
 //! | [`params`], [`roi`], [`log`] | parameters, regions of interest, plugin logs |
+//! | [`serve`] | `udf-host serve`: the browser front end (a local web server and its page) |
 //!
 //! See `docs/architecture.md` for how the pieces fit together.
 
 pub mod array;
 pub mod arrays;
 pub mod builtins;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod conformance;
 pub mod cuda;
@@ -32,13 +36,17 @@ pub mod dtype;
 pub mod exec;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod interrupt;
+pub mod live;
 pub mod loader;
 pub mod log;
 pub mod npy;
 pub mod output;
 pub mod params;
 pub mod preview;
+pub mod report;
 pub mod roi;
 pub mod sample;
+pub mod serve;
 pub mod udf;
 pub mod wasm;

@@ -12,7 +12,7 @@ See docs/python.md.
 
 from ._native import DatasetError, UDFError, __version__
 from ._native import contract_version as _contract_version
-from .api import Context, DataSet, ResultIterator, UDFResults
+from .api import Context, DataSet, LiveDataSet, ResultIterator, UDFResults
 from .buffers import Buffer
 from .udf import BuiltinUDF, WasmUDF, builtins
 
@@ -36,6 +36,7 @@ __all__ = [
     "DaskExecutor",
     "DataSet",
     "DatasetError",
+    "LiveDataSet",
     "ResultIterator",
     "UDFError",
     "UDFResults",

@@ -256,6 +256,37 @@ class ResultIterator:
             pass
 
 
+class LiveDataSet:
+    """A detector to run UDFs on while it scans (`Context.load("merlin-live", ...)`,
+    `load("dectris-live", ...)`): nothing is connected until `run_udf` / `run_udf_iter`,
+    which wait for the acquisition to start and yield results as frames arrive
+    (docs/live.md)."""
+
+    def __init__(self, source: str, nav_shape: tuple, options: dict):
+        self.source = source
+        self.nav_shape = tuple(nav_shape)
+        self._options = options
+
+    def __repr__(self) -> str:
+        return f"LiveDataSet({self.source!r}, nav_shape={self.nav_shape})"
+
+
+_LIVE_FORMATS = {"merlin-live": ("merlin", 6342), "dectris-live": ("dectris", 31001)}
+_LIVE_OPTIONS = {"api", "partition_frames", "max_buffer", "stall_timeout", "start_timeout"}
+
+
+def _load_live(filetype: str, host: str, port: int | None, nav_shape, options: dict) -> LiveDataSet:
+    scheme, default_port = _LIVE_FORMATS[filetype]
+    if nav_shape is None:
+        raise ValueError(f'load("{filetype}", ...) needs nav_shape=(rows, columns): the detector sends frames, not a shape')
+    unknown = set(options) - _LIVE_OPTIONS
+    if unknown:
+        raise ValueError(f"unknown option(s) for {filetype}: {', '.join(sorted(unknown))} (known: {', '.join(sorted(_LIVE_OPTIONS))})")
+    if "max_buffer" in options:
+        options["max_buffer"] = _parse_size(options["max_buffer"])
+    return LiveDataSet(f"{scheme}://{host}:{port or default_port}", tuple(int(n) for n in nav_shape), options)
+
+
 class Context:
     """Runs UDFs — wasm plugins (`WasmUDF`) and native built-ins (`BuiltinUDF`) — over
     datasets, like `libertem.api.Context`:
@@ -311,8 +342,19 @@ class Context:
         `load("memory", data=array, sig_dims=2)` runs over an array: it is copied once, and
         the last `sig_dims` axes are the frame.
 
+        `load("merlin-live", host=..., port=6342, nav_shape=(256, 256))` and
+        `load("dectris-live", host=..., port=31001, nav_shape=..., api="http://HOST:80")`
+        name a detector: `run_udf_iter` over it waits for the acquisition and yields as
+        frames arrive (options `partition_frames`, `max_buffer`, `stall_timeout`,
+        `start_timeout`; docs/live.md). A scan that ends early raises `DatasetError`
+        after the last results; `results()` of the iterator keeps what came.
+
         Raises `DatasetError` when the data cannot be opened, `ValueError` for bad options.
         """
+        if filetype in _LIVE_FORMATS:
+            host = options.pop("host", "127.0.0.1")
+            port = options.pop("port", None)
+            return _load_live(filetype, host, port, options.pop("nav_shape", None), options)
         if filetype == "memory":
             if data is None:
                 raise ValueError('load("memory", ...) needs data=array')
@@ -353,6 +395,11 @@ class Context:
         udfs = [udf] if single else list(udf)
         if not udfs:
             raise ValueError("no UDF to run")
+        if isinstance(dataset, LiveDataSet):
+            handle = _native.start_live(
+                self._engine, dataset.source, list(dataset.nav_shape), _specs(udfs), _roi_array(roi), **dataset._options
+            )
+            return ResultIterator(handle, single, progress)
         if self.executor is not None:
             return self.executor.run_udf_iter(self, dataset, udfs, single, roi, progress, partitions)
         handle = self._start(dataset, udfs, roi, partitions)

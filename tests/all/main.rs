@@ -27,6 +27,7 @@ mod host_arrays;
 mod hostile_matrix;
 #[cfg(target_os = "linux")]
 mod interrupt;
+mod live;
 mod new_project;
 mod plugin_matrix;
 mod plugins_com;
@@ -43,5 +44,7 @@ mod report_page;
 mod run_plan;
 mod sandbox;
 mod sdk_examples;
+#[cfg(unix)]
+mod serve;
 mod snapshots;
 mod sum;

@@ -2,6 +2,8 @@
 //! and access to the plugins built by `build.rs`.
 
 pub mod bench_data;
+#[cfg(unix)]
+pub mod browser;
 pub mod fixture_formats;
 pub mod fixtures;
 pub mod reference;

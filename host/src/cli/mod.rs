@@ -4,16 +4,19 @@
 
 mod completions;
 mod conformance;
+mod dataset;
 mod generate;
-pub mod info;
-pub mod inspect;
+mod info;
+mod inspect;
 mod list;
+mod live;
 mod new;
 mod partition;
 mod progress;
 mod run;
+mod simulate;
 
-use crate::wasm::{ComponentCache, MAX_WASM_MEMORY, RuntimeOptions, WIT_PACKAGE, WIT_VERSION};
+use crate::wasm::{ComponentCache, MAX_WASM_MEMORY, RuntimeOptions, WasmRuntime};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
@@ -51,6 +54,15 @@ enum Command {
     New(new::NewArgs),
     /// Print a shell completion script (bash, zsh, fish) to stdout.
     Completions(completions::CompletionsArgs),
+    /// Run plugins over a scan while it comes off the detector (merlin://, dectris://)
+    /// and write their results (docs/live.md).
+    Live(live::LiveArgs),
+    /// Replay a dataset over a detector's protocol on this machine (Merlin TCP, DECTRIS
+    /// ZeroMQ), for trying `live` without a detector.
+    Simulate(simulate::SimulateArgs),
+    /// Explore datasets in the browser: a local web page with virtual detectors, frames,
+    /// centre of mass and plugins (prints a URL with a token; docs/serve.md).
+    Serve(crate::serve::ServeArgs),
 }
 
 /// The cargo features of this build that `--version` reports. When host/Cargo.toml gets a
@@ -69,10 +81,10 @@ fn features_text(list: &[(&str, bool)]) -> String {
 pub fn version_text() -> &'static str {
     static TEXT: OnceLock<String> = OnceLock::new();
     TEXT.get_or_init(|| {
-        let (major, minor, patch) = WIT_VERSION;
         format!(
-            "{}\ncontract: {WIT_PACKAGE}@{major}.{minor}.{patch}\nfeatures: {}",
+            "{}\ncontract: {}\nfeatures: {}",
             env!("CARGO_PKG_VERSION"),
+            crate::report::contract_id(),
             features_text(FEATURES)
         )
     })
@@ -128,6 +140,13 @@ impl RuntimeArgs {
             max_memory_total: self.max_memory_total,
             trusted: self.trusted,
         }
+    }
+
+    /// A runtime with these options for runs of `udfs` UDFs on `threads` threads,
+    /// plugin logs to `logger`.
+    fn build(&self, logger: crate::log::Logger, threads: usize, udfs: usize) -> anyhow::Result<WasmRuntime> {
+        let instances = ((threads + 2) * udfs).max(4) as u32;
+        Ok(WasmRuntime::new(self.options(logger, instances)?)?)
     }
 
     fn options(&self, logger: crate::log::Logger, instances: u32) -> anyhow::Result<RuntimeOptions> {
@@ -230,6 +249,13 @@ impl<E: Into<anyhow::Error>> From<E> for Failure {
     }
 }
 
+/// A UDF that could not be loaded: the user's to fix when the name or file is wrong, the
+/// plugin's when it was read but is not a usable plugin.
+fn load_failure(e: crate::loader::SourceError) -> Failure {
+    let code = if e.is_plugin_failure() { exit::PLUGIN_FAILURE } else { exit::USER_ERROR };
+    Failure { code, error: e.into() }
+}
+
 /// Parse `args` (including the program name) and run the command.
 ///
 /// # Errors
@@ -262,6 +288,9 @@ where
         Command::RunPartition(args) => partition::run_partition(args),
         Command::New(args) => new::new(args),
         Command::Completions(args) => completions::completions(args, &mut command()),
+        Command::Live(args) => live::live(args),
+        Command::Simulate(args) => simulate::simulate(args),
+        Command::Serve(args) => Ok(crate::serve::main(args)?),
     }
 }
 

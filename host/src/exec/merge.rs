@@ -255,6 +255,33 @@ impl Merger {
         })
     }
 
+    /// The scan ended after its first `frames` frames (a live source that stopped early):
+    /// merge by [`Plan::truncated`] from now on, so the partition it cuts can be merged
+    /// with the frames it has, and the run is complete without the partitions past it.
+    ///
+    /// # Errors
+    /// [`RunError::Internal`] if a partition that the cut changes was merged already.
+    pub fn truncate(&mut self, frames: u64) -> Result<(), RunError> {
+        let truncated = self.plan.truncated(frames);
+        let mut merged = Vec::with_capacity(truncated.partitions.len());
+        for (position, old) in self.plan.partitions.iter().enumerate() {
+            let new = truncated.partitions.iter().find(|p| p.index == old.index);
+            if self.merged[position] && new != Some(old) {
+                return Err(RunError::Internal(format!(
+                    "partition {} was merged, but the scan ended inside it (after {frames} frames)",
+                    old.index
+                )));
+            }
+            if new.is_some() {
+                merged.push(self.merged[position]);
+            }
+        }
+        self.merged = merged;
+        self.stats.partitions = truncated.partitions.len();
+        self.plan = Arc::new(truncated);
+        Ok(())
+    }
+
     /// Merged nav positions so far (compressed; LiberTEM's `damage`).
     pub fn damage(&self) -> &[bool] {
         &self.damage

@@ -24,10 +24,10 @@
 //! Ctrl-C ([`super::cleanup`]).
 
 use super::cleanup::{self, Registration, Undo};
-use super::{OutputError, io, udfs_json, write_tree};
-use crate::exec::{RunIter, RunResults};
+use super::{OutputError, io, write_tree};
+use crate::exec::{RunError, RunIter, RunResults};
 use crate::preview::{self, PreviewOptions};
-use serde_json::{Value, json};
+use crate::report::RunSummary;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -36,8 +36,8 @@ use std::time::{Duration, Instant};
 pub struct Snapshots {
     out: PathBuf,
     every: Duration,
-    /// The fields of `results.json` that do not change during the run.
-    base: Value,
+    /// What `results.json` says before the first merge (dataset, plan, plugins).
+    base: RunSummary,
     options: PreviewOptions,
     started: Instant,
     last: Instant,
@@ -52,9 +52,9 @@ pub struct Snapshots {
 }
 
 impl Snapshots {
-    /// Snapshots into `out/partial/` every `every`; `base` is the part of `results.json`
-    /// that does not change during the run (dataset, plugins, ...).
-    pub fn new(out: &Path, every: Duration, base: Value) -> Snapshots {
+    /// Snapshots into `out/partial/` every `every`; `base` is the run's summary as
+    /// planned (dataset, plan, plugins, ...).
+    pub fn new(out: &Path, every: Duration, base: RunSummary) -> Snapshots {
         let now = Instant::now();
         Snapshots {
             out: out.to_owned(),
@@ -86,13 +86,19 @@ impl Snapshots {
     /// the last one and more frames have been merged. A snapshot that cannot be written is
     /// reported once, as a warning; the run goes on.
     pub fn tick(&mut self, iter: &RunIter) {
-        let merged = iter.damage().iter().filter(|&&d| d).count();
+        self.tick_on(iter.damage(), || iter.results());
+    }
+
+    /// [`tick`](Self::tick) for any engine (a live run): `damage` is what is merged,
+    /// `results` gives the results merged so far when a snapshot is due.
+    pub fn tick_on(&mut self, damage: &[bool], results: impl FnOnce() -> Result<RunResults, RunError>) {
+        let merged = damage.iter().filter(|&&d| d).count();
         if merged == self.merged_frames || self.last.elapsed() < self.every {
             return;
         }
         self.merged_frames = merged;
         self.last = Instant::now();
-        let written = iter.results().map_err(|e| e.to_string()).and_then(|r| self.write(&r).map_err(|e| e.to_string()));
+        let written = results().map_err(|e| e.to_string()).and_then(|r| self.write(&r).map_err(|e| e.to_string()));
         if let Err(e) = written
             && !std::mem::replace(&mut self.warned, true)
         {
@@ -119,24 +125,10 @@ impl Snapshots {
         let previews = preview::run_previews(results, &self.options)
             .map_err(|e| OutputError::Io { path: self.out.clone(), source: std::io::Error::other(e) })?;
         let n = self.count + 1;
-        let stats = &results.stats;
-        let mut summary = self.base.clone();
-        super::extend_summary(
-            &mut summary,
-            json!({
-                "status": "running",
-                "snapshot": n,
-                "elapsed_seconds": self.started.elapsed().as_secs_f64(),
-                "input_dtype": results.input_dtype.name(),
-                "partitions": {"count": stats.partitions, "merged": stats.partitions_merged, "failed": stats.partitions_failed},
-                "frames": stats.frames,
-                "bytes_read": stats.bytes_read,
-                "throughput_gb_per_s": stats.throughput_gbps(),
-                "udfs": udfs_json(results, &previews),
-            }),
-        );
+        let mut summary = self.base.snapshot(n, self.started.elapsed().as_secs_f64());
+        summary.record_results(results, &previews);
         let refresh = self.every.as_secs_f64().ceil().max(1.0) as u64;
-        let page = super::report::page(&summary, &previews, true, Some(refresh));
+        let page = super::page::page(&summary, &previews, true, Some(refresh));
         let dir = self.out.join(format!(".partial-{n}"));
         if dir.exists() {
             std::fs::remove_dir_all(&dir).map_err(io(&dir))?;

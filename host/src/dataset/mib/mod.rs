@@ -239,7 +239,7 @@ fn scan_file(path: &Path) -> Result<Scanned, DatasetError> {
 /// A numbered file `<prefix><digits>.mib` (or `<prefix>.hdr`) belongs to the set of
 /// every `<prefix><digits>.mib` in its directory; `X.mib` next to `XRAW.mib` or
 /// `X_other1.mib` are separate acquisitions. An unnumbered `.mib` is a set of one.
-fn find_set(path: &Path) -> Result<(Vec<PathBuf>, Option<PathBuf>), DatasetError> {
+pub(crate) fn find_set(path: &Path) -> Result<(Vec<PathBuf>, Option<PathBuf>), DatasetError> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_owned(),

@@ -1,0 +1,192 @@
+//! What the server offers: the datasets and plugins under the root (and the datasets
+//! named on the command line), opened once and kept while the server runs.
+
+use super::access::{Access, Refusal};
+use crate::dataset::{DatasetSpec, FORMATS, OpenOptions, OpenedDataset};
+use crate::udf::Udf;
+use crate::wasm::{RuntimeOptions, WasmRuntime};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::SystemTime;
+
+/// Folders below the root that the listing looks into.
+const MAX_DEPTH: usize = 4;
+/// Entries the listing reads at most (a root with more lists the first ones).
+const MAX_ENTRIES: usize = 5000;
+
+/// Why something the page asked for cannot be had.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    #[error(transparent)]
+    Dataset(#[from] crate::dataset::DatasetError),
+    #[error(transparent)]
+    Plugin(#[from] crate::wasm::LoadError),
+    #[error(transparent)]
+    Runtime(#[from] crate::wasm::RuntimeError),
+    #[error("{0} is not a plugin: plugins are WebAssembly components (.wasm)")]
+    NotAPlugin(String),
+    #[error("internal error in udf-host serve (please report it): {0}")]
+    Internal(String),
+}
+
+/// A file the page may open.
+#[derive(Debug, Clone, Serialize)]
+pub struct Entry {
+    /// Relative to the root.
+    pub path: String,
+    pub bytes: u64,
+    /// Named on the command line.
+    pub named: bool,
+}
+
+/// What the listing found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Listing {
+    pub root: String,
+    pub datasets: Vec<Entry>,
+    pub plugins: Vec<Entry>,
+    /// The listing stopped early (too many entries under the root).
+    pub truncated: bool,
+}
+
+/// A plugin loaded from a file, and the file's modification time then.
+type LoadedPlugin = (Option<SystemTime>, Arc<dyn Udf>);
+
+/// The datasets and plugins of one server.
+pub struct Catalog {
+    access: Access,
+    named: Vec<PathBuf>,
+    open_options: OpenOptions,
+    datasets: Mutex<HashMap<PathBuf, OpenedDataset>>,
+    runtime: OnceLock<Result<WasmRuntime, String>>,
+    runtime_options: Mutex<Option<RuntimeOptions>>,
+    plugins: Mutex<HashMap<PathBuf, LoadedPlugin>>,
+}
+
+impl Catalog {
+    /// A catalog of what is under `access`'s root; `named` datasets (resolved under the
+    /// root) are listed first and opened with `open_options`, as are the others.
+    pub fn new(access: Access, named: Vec<PathBuf>, open_options: OpenOptions, runtime: RuntimeOptions) -> Catalog {
+        Catalog {
+            access,
+            named,
+            open_options,
+            datasets: Mutex::new(HashMap::new()),
+            runtime: OnceLock::new(),
+            runtime_options: Mutex::new(Some(runtime)),
+            plugins: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn access(&self) -> &Access {
+        &self.access
+    }
+
+    /// The datasets (files with a known format's extension) and plugins (`.wasm`)
+    /// under the root, at most [`MAX_DEPTH`] folders deep, hidden folders skipped.
+    pub fn list(&self) -> Listing {
+        let extensions: Vec<&str> = FORMATS.iter().flat_map(|f| f.extensions.iter().copied()).collect();
+        let mut datasets: Vec<Entry> =
+            self.named.iter().map(|p| Entry { path: self.access.relative(p), bytes: size(p), named: true }).collect();
+        let mut plugins = Vec::new();
+        let mut seen = 0;
+        let mut stack = vec![(self.access.root().to_owned(), 0)];
+        while let Some((dir, depth)) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            let mut entries: Vec<_> = entries.flatten().collect();
+            entries.sort_by_key(|e| e.file_name());
+            for entry in entries {
+                seen += 1;
+                if seen > MAX_ENTRIES {
+                    break;
+                }
+                let name = entry.file_name();
+                let Some(name) = name.to_str() else { continue };
+                let path = entry.path();
+                let Ok(kind) = entry.file_type() else { continue };
+                if kind.is_dir() {
+                    if depth < MAX_DEPTH && !name.starts_with('.') && name != "target" {
+                        stack.push((path, depth + 1));
+                    }
+                    continue;
+                }
+                let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).unwrap_or_default();
+                let entry = Entry { path: self.access.relative(&path), bytes: size(&path), named: false };
+                if ext == "wasm" {
+                    plugins.push(entry);
+                } else if extensions.contains(&ext.as_str())
+                    && !name.ends_with(".valid.npy")
+                    && !self.named.contains(&path)
+                {
+                    datasets.push(entry);
+                }
+            }
+        }
+        datasets[self.named.len()..].sort_by(|a, b| a.path.cmp(&b.path));
+        plugins.sort_by(|a, b| a.path.cmp(&b.path));
+        Listing { root: self.access.root().display().to_string(), datasets, plugins, truncated: seen > MAX_ENTRIES }
+    }
+
+    /// The dataset at `path` (under the root), opened once.
+    ///
+    /// # Errors
+    /// Outside the root, missing, or not a dataset udf-host can read.
+    pub fn dataset(&self, path: &str) -> Result<OpenedDataset, CatalogError> {
+        let resolved = self.access.resolve(path)?;
+        let mut open = self.datasets.lock().map_err(|_| CatalogError::Internal("dataset cache poisoned".into()))?;
+        if let Some(opened) = open.get(&resolved) {
+            return Ok(opened.clone());
+        }
+        let opened = DatasetSpec::file(&resolved, self.open_options.clone()).open()?;
+        open.insert(resolved, opened.clone());
+        Ok(opened)
+    }
+
+    /// The plugin at `path` (a `.wasm` under the root), loaded once (again when the
+    /// file changes) and run sandboxed like every plugin.
+    ///
+    /// # Errors
+    /// Outside the root, missing, not a `.wasm`, or the runtime refuses it.
+    pub fn plugin(&self, path: &str) -> Result<Arc<dyn Udf>, CatalogError> {
+        let resolved = self.access.resolve(path)?;
+        if !resolved.extension().is_some_and(|e| e.eq_ignore_ascii_case("wasm")) {
+            return Err(CatalogError::NotAPlugin(path.to_owned()));
+        }
+        let modified = std::fs::metadata(&resolved).and_then(|m| m.modified()).ok();
+        let poisoned = || CatalogError::Internal("plugin cache poisoned".into());
+        if let Some((when, udf)) = self.plugins.lock().map_err(|_| poisoned())?.get(&resolved)
+            && *when == modified
+        {
+            return Ok(udf.clone());
+        }
+        let (udf, _) = self.runtime()?.load(&resolved)?;
+        let udf: Arc<dyn Udf> = Arc::new(udf);
+        self.plugins.lock().map_err(|_| poisoned())?.insert(resolved, (modified, udf.clone()));
+        Ok(udf)
+    }
+
+    /// The WebAssembly runtime, made when the first plugin is loaded.
+    fn runtime(&self) -> Result<&WasmRuntime, CatalogError> {
+        let made = self.runtime.get_or_init(|| {
+            let options = self.runtime_options.lock().ok().and_then(|mut o| o.take()).unwrap_or_default();
+            WasmRuntime::new(options).map_err(|e| e.to_string())
+        });
+        made.as_ref().map_err(|e| CatalogError::Internal(e.clone()))
+    }
+
+    /// A file under the root that a parameter names (`@file.npy`).
+    ///
+    /// # Errors
+    /// Outside the root or missing.
+    pub fn resolve(&self, path: &str) -> Result<PathBuf, Refusal> {
+        self.access.resolve(path)
+    }
+}
+
+fn size(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}

@@ -1,0 +1,271 @@
+//! A lane: one thread that runs the page's requests of one kind (the virtual image,
+//! the frame, the pattern, ...) one at a time, the newest first.
+//!
+//! A new request interrupts the run in flight at once ([`Progress::interrupt`], from the
+//! thread that received it: running partitions stop at their next tile) and is planned
+//! as soon as that run has wound down; requests that came in between are dropped — only
+//! the newest matters while a detector is dragged. While a run goes on, its results
+//! merged so far go to the page after the first merge and then at most every
+//! [`UPDATE_EVERY`], and once more when it is complete.
+
+use super::analysis::{Analysis, Job};
+use super::catalog::Catalog;
+use super::wire::{self, Progress as WireProgress};
+use crate::exec::{Progress, Run, RunError, RunResults};
+use crate::report::{LoadCache, PluginLoad, RunSummary};
+use serde_json::json;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+/// The shortest time between two partial results sent to the page.
+pub const UPDATE_EVERY: Duration = Duration::from_millis(40);
+
+/// How long the lane waits for a merge before it looks for a newer request.
+const POLL: Duration = Duration::from_millis(5);
+
+/// What the lane sends to the page.
+#[derive(Debug)]
+pub enum Outgoing {
+    /// A binary message ([`wire`]).
+    Binary(Vec<u8>),
+    /// A JSON text message (errors).
+    Text(String),
+}
+
+/// One request for a lane.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub id: u64,
+    pub dataset: String,
+    pub analysis: Analysis,
+    /// When the server received it.
+    pub received: Instant,
+}
+
+/// The last complete run of a lane, for exports.
+pub struct Finished {
+    pub analysis: Analysis,
+    /// What the library reports about the run as planned.
+    pub summary: RunSummary,
+    pub results: RunResults,
+    pub show: Option<Vec<String>>,
+    /// When the run started.
+    pub started: Instant,
+}
+
+/// A lane: send it requests; it answers through the channel it was made with.
+pub struct Lane {
+    requests: mpsc::Sender<Request>,
+    current: Arc<Mutex<Option<Progress>>>,
+    finished: Arc<Mutex<Option<Arc<Finished>>>>,
+}
+
+impl Lane {
+    /// Start lane `name`'s thread, answering on `out`.
+    pub fn start(
+        name: &str,
+        catalog: Arc<Catalog>,
+        threads: usize,
+        out: tokio::sync::mpsc::UnboundedSender<Outgoing>,
+    ) -> std::io::Result<Lane> {
+        let (tx, rx) = mpsc::channel();
+        let current = Arc::new(Mutex::new(None));
+        let finished = Arc::new(Mutex::new(None));
+        let worker = Worker {
+            name: name.to_owned(),
+            catalog,
+            threads,
+            requests: rx,
+            current: current.clone(),
+            finished: finished.clone(),
+            out,
+        };
+        std::thread::Builder::new().name(format!("udf-host-serve-{name}")).spawn(move || worker.work())?;
+        Ok(Lane { requests: tx, current, finished })
+    }
+
+    /// Run `request` next, interrupting the run in flight.
+    pub fn submit(&self, request: Request) {
+        if let Ok(current) = self.current.lock()
+            && let Some(progress) = current.as_ref()
+        {
+            progress.interrupt();
+        }
+        let _ = self.requests.send(request);
+    }
+
+    /// The last complete run, if any.
+    pub fn finished(&self) -> Option<Arc<Finished>> {
+        self.finished.lock().ok().and_then(|f| f.clone())
+    }
+}
+
+impl Drop for Lane {
+    /// The page is gone: stop the run in flight (the thread ends once it has wound down).
+    fn drop(&mut self) {
+        if let Ok(current) = self.current.lock()
+            && let Some(progress) = current.as_ref()
+        {
+            progress.interrupt();
+        }
+    }
+}
+
+/// The lane's thread.
+struct Worker {
+    name: String,
+    catalog: Arc<Catalog>,
+    threads: usize,
+    requests: mpsc::Receiver<Request>,
+    current: Arc<Mutex<Option<Progress>>>,
+    finished: Arc<Mutex<Option<Arc<Finished>>>>,
+    out: tokio::sync::mpsc::UnboundedSender<Outgoing>,
+}
+
+impl Worker {
+    fn work(self) {
+        let mut next: Option<Request> = None;
+        loop {
+            let Some(mut request) = next.take().or_else(|| self.requests.recv().ok()) else { return };
+            while let Ok(newer) = self.requests.try_recv() {
+                request = newer;
+            }
+            next = self.run(request);
+            if self.out.is_closed() {
+                return;
+            }
+        }
+    }
+
+    fn error(&self, id: u64, message: String) {
+        let text = json!({"type": "error", "lane": self.name, "id": id, "message": message}).to_string();
+        let _ = self.out.send(Outgoing::Text(text));
+    }
+
+    /// Run `request` until it is complete, fails, or a newer request comes (returned).
+    fn run(&self, request: Request) -> Option<Request> {
+        let id = request.id;
+        let job = match self
+            .catalog
+            .dataset(&request.dataset)
+            .map_err(|e| e.to_string())
+            .and_then(|d| request.analysis.job(d, &self.catalog).map_err(|e| e.to_string()))
+        {
+            Ok(job) => job,
+            Err(message) => {
+                self.error(id, message);
+                return None;
+            }
+        };
+        let Job { dataset, specs, show, .. } = &job;
+        let run = match Run::plan(dataset.clone(), specs.clone(), job.options(self.threads)) {
+            Ok(run) => run,
+            Err(e) => {
+                self.error(id, e.to_string());
+                return None;
+            }
+        };
+        let plugins = specs
+            .iter()
+            .map(|s| PluginLoad {
+                source: s.udf.source().to_owned(),
+                cache: if s.udf.source().starts_with(crate::builtins::PREFIX) {
+                    LoadCache::Builtin
+                } else {
+                    LoadCache::Hit
+                },
+                load_seconds: 0.0,
+            })
+            .collect();
+        let summary = RunSummary::planned(&run, plugins, crate::cuda::Device::Cpu);
+        let started = Instant::now();
+        let mut iter = run.iter();
+        let progress = iter.progress();
+        if let Ok(mut current) = self.current.lock() {
+            *current = Some(progress.clone());
+        }
+        let mut last_sent: Option<Instant> = None;
+        let mut newer = None;
+        let (mut merged, mut total) = (0, 0);
+        loop {
+            if let Ok(request) = self.requests.try_recv() {
+                progress.interrupt();
+                newer = Some(request);
+                break;
+            }
+            match iter.next_timeout(POLL) {
+                Poll::Pending => {}
+                Poll::Ready(Some(Ok(step))) => {
+                    (merged, total) = (step.merged, step.total);
+                    if step.merged < step.total && last_sent.is_none_or(|t| t.elapsed() >= UPDATE_EVERY) {
+                        let progress = WireProgress {
+                            lane: &self.name,
+                            id,
+                            merged,
+                            total,
+                            done: false,
+                            elapsed_ms: request.received.elapsed().as_secs_f64() * 1e3,
+                        };
+                        match iter.results().map_err(|e| e.to_string()).and_then(|r| {
+                            wire::results_message(&progress, &r, show.as_deref()).map_err(|e| e.to_string())
+                        }) {
+                            Ok(bytes) => {
+                                let _ = self.out.send(Outgoing::Binary(bytes));
+                            }
+                            Err(message) => self.error(id, message),
+                        }
+                        last_sent = Some(Instant::now());
+                    }
+                }
+                Poll::Ready(Some(Err(RunError::Cancelled))) => break,
+                Poll::Ready(Some(Err(e))) => {
+                    self.error(id, e.to_string());
+                    break;
+                }
+                Poll::Ready(None) => {
+                    self.complete(&request, &iter, (merged, total), show.clone(), (summary, started));
+                    break;
+                }
+            }
+        }
+        if let Ok(mut current) = self.current.lock() {
+            *current = None;
+        }
+        newer
+    }
+
+    /// Send the complete results and keep them (in `finished`) for exports.
+    fn complete(
+        &self,
+        request: &Request,
+        iter: &crate::exec::RunIter,
+        (merged, total): (usize, usize),
+        show: Option<Vec<String>>,
+        (summary, started): (RunSummary, Instant),
+    ) {
+        let results = match iter.results() {
+            Ok(results) => results,
+            Err(e) => return self.error(request.id, e.to_string()),
+        };
+        let progress = WireProgress {
+            lane: &self.name,
+            id: request.id,
+            merged,
+            total,
+            done: true,
+            elapsed_ms: request.received.elapsed().as_secs_f64() * 1e3,
+        };
+        match wire::results_message(&progress, &results, show.as_deref()) {
+            Ok(bytes) => {
+                let _ = self.out.send(Outgoing::Binary(bytes));
+            }
+            Err(e) => self.error(request.id, e.to_string()),
+        }
+        let finished = Finished { analysis: request.analysis.clone(), summary, results, show, started };
+        if let Ok(mut slot) = self.finished.lock() {
+            *slot = Some(Arc::new(finished));
+        }
+    }
+}
