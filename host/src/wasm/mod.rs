@@ -22,6 +22,7 @@ pub mod caps;
 mod convert;
 mod fill;
 mod plugin;
+mod runner;
 mod state;
 
 pub use arrays::MAX_LIVE_ARRAYS;
