@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use udf_host::exec::{Control, Limits, Merger, PartitionOutput, Plan, Run, RunError, Worker};
 use udf_host::loader::{Loader, runtime_options};
-use udf_host::udf::{Params, UdfOrigin};
+use udf_host::udf::Params;
 use udf_host::wasm::{ComponentCache, WasmRuntime};
 
 /// A plan made on the client, with the UDFs it was made from (for the merger).
@@ -53,10 +53,7 @@ impl PlanHandle {
             .as_plan()
             .udfs
             .iter()
-            .filter_map(|u| match &u.origin {
-                UdfOrigin::Wasm { sha256, .. } => Some(sha256.clone()),
-                _ => None,
-            })
+            .filter_map(|u| u.origin.component_sha256().map(str::to_owned))
             .collect()
     }
 
@@ -206,7 +203,7 @@ fn worker_for(plan_json: &str, plan_id: Option<&str>) -> Result<Arc<Worker>, Run
             }
         };
         for u in &plan.udfs {
-            if let UdfOrigin::Wasm { sha256, .. } = &u.origin
+            if let Some(sha256) = u.origin.component_sha256()
                 && let Some(bytes) = process.plugins.get(sha256)
                 && !loader.has(sha256)
             {

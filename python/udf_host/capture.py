@@ -95,6 +95,10 @@ class CapturedSource:
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     #: Where the class came from (a file name, or a notebook cell's name), for tracebacks.
     origin: str = "<unknown>"
+    #: `text` as pieces to run in order, each `(text, file, first line)`: the imports and
+    #: constants, then every definition with the file and line it has in the user's
+    #: source, so that a traceback in the sandbox shows the user's own line numbers.
+    pieces: list[tuple[str, str, int]] = field(default_factory=list)
 
 
 def capture(cls: type) -> CapturedSource:
@@ -117,6 +121,7 @@ def capture(cls: type) -> CapturedSource:
         text=collector.module_text(),
         arrays=collector.arrays,
         origin=_source_file(cls) or "<unknown>",
+        pieces=collector.module_pieces(),
     )
 
 
@@ -163,7 +168,7 @@ def _source_file(obj: Any) -> str | None:
         return None
 
 
-def _class_source(cls: type) -> str:
+def _class_source(cls: type) -> tuple[str, int]:
     """The text of a class definition, found through one of its methods: a method's code
     object knows its file or notebook cell and its line, and `linecache` has the text
     (IPython registers every cell there). A class without methods falls back to
@@ -183,10 +188,11 @@ def _class_source(cls: type) -> str:
                 and node.lineno <= code.co_firstlineno <= (node.end_lineno or node.lineno)
             ):
                 start = min([d.lineno for d in node.decorator_list] + [node.lineno])
-                return textwrap.dedent("".join(lines[start - 1 : node.end_lineno]))
+                return textwrap.dedent("".join(lines[start - 1 : node.end_lineno])), start
     if not _method_codes(cls):
         try:
-            return textwrap.dedent(inspect.getsource(cls))
+            lines, start = inspect.getsourcelines(cls)
+            return textwrap.dedent("".join(lines)), max(start, 1)
         except (OSError, TypeError):
             pass
     raise CaptureError(
@@ -196,13 +202,14 @@ def _class_source(cls: type) -> str:
     )
 
 
-def _function_source(name: str, function: types.FunctionType) -> str:
+def _function_source(name: str, function: types.FunctionType) -> tuple[str, int]:
     if function.__name__ == "<lambda>":
         raise CaptureError(
             f"{name} is a lambda; give it a name with def so that its source can travel"
         )
     try:
-        return textwrap.dedent(inspect.getsource(function))
+        lines, start = inspect.getsourcelines(function)
+        return textwrap.dedent("".join(lines)), max(start, 1)
     except (OSError, TypeError) as e:
         raise CaptureError(f"the source of function {name} is not available: {e}") from None
 
@@ -278,6 +285,7 @@ class _Collector:
         self.imports: list[str] = []
         self.constants: list[str] = []
         self.definitions: list[str] = []
+        self.placed: list[tuple[str, str, int]] = []
         self.arrays: dict[str, np.ndarray] = {}
         self.seen: set[str] = set()
 
@@ -285,11 +293,17 @@ class _Collector:
         parts = ["\n".join(self.imports), "\n".join(self.constants), *self.definitions]
         return "\n\n".join(p for p in parts if p) + "\n"
 
+    def module_pieces(self) -> list[tuple[str, str, int]]:
+        head = "\n".join(p for p in ("\n".join(self.imports), "\n".join(self.constants)) if p)
+        return ([(head + "\n", "<udf_host: imports and constants>", 1)] if head else []) + self.placed
+
     def add_class(self, name: str, cls: type) -> None:
         self.seen.add(name)
-        source = _class_source(cls)
-        self._add_uses(name, source, _source_file(cls) or "<udf>")
+        source, line = _class_source(cls)
+        filename = _source_file(cls) or "<udf>"
+        self._add_uses(name, source, filename)
         self.definitions.append(source)
+        self.placed.append((source, filename, line))
 
     def _add_function(self, name: str, function: types.FunctionType) -> None:
         if function.__closure__:
@@ -298,11 +312,12 @@ class _Collector:
                 f"{name} is a closure over {cells}: only functions defined at the top level "
                 "of a module can travel to the sandbox"
             )
-        source = _function_source(name, function)
+        source, line = _function_source(name, function)
         if function.__name__ != name:
             source += f"\n{name} = {function.__name__}\n"
         self._add_uses(name, source, function.__code__.co_filename)
         self.definitions.append(source)
+        self.placed.append((source, function.__code__.co_filename, line))
 
     def _add_uses(self, owner: str, source: str, filename: str) -> None:
         try:

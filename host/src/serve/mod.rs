@@ -207,24 +207,26 @@ impl Drop for Server {
 }
 
 /// `udf-host serve [DATA...] [--root DIR] [--port N]`.
-#[derive(clap::Args, Debug)]
+// clap's derive only with the command line (the Python package builds without it).
+#[derive(Debug)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct ServeArgs {
     /// Datasets to offer first on the page (they must lie under --root); the page lists
     /// every other dataset under --root too.
-    #[arg(value_name = "DATA")]
+    #[cfg_attr(feature = "cli", arg(value_name = "DATA"))]
     data: Vec<PathBuf>,
     /// Only files under this folder are listed and opened.
-    #[arg(long, value_name = "DIR", default_value = ".")]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "DIR", default_value = "."))]
     root: PathBuf,
     /// Port to listen on [default: a free one].
-    #[arg(long, default_value_t = 0, hide_default_value = true)]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 0, hide_default_value = true))]
     port: u16,
     /// Address to listen on. Anything but a loopback address lets other machines reach
     /// the page (they still need the token).
-    #[arg(long, value_name = "ADDRESS", default_value = "127.0.0.1")]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "ADDRESS", default_value = "127.0.0.1"))]
     bind: IpAddr,
     /// Worker threads per run [default: all cores].
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     threads: Option<usize>,
 }
 

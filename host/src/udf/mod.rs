@@ -162,6 +162,18 @@ pub enum UdfOrigin {
     PythonClass { runner: PathBuf, runner_sha256: String, class: ClassSource },
 }
 
+impl UdfOrigin {
+    /// The SHA-256 of the wasm component this UDF runs in (a plugin's own, or the Python
+    /// runner's for a class): the bytes a worker needs.
+    pub fn component_sha256(&self) -> Option<&str> {
+        match self {
+            UdfOrigin::Wasm { sha256, .. } => Some(sha256),
+            UdfOrigin::PythonClass { runner_sha256, .. } => Some(runner_sha256),
+            UdfOrigin::Builtin { .. } | UdfOrigin::InProcess { .. } => None,
+        }
+    }
+}
+
 /// Stored dtypes a UDF that [converts on read](Udf::converts_on_read) must accept in
 /// tiles (into an `f32` or `f64` input dtype).
 pub const FUSED_STORED: [DType; 6] = [DType::U8, DType::U16, DType::U32, DType::I8, DType::I16, DType::I32];
