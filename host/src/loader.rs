@@ -172,8 +172,9 @@ pub struct LoadedUdfs {
     pub loads: Vec<PluginLoad>,
 }
 
-/// Load the UDFs named as the command line names them — `builtin:NAME` or the path of a
-/// `.wasm` plugin — into `runtime`.
+/// Load the UDFs named as the command line names them — `builtin:NAME`, the path of a
+/// `.wasm` plugin, or `FILE.py:Class` (a LiberTEM UDF class on the Python runner) — into
+/// `runtime`.
 ///
 /// # Errors
 /// The first UDF that cannot be loaded.
@@ -187,7 +188,10 @@ pub fn load_sources(runtime: &WasmRuntime, sources: &[PathBuf]) -> Result<Loaded
             loads.push(PluginLoad { source, cache: LoadCache::Builtin, load_seconds: 0.0 });
             continue;
         }
-        let (udf, stats) = runtime.load(path)?;
+        let (udf, stats) = match path.to_str().and_then(crate::wasm::class_reference) {
+            Some((file, class)) => runtime.load_class_file(file, class)?,
+            None => runtime.load(path)?,
+        };
         let cache = match stats.cache {
             CacheOutcome::Hit => LoadCache::Hit,
             CacheOutcome::Compiled => LoadCache::Compiled,

@@ -52,6 +52,30 @@ for _name in ("libertem", "libertem.udf", "libertem.udf.base"):
     sys.modules[_name] = _module
 sys.modules["libertem"].udf = sys.modules["libertem.udf"]
 
+
+class _HostLog:
+    """`print` inside the class: each line goes to the host's log (the sandbox has no stdout)."""
+
+    def __init__(self, level):
+        self.level = level
+        self.pending = ""
+
+    def write(self, text):
+        self.pending += str(text)
+        while "\n" in self.pending:
+            line, self.pending = self.pending.split("\n", 1)
+            sdk.log(self.level, line)
+        return len(text)
+
+    def flush(self):
+        if self.pending:
+            sdk.log(self.level, self.pending)
+            self.pending = ""
+
+
+sys.stdout = _HostLog("info")
+sys.stderr = _HostLog("warn")
+
 #: The hidden parameter carrying the ROI (flat bool array over the nav axis) for
 #: `self.meta.roi` before `get_results`; the front ends add it.
 ROI_PARAM = "udf_host_roi"
@@ -119,10 +143,41 @@ def _array_from_json(spec):
 
 
 def _exec_piece(namespace, text, file, line):
-    """Run one piece of the class's module, its lines where they are in the user's file."""
+    """Run one piece of the class's module, its lines where they are in the user's file;
+    returns its syntax tree."""
     padded = "\n" * max(int(line) - 1, 0) + text
     linecache.cache[file] = (len(padded), None, padded.splitlines(True), file)
-    exec(compile(padded, file, "exec"), namespace)  # noqa: S102 - the sandbox is the point
+    tree = ast.parse(padded, file)
+    exec(compile(tree, file, "exec"), namespace)  # noqa: S102 - the sandbox is the point
+    return tree
+
+
+def _check_numpy_names(namespace, trees):
+    """Every `np.name` (and `np.fft.name`) the class's code names must exist in udf-host's
+    NumPy: an error that names the first one that does not, before any data is read."""
+    for tree, file in trees:
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute):
+                continue
+            chain = []
+            value = node
+            while isinstance(value, ast.Attribute):
+                chain.append(value.attr)
+                value = value.value
+            if not isinstance(value, ast.Name) or namespace.get(value.id) is not np:
+                continue
+            target = np
+            spelled = "numpy"
+            for attr in reversed(chain):
+                spelled += "." + attr
+                try:
+                    target = getattr(target, attr)
+                except AttributeError:
+                    raise UdfError.bad_param(
+                        f"{spelled} (line {node.lineno} of {file}) is not supported by udf-host's NumPy, the "
+                        "host's arrays inside the sandbox; docs/python.md lists what is") from None
+                if not isinstance(target, (types.ModuleType, type(xp.fft))):
+                    break
 
 
 def load(document):
@@ -134,12 +189,9 @@ def load(document):
     namespace = {"__name__": "__udf__", "__builtins__": __builtins__}
     for const, spec in source.get("constants", {}).items():
         namespace[const] = _array_from_json(spec)
-    pieces = source.get("pieces")
-    if pieces:
-        for text, file, line in pieces:
-            _exec_piece(namespace, text, file, line)
-    else:
-        _exec_piece(namespace, source["text"], source.get("file", "<udf>"), source.get("first_line", 1))
+    pieces = source.get("pieces") or [(source["text"], source.get("file", "<udf>"), source.get("first_line", 1))]
+    trees = [(_exec_piece(namespace, text, file, line), file) for text, file, line in pieces]
+    _check_numpy_names(namespace, trees)
     cls = namespace.get(name)
     if not isinstance(cls, type):
         raise UdfError.bad_param(f"{source.get('file', '<udf>')} defines no class {name!r}")

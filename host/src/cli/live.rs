@@ -103,8 +103,11 @@ pub fn live(args: LiveArgs) -> Result<(), Failure> {
     let mut options = LiveOptions::new(nav.clone());
     options.run.threads = Some(threads);
     options.run.limits = args.runtime.limits();
-    options.run.roi =
-        args.roi_rect.as_deref().map(|r| Roi::from_rect(r, &nav).map_err(|e| anyhow!("--roi-rect: {e}"))).transpose()?;
+    options.run.roi = args
+        .roi_rect
+        .as_deref()
+        .map(|r| Roi::from_rect(r, &nav).map_err(|e| anyhow!("--roi-rect: {e}")))
+        .transpose()?;
     options.partition_frames = args.partition_frames;
     options.max_buffer = args.max_buffer;
     options.stall_timeout = seconds("stall-timeout", args.stall_timeout)?;

@@ -9,9 +9,9 @@ use super::state::{BudgetExceeded, HostState, LogOrigin};
 use super::{LoadError, LoadErrorKind, Shared, WIT_PACKAGE, WIT_VERSION};
 use crate::log::escape_control;
 use crate::udf::{
-    BufferDecl, ClassSource, BufferViewMut, CallError, DataAccess, DatasetMeta, Description, InitContext, InstanceStats,
-    MergeContext, NamedBuffer, Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile, TileReadError,
-    TileSource, Udf, UdfOrigin, UnreadError,
+    BufferDecl, BufferViewMut, CallError, ClassSource, DataAccess, DatasetMeta, Description, InitContext,
+    InstanceStats, MergeContext, NamedBuffer, Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile,
+    TileReadError, TileSource, Udf, UdfOrigin, UnreadError,
 };
 use std::collections::HashMap;
 use std::path::Path;

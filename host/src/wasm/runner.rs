@@ -9,6 +9,7 @@ use super::convert::error_from_wit;
 use super::plugin::{Instance, WasmUdf};
 use super::{LoadError, LoadErrorKind, Shared, WIT_PACKAGE, WIT_VERSION};
 use crate::udf::{CallError, ClassSource};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use wasmtime::component::{Component, ComponentExportIndex, Func, TypedFunc};
 
@@ -82,5 +83,70 @@ impl WasmUdf {
             class: Some(Arc::new(class)),
         };
         udf.described().map_err(|e| err(LoadErrorKind::Describe, format!("the class {name} cannot be loaded: {e}")))
+    }
+}
+
+/// The runner's file name (`scripts/polyglot/runner.sh` builds it).
+pub const RUNNER_FILE: &str = "udf-runner.wasm";
+
+/// `FILE.py:Class`, as the command line names a LiberTEM UDF class: the file and the
+/// class name, or `None` for anything else.
+pub fn class_reference(source: &str) -> Option<(&Path, &str)> {
+    let (file, class) = source.rsplit_once(':')?;
+    let identifier = class.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
+        && class.chars().all(|c| c.is_alphanumeric() || c == '_');
+    (file.ends_with(".py") && identifier).then(|| (Path::new(file), class))
+}
+
+/// Where the Python runner is: `$UDF_HOST_RUNNER`, beside the executable, or where the
+/// repository builds it (`target/polyglot/runner/`, next to `target/debug/`).
+pub fn runner_path() -> Result<PathBuf, String> {
+    let mut candidates = Vec::new();
+    if let Some(path) = std::env::var_os("UDF_HOST_RUNNER") {
+        candidates.push(PathBuf::from(path));
+    }
+    if let Some(dir) = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_owned)) {
+        candidates.push(dir.join(RUNNER_FILE));
+        candidates.push(dir.join("../polyglot/runner").join(RUNNER_FILE));
+    }
+    candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
+        let looked: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
+        format!(
+            "udf-host's Python runner ({RUNNER_FILE}) is not built: build it with scripts/polyglot/runner.sh, or set \
+             UDF_HOST_RUNNER to its path (looked in: {})",
+            looked.join(", ")
+        )
+    })
+}
+
+/// A class in a Python file as the runner's document: the whole file runs inside the
+/// sandbox, and the class is taken from it.
+///
+/// # Errors
+/// The file cannot be read, or is too large.
+pub fn class_source_of_file(file: &Path, class: &str) -> Result<ClassSource, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: cannot read the file: {e}", file.display()))?;
+    let document = serde_json::json!({
+        "class_name": class,
+        "file": file.display().to_string(),
+        "text": text,
+        "first_line": 1,
+    });
+    ClassSource::from_json(document.to_string()).map_err(|e| format!("{}: {e}", file.display()))
+}
+
+impl super::WasmRuntime {
+    /// Load `FILE.py:Class`: the runner (compiled once and cached like any plugin) with
+    /// the class from the file.
+    ///
+    /// # Errors
+    /// [`LoadError`] naming the file: it cannot be read, the runner is missing, or the
+    /// class cannot be loaded (the message carries the Python traceback).
+    pub fn load_class_file(&self, file: &Path, class: &str) -> Result<(WasmUdf, super::LoadStats), LoadError> {
+        let read_error = |message| LoadError { path: file.to_owned(), kind: LoadErrorKind::Read, message };
+        let class = class_source_of_file(file, class).map_err(read_error)?;
+        let runner = runner_path().map_err(read_error)?;
+        let (runner, stats) = self.load(&runner)?;
+        Ok((runner.with_class(class)?, stats))
     }
 }

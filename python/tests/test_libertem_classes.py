@@ -1,0 +1,130 @@
+"""LiberTEM UDF classes, unchanged but for the import, in udf-host's sandbox (issue 27):
+every class of libertem_classes/classes.py runs in LiberTEM 0.16 (`from libertem.udf
+import UDF`) and in udf-host (`from udf_host import UDF`), and the results agree: numbers,
+buffer names, kinds, dtypes and valid masks, with and without a ROI, on float32 and uint16
+data.
+
+LiberTEM is optional: where it is not installed these tests skip (scripts/python-tests.sh
+installs libertem==0.16.0 into its venv)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import udf_host
+
+HERE = Path(__file__).parent / "libertem_classes"
+NOT_INSTALLED = "LiberTEM is not installed here (scripts/python-tests.sh installs libertem==0.16.0)"
+LIBERTEM_IMPORT = "from libertem.udf import UDF"
+
+
+def _module(path: Path, name: str, text: str):
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def classes(tmp_path_factory):
+    """The classes twice: `lt` as written (LiberTEM), `uh` with the import changed."""
+    pytest.importorskip("libertem", reason=NOT_INSTALLED)
+    text = (HERE / "classes.py").read_text()
+    assert text.count(LIBERTEM_IMPORT) == 1
+    where = tmp_path_factory.mktemp("classes")
+    lt = _module(where / "lt_classes.py", "lt_classes", text)
+    uh = _module(where / "uh_classes.py", "uh_classes", text.replace(LIBERTEM_IMPORT, "from udf_host import UDF"))
+    return lt, uh
+
+
+@pytest.fixture(scope="module")
+def contexts():
+    pytest.importorskip("libertem", reason=NOT_INSTALLED)
+    from libertem.api import Context
+
+    lt = Context.make_with("inline")
+    yield lt, udf_host.Context(threads=2)
+    lt.close()
+
+
+def _data(dtype):
+    rng = np.random.default_rng(27)
+    data = rng.integers(0, 1000, size=(5, 7, 12, 10))
+    return data.astype(dtype)
+
+
+def _roi():
+    roi = np.zeros((5, 7), dtype=bool)
+    roi[1:4, 2:6] = True
+    roi[0, 0] = True
+    return roi
+
+
+def _masks():
+    rng = np.random.default_rng(3)
+    return rng.random((4, 12, 10)).astype(np.float32)
+
+
+CASES = {
+    "SumUDF": {},
+    "SumSigUDF": {},
+    "StdDevUDF": {},
+    "ApplyMasksUDF": {"masks": _masks},
+    "AverageUDF": {},
+    "BufferDeclarationsUDF": {},
+    "CoordUDF": {},
+    "MaxUDF": {},
+    "MySumUDF": {},
+    "PixelsumUDF": {},
+    "SumOverSig": {},
+    "SumSigBackendsUDF": {},
+    "YourUDF": {},
+}
+
+
+def _compare(name, expected, found):
+    assert sorted(found) == sorted(expected), f"{name}: buffer names"
+    for key, want in expected.items():
+        got = found[key]
+        what = f"{name}.{key}"
+        assert got.kind == want.kind, f"{what}: kind"
+        assert np.dtype(got.dtype) == np.dtype(want.dtype), f"{what}: dtype {got.dtype} vs {want.dtype}"
+        assert got.data.shape == want.data.shape, f"{what}: shape"
+        np.testing.assert_array_equal(got.valid_mask, want.valid_mask, err_msg=f"{what}: valid mask")
+        w, g = np.asarray(want.data), np.asarray(got.data)
+        if w.dtype.kind in "fc":
+            np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-6, equal_nan=True, err_msg=what)
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=what)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.uint16])
+@pytest.mark.parametrize("with_roi", [False, True])
+@pytest.mark.parametrize("name", list(CASES))
+def test_class_gives_libertems_results(classes, contexts, name, dtype, with_roi):
+    lt_mod, uh_mod = classes
+    lt_ctx, uh_ctx = contexts
+    data = _data(dtype)
+    kwargs = {k: f() for k, f in CASES[name].items()}
+    roi = _roi() if with_roi else None
+    lt_ds = lt_ctx.load("memory", data=data, sig_dims=2, num_partitions=3)
+    expected = lt_ctx.run_udf(dataset=lt_ds, udf=getattr(lt_mod, name)(**kwargs), roi=roi)
+    uh_ds = uh_ctx.load("memory", data=data, sig_dims=2)
+    found = uh_ctx.run_udf(dataset=uh_ds, udf=getattr(uh_mod, name)(**kwargs), roi=roi, partitions=3)
+    _compare(name, expected, found)
+
+
+def test_object_buffers_are_refused_naming_the_buffer(classes, contexts):
+    """MyParamUDF (docs: "Declaring a constructor") declares a dtype=object buffer: host
+    arrays are numeric, so udf-host says so before any data is read."""
+    _, uh_mod = classes
+    ds = contexts[1].load("memory", data=_data(np.float32), sig_dims=2)
+    with pytest.raises(udf_host.UDFError, match=r"'demo'.*dtype.*numeric"):
+        contexts[1].run_udf(dataset=ds, udf=uh_mod.MyParamUDF())
