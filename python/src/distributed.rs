@@ -49,12 +49,7 @@ impl PlanHandle {
 
     /// The SHA-256 of every wasm plugin of the plan (the bytes the workers need).
     fn plugin_hashes(&self) -> Vec<String> {
-        self.run
-            .as_plan()
-            .udfs
-            .iter()
-            .filter_map(|u| u.origin.component_sha256().map(str::to_owned))
-            .collect()
+        self.run.as_plan().udfs.iter().filter_map(|u| u.origin.component_sha256().map(str::to_owned)).collect()
     }
 
     #[getter]

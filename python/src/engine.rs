@@ -179,8 +179,7 @@ impl Engine {
                 let source: String = tuple.get_item(1)?.extract()?;
                 let bytes: Option<Vec<u8>> = tuple.get_item(2)?.extract()?;
                 let params = params_from_dict(tuple.get_item(3)?.cast::<PyDict>()?)?;
-                let class: Option<String> =
-                    if tuple.len() > 4 { tuple.get_item(4)?.extract()? } else { None };
+                let class: Option<String> = if tuple.len() > 4 { tuple.get_item(4)?.extract()? } else { None };
                 let udf = self.load_udf(&kind, &source, bytes, class)?;
                 Ok(UdfSpec { udf, params })
             })
