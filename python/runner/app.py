@@ -578,7 +578,15 @@ _METHODS = {"tile": t.Method.TILE, "frame": t.Method.FRAME, "partition": t.Metho
 
 class Udf(_exports.Udf):
     def describe(self):
-        cls = _STATE["cls"]
+        cls = _STATE.get("cls")
+        if cls is None:
+            # The runner on its own (the host loads and describes it once before any class).
+            return t.Description(
+                "udf-runner", "0", "udf-host's Python runner: runs a LiberTEM UDF class given to runner.load", [],
+                [t.Method.TILE], t.DtypePreference_Native(), t.TilingPreferences(t.TileDepth_Default(),
+                                                                                  t.TileSize_Max()),
+                False, False, False, t.DataAccess.BYTES,
+            )
         xp_backend.use_host_tiles()
         methods = [_METHODS[m] for m, f in (("tile", "process_tile"), ("frame", "process_frame"),
                                              ("partition", "process_partition")) if _implemented(cls, f)]
@@ -741,11 +749,24 @@ class Udf(_exports.Udf):
             if isinstance(value, udf_class.ArrayWithMask):
                 value, mask = value.arr, value.mask
             arr = value if isinstance(value, xp.ndarray) else xp.asarray(value)
-            if name in decls:
-                d, dtype = decls[name]
-                expected = _storage_shape(d, udf._frames, udf._sig)
-                if tuple(arr.shape) != tuple(expected) and arr.size == math.prod(expected):
-                    arr = arr.reshape(expected)
+            if name not in decls:
+                raise UdfError.internal(
+                    f"get_results returned {name!r}, which get_result_buffers does not declare "
+                    f"(declared: {', '.join(decls)})")
+            d, dtype = decls[name]
+            if d.use == "private":
+                raise UdfError.internal(f"get_results returned {name!r}, a use='private' buffer")
+            if arr.dtype.name != dtype:
+                # LiberTEM keeps the declared dtype (the value goes into the declared buffer).
+                declared = xp._dtype(dtype)
+                if arr.dtype.kind != declared.kind:
+                    raise UdfError.internal(
+                        f"get_results returned {name!r} as {arr.dtype.name}; the buffer is declared {dtype} "
+                        "(the kind must be the same)")
+                arr = arr.astype(declared)
+            expected = _storage_shape(d, udf._frames, udf._sig)
+            if tuple(arr.shape) != tuple(expected) and arr.size == math.prod(expected):
+                arr = arr.reshape(expected)
             out.append(t.ResultEntry(name, t.Ndarray(sdk._wit_dtype(arr.dtype.name), list(arr.shape),
                                                      t.ArrayData_Bytes(arr.tobytes())), _mask(mask, arr)))
         return out
