@@ -10,9 +10,10 @@ if [[ ! -x $venv/bin/python ]]; then
     python3 -m venv "$venv"
     "$venv/bin/python" -m pip install --quiet --upgrade pip
 fi
-# The package's dependency (numpy), pytest and Dask's distributed (test_dask.py); the
-# wheel itself without dependencies, so pip builds it exactly once.
-"$venv/bin/python" -m pip install --quiet pytest "numpy>=1.23" "distributed==2026.8.0"
+# The package's dependency (numpy), pytest, Dask's distributed (test_dask.py) and
+# array-api-strict (test_xp.py skips without it); the wheel itself without dependencies,
+# so pip builds it exactly once.
+"$venv/bin/python" -m pip install --quiet pytest "numpy>=1.23" "distributed==2026.8.0" array-api-strict
 # LiberTEM for udf_host.libertem's tests (python/tests/test_libertem.py). It brings numba,
 # scipy, scikit-image, ...: about 4 minutes and 1 GB the first time, nothing once
 # installed. Where it cannot be installed those tests skip, saying so.

@@ -67,16 +67,26 @@ def _roi():
     return roi
 
 
-def _masks():
+def _masks(cls):
     rng = np.random.default_rng(3)
     return rng.random((4, 12, 10)).astype(np.float32)
 
 
+def _weights(cls):
+    """Aux data made by the class's own `aux_data` (LiberTEM's or udf-host's)."""
+    weights = np.linspace(0.5, 2.0, 35, dtype=np.float32).reshape((5, 7))
+    return cls.aux_data(data=weights, kind="nav", extra_shape=(), dtype=np.float32)
+
+
+#: class name -> {keyword argument: function of the class making its value}
 CASES = {
     "SumUDF": {},
     "SumSigUDF": {},
     "StdDevUDF": {},
     "ApplyMasksUDF": {"masks": _masks},
+    "PartitionStatsUDF": {},
+    "AuxWeightedSumUDF": {"weights": _weights},
+    "MaskedCountUDF": {},
     "AverageUDF": {},
     "BufferDeclarationsUDF": {},
     "CoordUDF": {},
@@ -112,12 +122,13 @@ def test_class_gives_libertems_results(classes, contexts, name, dtype, with_roi)
     lt_mod, uh_mod = classes
     lt_ctx, uh_ctx = contexts
     data = _data(dtype)
-    kwargs = {k: f() for k, f in CASES[name].items()}
+    lt_cls, uh_cls = getattr(lt_mod, name), getattr(uh_mod, name)
     roi = _roi() if with_roi else None
     lt_ds = lt_ctx.load("memory", data=data, sig_dims=2, num_partitions=3)
-    expected = lt_ctx.run_udf(dataset=lt_ds, udf=getattr(lt_mod, name)(**kwargs), roi=roi)
+    expected = lt_ctx.run_udf(dataset=lt_ds, udf=lt_cls(**{k: f(lt_cls) for k, f in CASES[name].items()}), roi=roi)
     uh_ds = uh_ctx.load("memory", data=data, sig_dims=2)
-    found = uh_ctx.run_udf(dataset=uh_ds, udf=getattr(uh_mod, name)(**kwargs), roi=roi, partitions=3)
+    uh_udf = uh_cls(**{k: f(uh_cls) for k, f in CASES[name].items()})
+    found = uh_ctx.run_udf(dataset=uh_ds, udf=uh_udf, roi=roi, partitions=3)
     _compare(name, expected, found)
 
 

@@ -323,3 +323,11 @@ def test_fill_and_in_place_add_follow_numpy():
     with pytest.raises(ValueError):
         row = xp.zeros((3,), dtype=xp.float32)
         row += xp.zeros((2, 3), dtype=xp.float32)
+
+
+def test_asarray_of_a_list_of_zero_dimensional_arrays():
+    """`np.array([np.count_nonzero(m)])` in a UDF's get_results: a 0-d array inside a list
+    is one element (it raised "'int' object is not iterable")."""
+    count = xp.count_nonzero(xp.asarray([True, False, True]))
+    both = xp.asarray([count, xp.asarray(5)])
+    np.testing.assert_array_equal(np.asarray(both.tolist()), np.array([2, 5]))

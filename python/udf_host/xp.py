@@ -560,7 +560,7 @@ def _flatten(obj):
             raise ValueError("asarray: nested sequences of different lengths")
         return (len(obj),) + shape, [v for p in parts for v in p[1]]
     if isinstance(obj, ndarray):
-        return obj.shape, obj.tolist() if obj.ndim == 0 else [v for v in _flatten(obj.tolist())[1]]
+        return obj.shape, [obj.tolist()] if obj.ndim == 0 else _flatten(obj.tolist())[1]
     return (), [obj]
 
 

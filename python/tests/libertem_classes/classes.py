@@ -275,3 +275,74 @@ class MyParamUDF(UDF):
 
     def merge(self, dest, src):
         dest.demo[:] = src.demo
+
+
+# -- more of LiberTEM's programming model: process_partition, aux data, valid masks ---------
+
+
+class PartitionStatsUDF(UDF):
+    """process_partition: each frame's sum (nav), the partition-wise sum and the frame count,
+    and their mean in get_results."""
+
+    def get_result_buffers(self):
+        return {
+            "frame_sum": self.buffer(kind="nav", dtype=np.float64),
+            "sum": self.buffer(kind="sig", dtype=np.float64),
+            "count": self.buffer(kind="single", dtype=np.int64),
+            "mean": self.buffer(kind="sig", dtype=np.float64, use="result_only"),
+        }
+
+    def process_partition(self, partition):
+        self.results.frame_sum[:] = np.sum(partition, axis=(1, 2))
+        self.results.sum[:] += np.sum(partition, axis=0)
+        self.results.count[:] += partition.shape[0]
+
+    def merge(self, dest, src):
+        dest.frame_sum[:] = src.frame_sum
+        dest.sum[:] += src.sum
+        dest.count[:] += src.count
+
+    def get_results(self):
+        return {"mean": self.results.sum / self.results.count[0]}
+
+
+class AuxWeightedSumUDF(UDF):
+    """Aux data (`UDF.aux_data`): each frame's sum times its per-frame weight, and the
+    weighted sum of all frames."""
+
+    def __init__(self, weights):
+        super().__init__(weights=weights)
+
+    def get_result_buffers(self):
+        return {
+            "weighted": self.buffer(kind="nav", dtype=np.float32),
+            "total": self.buffer(kind="sig", dtype=np.float32),
+        }
+
+    def process_frame(self, frame):
+        self.results.weighted[:] = np.sum(frame) * self.params.weights
+        self.results.total[:] += frame * self.params.weights[0]
+
+    def merge(self, dest, src):
+        dest.weighted[:] = src.weighted
+        dest.total[:] += src.total
+
+
+class MaskedCountUDF(UDF):
+    """get_results with `with_mask` and `get_valid_nav_mask`: the frame sums where merged."""
+
+    def get_result_buffers(self):
+        return {
+            "frame_sum": self.buffer(kind="nav", dtype=np.float32),
+            "merged": self.buffer(kind="single", dtype=np.int64, use="result_only"),
+        }
+
+    def process_tile(self, tile):
+        self.results.frame_sum[:] = np.sum(tile, axis=(1, 2))
+
+    def get_results(self):
+        valid = self.meta.get_valid_nav_mask()
+        return {
+            "frame_sum": self.with_mask(self.results.frame_sum, valid),
+            "merged": np.array([np.count_nonzero(valid)]),
+        }
