@@ -10,6 +10,7 @@ installs libertem==0.16.0 into its venv)."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 
 import udf_host
+from conftest import CACHE, cli
 
 HERE = Path(__file__).parent / "libertem_classes"
 NOT_INSTALLED = "LiberTEM is not installed here (scripts/python-tests.sh installs libertem==0.16.0)"
@@ -41,7 +43,7 @@ def classes(tmp_path_factory):
     where = tmp_path_factory.mktemp("classes")
     lt = _module(where / "lt_classes.py", "lt_classes", text)
     uh = _module(where / "uh_classes.py", "uh_classes", text.replace(LIBERTEM_IMPORT, "from udf_host import UDF"))
-    return lt, uh
+    return lt, uh, where
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +52,7 @@ def contexts():
     from libertem.api import Context
 
     lt = Context.make_with("inline")
-    yield lt, udf_host.Context(threads=2)
+    yield lt, udf_host.Context(threads=2, cache_dir=CACHE)
     lt.close()
 
 
@@ -119,7 +121,7 @@ def _compare(name, expected, found):
 @pytest.mark.parametrize("with_roi", [False, True])
 @pytest.mark.parametrize("name", list(CASES))
 def test_class_gives_libertems_results(classes, contexts, name, dtype, with_roi):
-    lt_mod, uh_mod = classes
+    lt_mod, uh_mod, _ = classes
     lt_ctx, uh_ctx = contexts
     data = _data(dtype)
     lt_cls, uh_cls = getattr(lt_mod, name), getattr(uh_mod, name)
@@ -135,7 +137,62 @@ def test_class_gives_libertems_results(classes, contexts, name, dtype, with_roi)
 def test_object_buffers_are_refused_naming_the_buffer(classes, contexts):
     """MyParamUDF (docs: "Declaring a constructor") declares a dtype=object buffer: host
     arrays are numeric, so udf-host says so before any data is read."""
-    _, uh_mod = classes
+    _, uh_mod, _ = classes
     ds = contexts[1].load("memory", data=_data(np.float32), sig_dims=2)
     with pytest.raises(udf_host.UDFError, match=r"'demo'.*dtype.*numeric"):
         contexts[1].run_udf(dataset=ds, udf=uh_mod.MyParamUDF())
+
+
+def _expected(lt_mod, lt_ctx, name, data, roi=None):
+    lt_ds = lt_ctx.load("memory", data=data, sig_dims=2, num_partitions=3)
+    return lt_ctx.run_udf(dataset=lt_ds, udf=getattr(lt_mod, name)(), roi=roi)
+
+
+@pytest.mark.parametrize("name", ["SumUDF", "SumSigUDF", "StdDevUDF", "PartitionStatsUDF", "AverageUDF"])
+def test_the_shell_runs_the_libertem_file_unchanged(classes, contexts, tmp_path, name):
+    """`udf-host run lt_classes.py:Class data.npy`: the file as LiberTEM runs it (its import
+    unchanged) gives LiberTEM's numbers."""
+    lt_mod, _, where = classes
+    data = _data(np.uint16)
+    np.save(tmp_path / "data.npy", data)
+    expected = _expected(lt_mod, contexts[0], name, data)
+    out = tmp_path / "out"
+    cli("run", f"{where / 'lt_classes.py'}:{name}", tmp_path / "data.npy", "--out", out, "--cache-dir", CACHE, "-q")
+    for key, want in expected.items():
+        got = np.load(out / name / f"{key}.npy")
+        np.testing.assert_allclose(got, want.data, rtol=2e-5, err_msg=f"{name}.{key}")
+
+
+def test_inspect_describes_the_class_from_its_file(classes):
+    _, _, where = classes
+    text = cli("inspect", f"{where / 'uh_classes.py'}:ApplyMasksUDF", "--cache-dir", CACHE).stdout
+    assert "ApplyMasksUDF" in text and "Dot product of every frame" in text and "masks" in text
+
+
+@pytest.mark.parametrize("name", ["SumUDF", "StdDevUDF", "ApplyMasksUDF", "AuxWeightedSumUDF", "MaskedCountUDF"])
+@pytest.mark.parametrize("with_roi", [False, True])
+def test_on_a_two_worker_dask_cluster_the_class_gives_libertems_results(classes, contexts, dask_client, name,
+                                                                         with_roi):
+    lt_mod, uh_mod, _ = classes
+    data = _data(np.float32)
+    roi = _roi() if with_roi else None
+    lt_cls, uh_cls = getattr(lt_mod, name), getattr(uh_mod, name)
+    lt_ds = contexts[0].load("memory", data=data, sig_dims=2, num_partitions=3)
+    expected = contexts[0].run_udf(dataset=lt_ds, udf=lt_cls(**{k: f(lt_cls) for k, f in CASES[name].items()}),
+                                   roi=roi)
+    ctx = udf_host.Context(executor=udf_host.DaskExecutor(dask_client))
+    ds = ctx.load("memory", data=data, sig_dims=2)
+    found = ctx.run_udf(dataset=ds, udf=uh_cls(**{k: f(uh_cls) for k, f in CASES[name].items()}), roi=roi,
+                        partitions=4)
+    _compare(name, expected, found)
+
+
+@pytest.fixture(scope="module")
+def dask_client():
+    distributed = pytest.importorskip("distributed", reason="Dask's distributed is not installed")
+    os.environ["UDF_HOST_CACHE_DIR"] = str(CACHE)
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0",
+        worker_dashboard_address=":0",
+    ) as cluster, distributed.Client(cluster) as client:
+        yield client
