@@ -24,6 +24,9 @@ fi
 # be installed those tests skip, saying so.
 "$venv/bin/python" -m pip install --quiet "libertem-live[sim]==0.3.0" ||
     echo "warning: libertem-live 0.3.0 could not be installed: python/tests/test_live_simulators.py will skip" >&2
+# The Python runner of LiberTEM UDF classes (componentize-py from PyPI on first use; a
+# no-op when up to date): it lands in python/udf_host/, so the wheel below carries it.
+scripts/polyglot/runner.sh
 echo "==> building the udf_host wheel (dev profile) into $venv"
 MATURIN_PEP517_ARGS="--profile dev" "$venv/bin/python" -m pip install --quiet --force-reinstall --no-deps ./python
 cargo build --quiet -p udf-host
