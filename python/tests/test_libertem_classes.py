@@ -169,6 +169,12 @@ def test_inspect_describes_the_class_from_its_file(classes):
     assert "ApplyMasksUDF" in text and "Dot product of every frame" in text and "masks" in text
 
 
+def test_a_class_file_passes_the_conformance_kit(classes):
+    _, _, where = classes
+    done = cli("conformance", f"{where / 'lt_classes.py'}:StdDevUDF", "--cache-dir", CACHE)
+    assert "CONFORMS" in done.stdout
+
+
 @pytest.mark.parametrize("name", ["SumUDF", "StdDevUDF", "ApplyMasksUDF", "AuxWeightedSumUDF", "MaskedCountUDF"])
 @pytest.mark.parametrize("with_roi", [False, True])
 def test_on_a_two_worker_dask_cluster_the_class_gives_libertems_results(classes, contexts, dask_client, name,
