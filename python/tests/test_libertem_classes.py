@@ -134,6 +134,25 @@ def test_class_gives_libertems_results(classes, contexts, name, dtype, with_roi)
     _compare(name, expected, found)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.uint16])
+@pytest.mark.parametrize("with_roi", [False, True])
+def test_the_custom_valid_mask_example_gives_libertems_results(classes, contexts, dtype, with_roi):
+    """The documentation's CustomValidMask indexes a buffer with `self.meta.coordinates`
+    (NumPy's integer-array indexing along the first axis), which LiberTEM only runs on a
+    square scan."""
+    lt_mod, uh_mod, _ = classes
+    data = np.random.default_rng(9).integers(0, 1000, size=(6, 6, 8, 9)).astype(dtype)
+    roi = None
+    if with_roi:
+        roi = np.zeros((6, 6), dtype=bool)
+        roi[1:4, 2:5] = True
+    lt_ds = contexts[0].load("memory", data=data, sig_dims=2, num_partitions=3)
+    expected = contexts[0].run_udf(dataset=lt_ds, udf=lt_mod.CustomValidMask(), roi=roi)
+    uh_ds = contexts[1].load("memory", data=data, sig_dims=2)
+    found = contexts[1].run_udf(dataset=uh_ds, udf=uh_mod.CustomValidMask(), roi=roi, partitions=3)
+    _compare("CustomValidMask", expected, found)
+
+
 def test_object_buffers_are_refused_naming_the_buffer(classes, contexts):
     """MyParamUDF (docs: "Declaring a constructor") declares a dtype=object buffer: host
     arrays are numeric, so udf-host says so before any data is read."""
