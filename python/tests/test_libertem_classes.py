@@ -1,8 +1,9 @@
 """LiberTEM UDF classes, unchanged but for the import, in udf-host's sandbox (issue 27):
-every class of libertem_classes/classes.py runs in LiberTEM 0.16 (`from libertem.udf
-import UDF`) and in udf-host (`from udf_host import UDF`), and the results agree: numbers,
-buffer names, kinds, dtypes and valid masks, with and without a ROI, on float32 and uint16
-data.
+every class of the documentation's gallery (plugins/examples/*/libertem.py, as they are)
+and of libertem_classes/classes.py runs in LiberTEM 0.16 (`from libertem.udf import UDF`)
+and in udf-host (`from udf_host import UDF`), and the results agree: numbers, buffer
+names, kinds, dtypes and valid masks, with and without a ROI, on float32 and uint16 data,
+in process, on a 2-worker Dask cluster and from the shell.
 
 LiberTEM is optional: where it is not installed these tests skip (scripts/python-tests.sh
 installs libertem==0.16.0 into its venv)."""
@@ -18,11 +19,28 @@ import numpy as np
 import pytest
 
 import udf_host
-from conftest import CACHE, cli
+from conftest import CACHE, ROOT, cli
 
 HERE = Path(__file__).parent / "libertem_classes"
 NOT_INSTALLED = "LiberTEM is not installed here (scripts/python-tests.sh installs libertem==0.16.0)"
 LIBERTEM_IMPORT = "from libertem.udf import UDF"
+UDF_HOST_IMPORT = "from udf_host import UDF"
+
+#: The gallery's examples that are whole classes, by folder. The pages' snippets assume
+#: NumPy and the UDF imported (and the your_udf page's alias RealUDF), so a header adds
+#: those imports; the class text is the file's.
+GALLERY = {
+    "average": "AverageUDF",
+    "coords": "CoordUDF",
+    "custom_valid_mask": "CustomValidMask",
+    "max": "MaxUDF",
+    "my_sum": "MySumUDF",
+    "pixelsum": "PixelsumUDF",
+    "sum_over_sig": "SumOverSig",
+    "sumsig_backends": "SumSigUDF",
+    "your_udf": "YourUDF",
+}
+GALLERY_HEADER = f"import numpy as np\nfrom numpy import count_nonzero\n{LIBERTEM_IMPORT}\n{LIBERTEM_IMPORT} as RealUDF\n"
 
 
 def _module(path: Path, name: str, text: str):
@@ -42,8 +60,23 @@ def classes(tmp_path_factory):
     assert text.count(LIBERTEM_IMPORT) == 1
     where = tmp_path_factory.mktemp("classes")
     lt = _module(where / "lt_classes.py", "lt_classes", text)
-    uh = _module(where / "uh_classes.py", "uh_classes", text.replace(LIBERTEM_IMPORT, "from udf_host import UDF"))
+    uh = _module(where / "uh_classes.py", "uh_classes", text.replace(LIBERTEM_IMPORT, UDF_HOST_IMPORT))
     return lt, uh, where
+
+
+@pytest.fixture(scope="module")
+def gallery(tmp_path_factory):
+    """Each gallery example twice, as LiberTEM runs it and with the import changed:
+    {folder: (LiberTEM's class, udf-host's class, LiberTEM's file)}."""
+    pytest.importorskip("libertem", reason=NOT_INSTALLED)
+    where = tmp_path_factory.mktemp("gallery")
+    out = {}
+    for folder, name in [*GALLERY.items(), ("my_param", "MyParamUDF")]:
+        text = GALLERY_HEADER + (ROOT / "plugins/examples" / folder / "libertem.py").read_text()
+        lt = _module(where / f"lt_{folder}.py", f"lt_{folder}", text)
+        uh = _module(where / f"uh_{folder}.py", f"uh_{folder}", text.replace(LIBERTEM_IMPORT, UDF_HOST_IMPORT))
+        out[folder] = (getattr(lt, name), getattr(uh, name), where / f"lt_{folder}.py")
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -89,15 +122,7 @@ CASES = {
     "PartitionStatsUDF": {},
     "AuxWeightedSumUDF": {"weights": _weights},
     "MaskedCountUDF": {},
-    "AverageUDF": {},
     "BufferDeclarationsUDF": {},
-    "CoordUDF": {},
-    "MaxUDF": {},
-    "MySumUDF": {},
-    "PixelsumUDF": {},
-    "SumOverSig": {},
-    "SumSigBackendsUDF": {},
-    "YourUDF": {},
 }
 
 
@@ -136,50 +161,51 @@ def test_class_gives_libertems_results(classes, contexts, name, dtype, with_roi)
 
 @pytest.mark.parametrize("dtype", [np.float32, np.uint16])
 @pytest.mark.parametrize("with_roi", [False, True])
-def test_the_custom_valid_mask_example_gives_libertems_results(classes, contexts, dtype, with_roi):
-    """The documentation's CustomValidMask indexes a buffer with `self.meta.coordinates`
-    (NumPy's integer-array indexing along the first axis), which LiberTEM only runs on a
-    square scan."""
-    lt_mod, uh_mod, _ = classes
+@pytest.mark.parametrize("folder", list(GALLERY))
+def test_the_gallery_example_gives_libertems_results(gallery, contexts, folder, dtype, with_roi):
+    """A square scan: CustomValidMask indexes a buffer with `self.meta.coordinates` (NumPy's
+    integer-array indexing along the first axis), which LiberTEM only runs on one."""
+    lt_cls, uh_cls, _ = gallery[folder]
     data = np.random.default_rng(9).integers(0, 1000, size=(6, 6, 8, 9)).astype(dtype)
     roi = None
     if with_roi:
         roi = np.zeros((6, 6), dtype=bool)
         roi[1:4, 2:5] = True
+        roi[5, 0] = True
     lt_ds = contexts[0].load("memory", data=data, sig_dims=2, num_partitions=3)
-    expected = contexts[0].run_udf(dataset=lt_ds, udf=lt_mod.CustomValidMask(), roi=roi)
+    expected = contexts[0].run_udf(dataset=lt_ds, udf=lt_cls(), roi=roi)
     uh_ds = contexts[1].load("memory", data=data, sig_dims=2)
-    found = contexts[1].run_udf(dataset=uh_ds, udf=uh_mod.CustomValidMask(), roi=roi, partitions=3)
-    _compare("CustomValidMask", expected, found)
+    found = contexts[1].run_udf(dataset=uh_ds, udf=uh_cls(), roi=roi, partitions=3)
+    _compare(GALLERY[folder], expected, found)
 
 
-def test_object_buffers_are_refused_naming_the_buffer(classes, contexts):
-    """MyParamUDF (docs: "Declaring a constructor") declares a dtype=object buffer: host
-    arrays are numeric, so udf-host says so before any data is read."""
-    _, uh_mod, _ = classes
+def test_object_buffers_are_refused_naming_the_buffer(gallery, contexts):
+    """MyParamUDF (the gallery's my_param: "Declaring a constructor") declares a
+    dtype=object buffer: host arrays are numeric, so udf-host says so before any data is
+    read."""
+    uh_cls = gallery["my_param"][1]
     ds = contexts[1].load("memory", data=_data(np.float32), sig_dims=2)
     with pytest.raises(udf_host.UDFError, match=r"'demo'.*dtype.*numeric"):
-        contexts[1].run_udf(dataset=ds, udf=uh_mod.MyParamUDF())
+        contexts[1].run_udf(dataset=ds, udf=uh_cls())
 
 
-def _expected(lt_mod, lt_ctx, name, data, roi=None):
-    lt_ds = lt_ctx.load("memory", data=data, sig_dims=2, num_partitions=3)
-    return lt_ctx.run_udf(dataset=lt_ds, udf=getattr(lt_mod, name)(), roi=roi)
-
-
-@pytest.mark.parametrize("name", ["SumUDF", "SumSigUDF", "StdDevUDF", "PartitionStatsUDF", "AverageUDF"])
-def test_the_shell_runs_the_libertem_file_unchanged(classes, contexts, tmp_path, name):
-    """`udf-host run lt_classes.py:Class data.npy`: the file as LiberTEM runs it (its import
+@pytest.mark.parametrize("name", ["SumUDF", "SumSigUDF", "StdDevUDF", "PartitionStatsUDF", "average"])
+def test_the_shell_runs_the_libertem_file_unchanged(classes, gallery, contexts, tmp_path, name):
+    """`udf-host run lt_file.py:Class data.npy`: the file as LiberTEM runs it (its import
     unchanged) gives LiberTEM's numbers."""
-    lt_mod, _, where = classes
+    if name in GALLERY:
+        lt_cls, _, file = gallery[name]
+    else:
+        lt_cls, file = getattr(classes[0], name), classes[2] / "lt_classes.py"
     data = _data(np.uint16)
     np.save(tmp_path / "data.npy", data)
-    expected = _expected(lt_mod, contexts[0], name, data)
+    lt_ds = contexts[0].load("memory", data=data, sig_dims=2, num_partitions=3)
+    expected = contexts[0].run_udf(dataset=lt_ds, udf=lt_cls())
     out = tmp_path / "out"
-    cli("run", f"{where / 'lt_classes.py'}:{name}", tmp_path / "data.npy", "--out", out, "--cache-dir", CACHE, "-q")
+    cli("run", f"{file}:{lt_cls.__name__}", tmp_path / "data.npy", "--out", out, "--cache-dir", CACHE, "-q")
     for key, want in expected.items():
-        got = np.load(out / name / f"{key}.npy")
-        np.testing.assert_allclose(got, want.data, rtol=2e-5, err_msg=f"{name}.{key}")
+        got = np.load(out / lt_cls.__name__ / f"{key}.npy")
+        np.testing.assert_allclose(got, want.data, rtol=2e-5, err_msg=f"{lt_cls.__name__}.{key}")
 
 
 def test_inspect_describes_the_class_from_its_file(classes):
