@@ -247,3 +247,23 @@ def dask_client():
         worker_dashboard_address=":0",
     ) as cluster, distributed.Client(cluster) as client:
         yield client
+
+
+@pytest.mark.parametrize("name", ["SumUDF", "StdDevUDF", "ApplyMasksUDF", "PartitionStatsUDF", "AuxWeightedSumUDF",
+                                  "MaskedCountUDF"])
+@pytest.mark.parametrize("with_roi", [False, True])
+def test_inside_libertem_the_class_gives_libertems_results(classes, contexts, name, with_roi):
+    """`udf_host.libertem.ClassUDF(MyUDF(...))` in LiberTEM's own Context: the class runs
+    sandboxed with LiberTEM driving, and agrees with the class run by LiberTEM itself."""
+    from udf_host.libertem import ClassUDF
+
+    lt_mod, uh_mod, _ = classes
+    data = _data(np.uint16)
+    roi = _roi() if with_roi else None
+    lt_cls, uh_cls = getattr(lt_mod, name), getattr(uh_mod, name)
+    lt_ds = contexts[0].load("memory", data=data, sig_dims=2, num_partitions=3)
+    expected = contexts[0].run_udf(dataset=lt_ds, udf=lt_cls(**{k: f(lt_cls) for k, f in CASES[name].items()}),
+                                   roi=roi)
+    wrapped = ClassUDF(uh_cls(**{k: f(uh_cls) for k, f in CASES[name].items()}))
+    found = contexts[0].run_udf(dataset=lt_ds, udf=wrapped, roi=roi)
+    _compare(name, expected, found)
