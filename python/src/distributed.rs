@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use std::sync::{Arc, Mutex, OnceLock};
 use udf_host::exec::{Control, Merger, PartitionOutput, Plan, Run, RunError, Worker};
-use udf_host::udf::{Params, UdfOrigin};
+use udf_host::udf::Params;
 
 /// A plan made on the client, with the UDFs it was made from (for the merger).
 #[pyclass(module = "udf_host._native", frozen)]
@@ -46,15 +46,7 @@ impl PlanHandle {
 
     /// The SHA-256 of every wasm plugin of the plan (the bytes the workers need).
     fn plugin_hashes(&self) -> Vec<String> {
-        self.run
-            .as_plan()
-            .udfs
-            .iter()
-            .filter_map(|u| match &u.origin {
-                UdfOrigin::Wasm { sha256, .. } => Some(sha256.clone()),
-                _ => None,
-            })
-            .collect()
+        self.run.as_plan().udfs.iter().filter_map(|u| u.origin.component_sha256().map(str::to_owned)).collect()
     }
 
     #[getter]
@@ -206,7 +198,7 @@ fn worker_for(plan_json: &str, plan_id: Option<&str>) -> Result<Arc<Worker>, Run
         // where it runs.
         let loader = crate::runtime::shared_loader(plan.limits.untrusted()).map_err(RunError::Invalid)?;
         for u in &plan.udfs {
-            if let UdfOrigin::Wasm { sha256, .. } = &u.origin
+            if let Some(sha256) = u.origin.component_sha256()
                 && let Some(bytes) = process.plugin(sha256)
                 && !loader.has(sha256)
             {
