@@ -10,9 +10,10 @@ if [[ ! -x $venv/bin/python ]]; then
     python3 -m venv "$venv"
     "$venv/bin/python" -m pip install --quiet --upgrade pip
 fi
-# The package's dependency (numpy), pytest and Dask's distributed (test_dask.py); the
-# wheel itself without dependencies, so pip builds it exactly once.
-"$venv/bin/python" -m pip install --quiet pytest "numpy>=1.23" "distributed==2026.8.0"
+# The package's dependency (numpy), pytest, Dask's distributed (test_dask.py) and
+# array-api-strict (test_xp.py skips without it); the wheel itself without dependencies,
+# so pip builds it exactly once.
+"$venv/bin/python" -m pip install --quiet pytest "numpy>=1.23" "distributed==2026.8.0" array-api-strict
 # LiberTEM for udf_host.libertem's tests (python/tests/test_libertem.py). It brings numba,
 # scipy, scikit-image, ...: about 4 minutes and 1 GB the first time, nothing once
 # installed. Where it cannot be installed those tests skip, saying so.
@@ -23,6 +24,9 @@ fi
 # be installed those tests skip, saying so.
 "$venv/bin/python" -m pip install --quiet "libertem-live[sim]==0.3.0" ||
     echo "warning: libertem-live 0.3.0 could not be installed: python/tests/test_live_simulators.py will skip" >&2
+# The Python runner of LiberTEM UDF classes (componentize-py from PyPI on first use; a
+# no-op when up to date): it lands in python/udf_host/, so the wheel below carries it.
+scripts/polyglot/runner.sh
 echo "==> building the udf_host wheel (dev profile) into $venv"
 MATURIN_PEP517_ARGS="--profile dev" "$venv/bin/python" -m pip install --quiet --force-reinstall --no-deps ./python
 cargo build --quiet -p udf-host

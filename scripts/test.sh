@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run every test: installs the wasm targets, builds the Python and JavaScript plugins of
 # plugins/polyglot/ (installing componentize-py and componentize-js from PyPI and npm on
-# first use; C and Zig ones are committed as tests/fixtures/polyglot/), builds the Rust
+# first use; C and Zig ones are committed as tests/fixtures/polyglot/) and the Python
+# runner of LiberTEM UDF classes (scripts/polyglot/runner.sh), builds the Rust
 # plugins and probes (tests/build.rs), runs the unit, integration and doc tests, then the
 # Python package's tests (scripts/python-tests.sh: a venv under target/, the wheel built
 # once; UDF_HOST_SKIP_PYTHON=1 skips them).
@@ -13,6 +14,7 @@ source scripts/polyglot/common.sh
 { command -v node && command -v npm; } >/dev/null || apt_install nodejs npm
 python3 -c "import venv, ensurepip" 2>/dev/null || apt_install python3-venv
 scripts/polyglot/python.sh
+scripts/polyglot/runner.sh
 scripts/polyglot/js.sh
 cargo test "$@"
 if [[ ${UDF_HOST_SKIP_PYTHON:-0} != 1 ]]; then

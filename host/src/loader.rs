@@ -11,8 +11,10 @@ use crate::builtins::UnknownBuiltin;
 use crate::exec::{Limits, Plan, UdfLoader};
 use crate::log::{LogLevel, Logger};
 use crate::report::{LoadCache, PluginLoad};
-use crate::udf::{Udf, UdfOrigin};
-use crate::wasm::{CacheOutcome, ComponentCache, LoadError, RuntimeError, RuntimeOptions, WasmRuntime, sha256_hex};
+use crate::udf::{ClassSource, Udf, UdfOrigin};
+use crate::wasm::{
+    CacheOutcome, ComponentCache, LoadError, RuntimeError, RuntimeOptions, WasmRuntime, WasmUdf, sha256_hex,
+};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -25,13 +27,15 @@ pub struct Loader {
     /// Plugin bytes sent ahead, by SHA-256.
     bytes: Mutex<HashMap<String, Arc<Vec<u8>>>>,
     /// Plugins loaded so far, by SHA-256.
-    loaded: Mutex<HashMap<String, Arc<dyn Udf>>>,
+    loaded: Mutex<HashMap<String, Arc<WasmUdf>>>,
+    /// UDF classes on the Python runner, by the runner's and the class's SHA-256.
+    classes: Mutex<HashMap<(String, String), Arc<dyn Udf>>>,
 }
 
 impl Loader {
     /// A loader whose plugins run in `runtime`.
     pub fn new(runtime: WasmRuntime) -> Self {
-        Loader { runtime, bytes: Mutex::default(), loaded: Mutex::default() }
+        Loader { runtime, bytes: Mutex::default(), loaded: Mutex::default(), classes: Mutex::default() }
     }
 
     /// A loader with a runtime set up for `plan` ([`RuntimeSetup`]: its limits, threads
@@ -64,7 +68,7 @@ impl Loader {
         in_map(&self.loaded) || self.bytes.lock().is_ok_and(|m| m.contains_key(sha256))
     }
 
-    fn load_wasm(&self, path: &std::path::Path, sha256: &str) -> Result<Arc<dyn Udf>, String> {
+    fn load_wasm(&self, path: &std::path::Path, sha256: &str) -> Result<Arc<WasmUdf>, String> {
         if let Some(udf) = self.loaded.lock().map_err(|_| "loader lock poisoned")?.get(sha256) {
             return Ok(udf.clone());
         }
@@ -87,8 +91,24 @@ impl Loader {
             ));
         }
         let (udf, _) = self.runtime.load_bytes(path, &wasm).map_err(|e| e.to_string())?;
-        let udf: Arc<dyn Udf> = Arc::new(udf);
+        let udf = Arc::new(udf);
         self.loaded.lock().map_err(|_| "loader lock poisoned")?.insert(sha256.to_owned(), udf.clone());
+        Ok(udf)
+    }
+}
+
+impl Loader {
+    /// A UDF class on the Python runner: the runner loaded (and checked) as any plugin,
+    /// the class's source checked against the plan's hash, each pair loaded once.
+    fn load_class(&self, runner: &Path, runner_sha256: &str, class: &ClassSource) -> Result<Arc<dyn Udf>, String> {
+        class.check().map_err(|e| e.to_string())?;
+        let key = (runner_sha256.to_owned(), class.sha256.clone());
+        if let Some(udf) = self.classes.lock().map_err(|_| "loader lock poisoned")?.get(&key) {
+            return Ok(udf.clone());
+        }
+        let runner = self.load_wasm(runner, runner_sha256)?;
+        let udf: Arc<dyn Udf> = Arc::new(runner.with_class(class.clone()).map_err(|e| e.to_string())?);
+        self.classes.lock().map_err(|_| "loader lock poisoned")?.insert(key, udf.clone());
         Ok(udf)
     }
 }
@@ -98,7 +118,8 @@ impl UdfLoader for Loader {
         match origin {
             UdfOrigin::Builtin { name } => crate::builtins::get(name)
                 .ok_or_else(|| crate::builtins::UnknownBuiltin { name: name.clone() }.to_string()),
-            UdfOrigin::Wasm { path, sha256 } => self.load_wasm(path, sha256),
+            UdfOrigin::Wasm { path, sha256 } => Ok(self.load_wasm(path, sha256)?),
+            UdfOrigin::PythonClass { runner, runner_sha256, class } => self.load_class(runner, runner_sha256, class),
             UdfOrigin::InProcess { source } => Err(format!(
                 "'{source}' was made in the planning process (not a built-in or a wasm file), so it cannot be \
                  loaded elsewhere"
@@ -209,8 +230,9 @@ pub struct LoadedUdfs {
     pub loads: Vec<PluginLoad>,
 }
 
-/// Load the UDFs named as the command line names them — `builtin:NAME` or the path of a
-/// `.wasm` plugin — into `runtime`.
+/// Load the UDFs named as the command line names them — `builtin:NAME`, the path of a
+/// `.wasm` plugin, or `FILE.py:Class` (a LiberTEM UDF class on the Python runner) — into
+/// `runtime`.
 ///
 /// # Errors
 /// The first UDF that cannot be loaded.
@@ -224,7 +246,10 @@ pub fn load_sources(runtime: &WasmRuntime, sources: &[PathBuf]) -> Result<Loaded
             loads.push(PluginLoad { source, cache: LoadCache::Builtin, load_seconds: 0.0 });
             continue;
         }
-        let (udf, stats) = runtime.load(path)?;
+        let (udf, stats) = match path.to_str().and_then(crate::wasm::class_reference) {
+            Some((file, class)) => runtime.load_class_file(file, class)?,
+            None => runtime.load(path)?,
+        };
         let cache = match stats.cache {
             CacheOutcome::Hit => LoadCache::Hit,
             CacheOutcome::Compiled => LoadCache::Compiled,

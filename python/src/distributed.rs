@@ -12,7 +12,7 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 use std::sync::{Arc, Mutex, OnceLock};
 use udf_host::exec::{Control, Merger, PartitionOutput, Plan, Run, RunError, Worker};
 use udf_host::loader::Loader;
-use udf_host::udf::{Params, UdfOrigin};
+use udf_host::udf::Params;
 
 /// A plan made on the client, with the UDFs it was made from (for the merger).
 #[pyclass(module = "udf_host._native", frozen)]
@@ -47,15 +47,7 @@ impl PlanHandle {
 
     /// The SHA-256 of every wasm plugin of the plan (the bytes the workers need).
     fn plugin_hashes(&self) -> Vec<String> {
-        self.run
-            .as_plan()
-            .udfs
-            .iter()
-            .filter_map(|u| match &u.origin {
-                UdfOrigin::Wasm { sha256, .. } => Some(sha256.clone()),
-                _ => None,
-            })
-            .collect()
+        self.run.as_plan().udfs.iter().filter_map(|u| u.origin.component_sha256().map(str::to_owned)).collect()
     }
 
     #[getter]
@@ -219,7 +211,7 @@ fn loader_for(plan: &Plan) -> Result<Arc<Loader>, RunError> {
     let process = process().lock().map_err(|_| RunError::Internal("process lock poisoned".into()))?;
     let loader = crate::runtime::shared_loader(plan.limits.untrusted()).map_err(RunError::Invalid)?;
     for u in &plan.udfs {
-        if let UdfOrigin::Wasm { sha256, .. } = &u.origin
+        if let Some(sha256) = u.origin.component_sha256()
             && let Some(bytes) = process.plugin(sha256)
             && !loader.has(sha256)
         {

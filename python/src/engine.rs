@@ -18,7 +18,7 @@ use udf_host::exec::{Limits, Progress, Run, RunIter, RunOptions, RunResults, Udf
 use udf_host::loader::{Loader, RuntimeSetup, UDFS_PER_SHARED_RUN};
 use udf_host::report::DatasetSummary;
 use udf_host::roi::Roi;
-use udf_host::udf::{Udf, UdfOrigin};
+use udf_host::udf::{ClassSource, Udf, UdfOrigin};
 use udf_host::wasm::ComponentCache;
 
 /// Runs UDFs in this process: one wasm runtime (limits, compile cache) and a loader that
@@ -177,14 +177,27 @@ impl Engine {
                 let source: String = tuple.get_item(1)?.extract()?;
                 let bytes: Option<Vec<u8>> = tuple.get_item(2)?.extract()?;
                 let params = params_from_dict(tuple.get_item(3)?.cast::<PyDict>()?)?;
-                let udf = self.load_udf(&kind, &source, bytes)?;
+                let class: Option<String> = if tuple.len() > 4 { tuple.get_item(4)?.extract()? } else { None };
+                let udf = self.load_udf(&kind, &source, bytes, class)?;
                 Ok(UdfSpec { udf, params })
             })
             .collect()
     }
 
-    fn load_udf(&self, kind: &str, source: &str, bytes: Option<Vec<u8>>) -> PyResult<Arc<dyn Udf>> {
+    fn load_udf(
+        &self,
+        kind: &str,
+        source: &str,
+        bytes: Option<Vec<u8>>,
+        class: Option<String>,
+    ) -> PyResult<Arc<dyn Udf>> {
         let origin = match (kind, bytes) {
+            ("class", Some(bytes)) => {
+                let document = class.ok_or_else(|| PyValueError::new_err("a class UDF without its source"))?;
+                let class = ClassSource::from_json(document).map_err(|e| PyValueError::new_err(e.to_string()))?;
+                let runner_sha256 = self.loader.add_bytes(bytes);
+                UdfOrigin::PythonClass { runner: PathBuf::from(source), runner_sha256, class }
+            }
             ("builtin", _) => UdfOrigin::Builtin { name: source.to_owned() },
             ("wasm", Some(bytes)) => {
                 let sha256 = self.loader.add_bytes(bytes);

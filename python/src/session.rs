@@ -26,9 +26,9 @@ use udf_host::exec::{FailurePoint, Limits, RunError, UdfLoader, check_exported, 
 use udf_host::loader::Loader;
 use udf_host::udf::rules::check_declarations;
 use udf_host::udf::{
-    BufferDecl, BufferUse, BufferViewMut, CallError, DTypePreference, DatasetMeta, DeviceClass, InitContext,
-    MergeContext, Method, NamedBuffer, ParamType, Params, PartitionMeta, PartitionRunner, ResultsContext, SigSlice,
-    Tile, TileDepth, TileSize, TilingScheme, Udf, UdfOrigin,
+    BufferDecl, BufferUse, BufferViewMut, CallError, ClassSource, DTypePreference, DatasetMeta, DeviceClass,
+    InitContext, MergeContext, Method, NamedBuffer, ParamType, Params, PartitionMeta, PartitionRunner, ResultsContext,
+    SigSlice, Tile, TileDepth, TileSize, TilingScheme, Udf, UdfOrigin,
 };
 
 /// The process's plugin loader for LiberTEM: the default limits (300 s per call, 4 GiB
@@ -195,9 +195,11 @@ impl Plugin {
 impl Plugin {
     /// Load the plugin `wasm` (its file `path`, for messages), whose SHA-256 the caller
     /// computed: a second `Plugin` with the same hash in this process reuses the
-    /// compiled plugin.
+    /// compiled plugin. With `class` (the JSON document of a `udf_host.UDF` class),
+    /// `wasm` is the Python runner and the plugin is that class.
     #[new]
-    fn new(py: Python<'_>, path: PathBuf, wasm: Vec<u8>, sha256: &str) -> PyResult<Self> {
+    #[pyo3(signature = (path, wasm, sha256, class=None))]
+    fn new(py: Python<'_>, path: PathBuf, wasm: Vec<u8>, sha256: &str, class: Option<String>) -> PyResult<Self> {
         let loader = loader()?;
         let found = loader.add_bytes(wasm);
         if found != sha256 {
@@ -206,7 +208,13 @@ impl Plugin {
                 path.display()
             )));
         }
-        let origin = UdfOrigin::Wasm { path, sha256: found };
+        let origin = match class {
+            Some(document) => {
+                let class = ClassSource::from_json(document).map_err(|e| PyValueError::new_err(e.to_string()))?;
+                UdfOrigin::PythonClass { runner: path, runner_sha256: found, class }
+            }
+            None => UdfOrigin::Wasm { path, sha256: found },
+        };
         let udf = py.detach(|| loader.load(&origin)).map_err(PyValueError::new_err)?;
         // This object's own copy: its main-side instance (plan, merge, results) and log
         // budget go with it, while the process keeps the compiled plugin.

@@ -8,6 +8,7 @@ import json
 import os
 import pickle
 import signal
+import sys
 import threading
 import time
 
@@ -254,3 +255,25 @@ def test_limits_and_device_reach_the_engine(scan_file):
             dataset=small.load("auto", path=path),
             udf=udf_host.WasmUDF(plugin("probe_hostile"), attack="allocate", at="process"),
         )
+
+
+def test_the_readmes_libertem_class_runs(scan_file, monkeypatch, tmp_path):
+    """The README's LiberTEM class snippet (the second Python block of "From Python"), as a
+    module of its own (a class's source must be readable to travel)."""
+    import importlib.util
+
+    from conftest import ROOT
+
+    path, data = scan_file
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## From Python") : readme.index("## Live acquisition")]
+    blocks = section.split("```python")[1:]
+    code = blocks[1][: blocks[1].index("```")]
+    module_file = tmp_path / "readme_class.py"
+    module_file.write_text(code)
+    monkeypatch.chdir(path.parent)
+    spec = importlib.util.spec_from_file_location("readme_class", module_file)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["readme_class"] = module
+    spec.loader.exec_module(module)
+    np.testing.assert_array_equal(module.res["maxbuf"].data, data.max(axis=(0, 1)).astype(np.float32))

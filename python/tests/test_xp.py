@@ -335,3 +335,29 @@ def test_fill_and_in_place_add_follow_numpy():
     with pytest.raises(ValueError):
         row = xp.zeros((3,), dtype=xp.float32)
         row += xp.zeros((2, 3), dtype=xp.float32)
+
+
+def test_asarray_of_a_list_of_zero_dimensional_arrays():
+    """`np.array([np.count_nonzero(m)])` in a UDF's get_results: a 0-d array inside a list
+    is one element (it raised "'int' object is not iterable")."""
+    count = xp.count_nonzero(xp.asarray([True, False, True]))
+    both = xp.asarray([count, xp.asarray(5)])
+    np.testing.assert_array_equal(np.asarray(both.tolist()), np.array([2, 5]))
+
+
+@pytest.mark.parametrize(
+    "shape, key, value",
+    [
+        ((5, 7), [[1, 3]], 2.5),  # CustomValidMask's `buf[self.meta.coordinates] = v`
+        ((6,), [[1, 3]], 7.0),
+        ((4, 3), [0, 2], [1.0, 2.0, 3.0]),
+        ((4, 3), [-1, 0], [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]),
+        ((4,), [1, 1], [5.0, 6.0]),
+    ],
+)
+def test_setitem_with_an_integer_array_follows_numpy(shape, key, value):
+    expected = np.zeros(shape)
+    expected[np.asarray(key)] = np.asarray(value)
+    got = xp.zeros(shape, dtype=xp.float64)
+    got[xp.asarray(key)] = value if np.isscalar(value) else xp.asarray(value)
+    close(got, expected)

@@ -15,6 +15,7 @@ from ._native import contract_version as _contract_version
 from .api import Context, DataSet, LiveDataSet, ResultIterator, UDFResults
 from .buffers import Buffer
 from .udf import BuiltinUDF, WasmUDF, builtins
+from .udf_class import UDF, UDFException, UDFRunCancelled
 
 #: The plugin contract this host implements (`udf:plugin@x.y.z`).
 CONTRACT = _contract_version()
@@ -38,7 +39,10 @@ __all__ = [
     "DatasetError",
     "LiveDataSet",
     "ResultIterator",
+    "UDF",
     "UDFError",
+    "UDFException",
+    "UDFRunCancelled",
     "UDFResults",
     "WasmUDF",
     "builtins",

@@ -12,6 +12,7 @@ import numpy as np
 from . import _native
 from .buffers import Buffer
 from .udf import BuiltinUDF, WasmUDF
+from .udf_class import UDF
 
 __all__ = ["Context", "DataSet", "UDFResults", "ResultIterator"]
 
@@ -165,12 +166,16 @@ def _udf_results(source, single: bool) -> UDFResults:
     return UDFResults(per_udf[0] if single else per_udf, np.array(damage, dtype=bool).reshape(nav))
 
 
-def _specs(udfs: list) -> list:
-    """What the native engine takes for each UDF, refusing anything else."""
+def _specs(udfs: list, roi=None) -> list:
+    """What the native engine takes for each UDF, refusing anything else. A `udf_host.UDF`
+    class also gets the ROI (for `self.meta.roi`)."""
     for udf in udfs:
-        if not isinstance(udf, (WasmUDF, BuiltinUDF)):
-            raise TypeError(f"expected a udf_host.WasmUDF or udf_host.BuiltinUDF, got {type(udf).__name__}")
-    return [udf._spec() for udf in udfs]
+        if not isinstance(udf, (WasmUDF, BuiltinUDF, UDF)):
+            raise TypeError(
+                f"expected a udf_host.UDF subclass, udf_host.WasmUDF or udf_host.BuiltinUDF, got {type(udf).__name__}"
+            )
+    roi = _roi_array(roi)
+    return [udf._spec(roi) if isinstance(udf, UDF) else udf._spec() for udf in udfs]
 
 
 def _roi_array(roi) -> np.ndarray | None:
@@ -396,7 +401,7 @@ class Context:
         return DataSet(self._engine.open(filetype, os.fspath(path), _open_options(options)))
 
     def _start(self, dataset: DataSet, udfs: list, roi, partitions):
-        return self._engine.start(dataset._native, _specs(udfs), _roi_array(roi), partitions)
+        return self._engine.start(dataset._native, _specs(udfs, roi), _roi_array(roi), partitions)
 
     def run_udf(self, dataset: DataSet, udf, roi=None, progress: bool = False, partitions: int | None = None):
         """Run one UDF (or a list of UDFs, in one pass over the data) and return its results:
@@ -425,7 +430,7 @@ class Context:
             raise ValueError("no UDF to run")
         if isinstance(dataset, LiveDataSet):
             handle = _native.start_live(
-                self._engine, dataset.source, list(dataset.nav_shape), _specs(udfs), _roi_array(roi), **dataset._options
+                self._engine, dataset.source, list(dataset.nav_shape), _specs(udfs, roi), _roi_array(roi), **dataset._options
             )
             return ResultIterator(handle, single, progress)
         if self.executor is not None:

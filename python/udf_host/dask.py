@@ -105,7 +105,7 @@ class DaskExecutor:
 
     def run_udf_iter(self, ctx, dataset, udfs: list, single: bool, roi, progress: bool, partitions):
         threads = self.threads()
-        plan = ctx._engine.plan(dataset._native, _specs(udfs), _roi_array(roi), partitions, threads)
+        plan = ctx._engine.plan(dataset._native, _specs(udfs, roi), _roi_array(roi), partitions, threads)
         self._install_plugins(udfs)
         return DaskResultIterator(self, plan, single, progress, self.window or 2 * threads)
 

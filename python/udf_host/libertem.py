@@ -49,14 +49,19 @@ from . import _native
 from ._native import UDFError
 from .udf import _params as _native_params
 
-__all__ = ["WasmUDF"]
+__all__ = ["WasmUDF", "ClassUDF"]
 
 # LiberTEM re-creates a UDF from its keyword arguments (`cls(**kwargs)`) on every worker
 # and for every partition: the plugin travels among them under these names.
 _WASM = "_udf_host_wasm"
 _SOURCE = "_udf_host_source"
 _SHA256 = "_udf_host_sha256"
-_RESERVED = (_WASM, _SOURCE, _SHA256)
+_CLASS = "_udf_host_class"  # a udf_host.UDF class's document (the plugin is then the runner)
+_RESERVED = (_WASM, _SOURCE, _SHA256, _CLASS)
+
+# The hidden parameter with the ROI that the runner gives a class as `self.meta.roi`
+# (python/runner/app.py's ROI_PARAM).
+_ROI_PARAM = "udf_host_roi"
 
 # Loaded plugins of this process, by SHA-256: a worker loads (and compiles, or reads from
 # the compile cache) each plugin once, however many partitions it runs.
@@ -68,14 +73,16 @@ _PLUGINS_LOCK = threading.Lock()
 _METHODS = {"tile": UDFMethod.TILE, "frame": UDFMethod.FRAME, "partition": UDFMethod.PARTITION}
 
 
-def _load(sha256: str, source: str, wasm: bytes):
-    """The loaded plugin and its description (loaded on first use in this process)."""
+def _load(sha256: str, source: str, wasm: bytes, class_document: str | None = None):
+    """The loaded plugin and its description (loaded on first use in this process); with
+    `class_document`, the runner with that class."""
+    key = sha256 if class_document is None else sha256 + ":" + hashlib.sha256(class_document.encode()).hexdigest()
     with _PLUGINS_LOCK:
-        if sha256 not in _PLUGINS:
-            plugin = _native.Plugin(source, wasm, sha256)
-            _DESCRIPTIONS[sha256] = plugin.describe()
-            _PLUGINS[sha256] = plugin
-        return _PLUGINS[sha256], _DESCRIPTIONS[sha256]
+        if key not in _PLUGINS:
+            plugin = _native.Plugin(source, wasm, sha256, class_document)
+            _DESCRIPTIONS[key] = plugin.describe()
+            _PLUGINS[key] = plugin
+        return _PLUGINS[key], _DESCRIPTIONS[key]
 
 
 class WasmUDF(UDF):
@@ -104,6 +111,7 @@ class WasmUDF(UDF):
             source = os.fspath(path_or_bytes)
             with open(source, "rb") as f:
                 wasm = f.read()
+        class_document = params.pop(_CLASS, None)
         for name, value in params.items():
             if name.startswith("_udf_host_"):
                 raise ValueError(f"WasmUDF: parameter names starting with '_udf_host_' are reserved ({name!r})")
@@ -113,17 +121,23 @@ class WasmUDF(UDF):
                     "the plugin declares which array parameters are per-frame, and WasmUDF slices them"
                 )
         sha256 = hashlib.sha256(wasm).hexdigest()
+        if class_document is not None:
+            params[_CLASS] = class_document
         super().__init__(**{_WASM: wasm, _SOURCE: source, _SHA256: sha256}, **params)
 
     # --- the plugin and what it is given ------------------------------------------------
 
+    def _loaded(self):
+        kw = self._kwargs
+        return _load(kw[_SHA256], kw[_SOURCE], kw[_WASM], kw.get(_CLASS))
+
     @property
     def _plugin(self):
-        return _load(self._kwargs[_SHA256], self._kwargs[_SOURCE], self._kwargs[_WASM])[0]
+        return self._loaded()[0]
 
     @property
     def _description(self) -> dict:
-        return _load(self._kwargs[_SHA256], self._kwargs[_SOURCE], self._kwargs[_WASM])[1]
+        return self._loaded()[1]
 
     def describe(self) -> str:
         """What `udf-host inspect` prints for the plugin."""
@@ -139,6 +153,8 @@ class WasmUDF(UDF):
         params = self._user_params()
         nav = tuple(self.meta.dataset_shape.nav)
         nav_len = math.prod(nav)
+        if _CLASS in self._kwargs and self.meta.roi is not None:
+            params[_ROI_PARAM] = np.ascontiguousarray(self.meta.roi, dtype=bool).reshape(-1)
         for spec in self._description["params"]:
             name = spec["name"]
             if not spec["nav_aux"] or name not in params:
@@ -394,3 +410,16 @@ class WasmUDF(UDF):
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self._user_params().items())
         return f"WasmUDF({self._kwargs[_SOURCE]!r}{', ' if params else ''}{params})"
+
+
+def ClassUDF(udf) -> WasmUDF:  # noqa: N802 - reads as a class, as WasmUDF
+    """A `udf_host.UDF` instance as a LiberTEM UDF: `ctx.run_udf(dataset=ds,
+    udf=ClassUDF(MyUDF(param=...)))` in LiberTEM's own `Context` runs the class sandboxed in
+    udf-host's Python runner (the class travels as its source; the keyword arguments as
+    the runner's parameters)."""
+    from .udf_class import UDF as HostUDF
+
+    if not isinstance(udf, HostUDF):
+        raise TypeError(f"ClassUDF takes a udf_host.UDF instance (from udf_host import UDF), not {type(udf).__name__}")
+    _, path, _, params, document = udf._spec()
+    return WasmUDF(path, **params, **{_CLASS: document})

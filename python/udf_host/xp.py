@@ -394,7 +394,26 @@ class ndarray:
                 raise IndexError("a boolean mask must have the array's shape")
             self._a.set([], where(key, value, self)._a)
             return
+        if isinstance(key, list) or (isinstance(key, ndarray) and key.dtype.kind in "iu" and key.ndim > 0):
+            self._set_rows(key, value)
+            return
         self._a.set(_index(key), _scalar_or_array(value))
+
+    def _set_rows(self, key, value):
+        """`a[indices] = value` with an integer array (NumPy's integer-array indexing along
+        the first axis): row by row, the last of repeated indices wins."""
+        indices = key if isinstance(key, ndarray) else asarray(key)
+        if indices.dtype.kind not in "iu":
+            raise IndexError("only integer arrays and boolean masks are array indices")
+        flat = [int(i) for i in indices.reshape((-1,)).tolist()]
+        rows = self.shape[1:]
+        if not isinstance(value, ndarray) or value.ndim == 0:
+            for i in flat:
+                self._a.set([("at", i)], _scalar_or_array(value))
+            return
+        values = broadcast_to(value, tuple(indices.shape) + tuple(rows)).reshape((len(flat), *rows))
+        for n, i in enumerate(flat):
+            self._a.set([("at", i)], values[n]._a)
 
     # methods
     def astype(self, dtype, /, *, copy=True):
@@ -574,7 +593,7 @@ def _flatten(obj):
             raise ValueError("asarray: nested sequences of different lengths")
         return (len(obj),) + shape, [v for p in parts for v in p[1]]
     if isinstance(obj, ndarray):
-        return obj.shape, obj.tolist() if obj.ndim == 0 else [v for v in _flatten(obj.tolist())[1]]
+        return obj.shape, [obj.tolist()] if obj.ndim == 0 else _flatten(obj.tolist())[1]
     return (), [obj]
 
 

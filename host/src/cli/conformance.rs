@@ -12,7 +12,8 @@ use std::path::PathBuf;
 
 #[derive(Args)]
 pub struct ConformanceArgs {
-    /// The plugin (.wasm component or builtin:NAME); with --vectors, one or more.
+    /// The plugin (.wasm component, builtin:NAME or a LiberTEM UDF class FILE.py:Class); with
+    /// --vectors, one or more.
     #[arg(required = true, value_name = "PLUGIN")]
     plugins: Vec<PathBuf>,
     /// A parameter for the plugin: NAME=VALUE or NAME=@array.npy.

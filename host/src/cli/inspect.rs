@@ -7,7 +7,8 @@ use std::path::PathBuf;
 
 #[derive(Args)]
 pub struct InspectArgs {
-    /// The plugin (.wasm component) or a built-in (builtin:NAME).
+    /// The plugin (.wasm component), a built-in (builtin:NAME) or a LiberTEM UDF class
+    /// (FILE.py:Class).
     plugin: PathBuf,
     /// Print JSON instead of text.
     #[arg(long)]
@@ -21,7 +22,10 @@ pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
         Some(builtin) => PluginSummary::of(builtin?.description(), Loaded::Builtin),
         None => {
             let runtime = args.runtime.build(crate::log::stderr(crate::log::LogLevel::Warn), 1, 1)?;
-            let (udf, stats) = runtime.load(&args.plugin)?;
+            let (udf, stats) = match args.plugin.to_str().and_then(crate::wasm::class_reference) {
+                Some((file, class)) => runtime.load_class_file(file, class)?,
+                None => runtime.load(&args.plugin)?,
+            };
             let loaded = Loaded::Wasm { time: stats.load_time, cache: stats.cache };
             PluginSummary::of(crate::udf::Udf::description(&udf), loaded)
         }

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 #[derive(Args)]
 pub struct RunArgs {
-    /// Plugins (.wasm components) or built-ins (builtin:NAME, see `udf-host list`), then
-    /// the dataset: PLUGIN... DATA. Options may come between them
+    /// Plugins (.wasm components), built-ins (builtin:NAME, see `udf-host list`) or LiberTEM
+    /// UDF classes (FILE.py:Class), then the dataset: PLUGIN... DATA. Options may come between them
     /// (`udf-host run builtin:ring --param ri=10 --param ro=40 data.mib`).
     // At least two in all, checked in `run`: clap counts a positional interrupted by
     // options per stretch, so `num_args = 2..` would refuse the example above.
@@ -206,7 +206,7 @@ fn split_inputs(inputs: &[PathBuf]) -> anyhow::Result<(&Path, &[PathBuf])> {
     let (data, plugins) = match inputs.split_last() {
         Some((data, plugins)) if !plugins.is_empty() => (data, plugins),
         _ => anyhow::bail!(
-            "give at least one plugin (a .wasm file or builtin:NAME) and then the dataset: udf-host run PLUGIN... DATA"
+            "give at least one plugin (a .wasm file, builtin:NAME or FILE.py:Class) and then the dataset: udf-host run PLUGIN... DATA"
         ),
     };
     if crate::loader::names_a_udf(data) {

@@ -18,10 +18,12 @@
 //! ([`crate::dtype`], [`crate::array`]); datasets, the executor, the wasm runtime and the
 //! built-ins all build on it.
 
+mod class_source;
 mod geometry;
 pub mod rules;
 mod types;
 
+pub use class_source::{ClassSource, ClassSourceError, MAX_CLASS_SOURCE_BYTES};
 pub use geometry::{SigSlice, SliceRuns, TilingScheme};
 pub use types::*;
 
@@ -155,6 +157,22 @@ pub enum UdfOrigin {
     /// Made in this process only (tests, the conformance kit's wrappers): a plan with
     /// such a UDF runs here but cannot be shipped.
     InProcess { source: String },
+    /// A LiberTEM UDF class (`.py:Class`, `udf_host.UDF`): the Python runner component
+    /// (path and SHA-256, as for `Wasm`) and the class's source as data, with its hash.
+    #[serde(rename = "python-class")]
+    PythonClass { runner: PathBuf, runner_sha256: String, class: ClassSource },
+}
+
+impl UdfOrigin {
+    /// The SHA-256 of the wasm component this UDF runs in (a plugin's own, or the Python
+    /// runner's for a class): the bytes a worker needs.
+    pub fn component_sha256(&self) -> Option<&str> {
+        match self {
+            UdfOrigin::Wasm { sha256, .. } => Some(sha256),
+            UdfOrigin::PythonClass { runner_sha256, .. } => Some(runner_sha256),
+            UdfOrigin::Builtin { .. } | UdfOrigin::InProcess { .. } => None,
+        }
+    }
 }
 
 /// Stored dtypes a UDF that [converts on read](Udf::converts_on_read) must accept in

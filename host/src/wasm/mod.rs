@@ -22,6 +22,7 @@ pub mod caps;
 mod convert;
 mod fill;
 mod plugin;
+mod runner;
 mod state;
 
 pub use arrays::MAX_LIVE_ARRAYS;
@@ -30,6 +31,7 @@ pub use cache::{CacheError, CacheOutcome, ComponentCache};
 #[doc(hidden)]
 pub use convert::ndarray_from_wit as validate_array;
 pub use plugin::WasmUdf;
+pub use runner::{RUNNER_FILE, class_reference, class_source_of_file, runner_path};
 pub use state::{MAX_LOG_LINE, MAX_LOG_LINES, MAX_RESOURCES, MAX_RUN_LOG_BYTES};
 
 use crate::log::{self, Logger};

@@ -14,9 +14,9 @@ use super::state::{BudgetExceeded, HostState, Interrupted, LogOrigin, MemoryLimi
 use super::{LoadError, LoadErrorKind, Shared, WIT_PACKAGE, WIT_VERSION};
 use crate::log::escape_control;
 use crate::udf::{
-    BufferDecl, BufferViewMut, CallError, DataAccess, DatasetMeta, Description, InitContext, InstanceStats,
-    MergeContext, NamedBuffer, Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile, TileReadError,
-    TileSource, Udf, UdfOrigin, UnreadError,
+    BufferDecl, BufferViewMut, CallError, ClassSource, DataAccess, DatasetMeta, Description, InitContext,
+    InstanceStats, MergeContext, NamedBuffer, Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Tile,
+    TileReadError, TileSource, Udf, UdfOrigin, UnreadError,
 };
 use std::collections::HashMap;
 use std::path::Path;
@@ -35,34 +35,39 @@ fn no_tile_data() -> &'static [u8] {
 
 /// A wasm plugin.
 pub struct WasmUdf {
-    shared: Arc<Shared>,
-    source: String,
-    path: std::path::PathBuf,
+    pub(super) shared: Arc<Shared>,
+    pub(super) source: String,
+    pub(super) path: std::path::PathBuf,
     /// SHA-256 of the component's bytes (hex).
-    sha256: String,
-    name: Arc<str>,
-    description: Description,
-    pre: UdfPluginPre<HostState>,
+    pub(super) sha256: String,
+    pub(super) name: Arc<str>,
+    pub(super) description: Description,
+    pub(super) pre: UdfPluginPre<HostState>,
     /// The exports called directly: `process` (tiles read into the guest) and the data
     /// calls (results lifted within the memory budget).
-    exports: Exports<ComponentExportIndex>,
+    pub(super) exports: Exports<ComponentExportIndex>,
     /// Instance for the main-side calls, created on first use, dropped after a trap (and
     /// with this copy: one per run).
-    main: Mutex<Option<Instance>>,
+    pub(super) main: Mutex<Option<Instance>>,
     /// Bumped by [`Udf::interrupt`]: running calls of this copy's instances trap.
-    interrupts: Arc<std::sync::atomic::AtomicU64>,
+    pub(super) interrupts: Arc<std::sync::atomic::AtomicU64>,
     /// The plugin takes tiles as host arrays (it called `arrays.use-host-tiles` in
     /// `describe`): `process` gets them without data, through `arrays.tile`.
-    host_tiles: bool,
+    pub(super) host_tiles: bool,
     /// The log budget of this copy's instances (one per run).
-    run_log: Arc<RunLog>,
+    pub(super) run_log: Arc<RunLog>,
     /// Whether this is a run's copy (which is not copied again).
-    run_copy: bool,
+    pub(super) run_copy: bool,
+    /// `runner.load`, when the component is the Python runner (`wit/udf.wit`'s
+    /// `udf-runner` world).
+    pub(super) load_export: Option<ComponentExportIndex>,
+    /// The class every instance loads first (`runner.load`), for a runner given one.
+    pub(super) class: Option<Arc<ClassSource>>,
 }
 
 /// The exports of `udf` called without the bindings.
 #[derive(Clone, Copy)]
-struct Exports<F> {
+pub(super) struct Exports<F> {
     /// Type-checked against [`ProcessParams`] and [`ProcessResults`].
     process: F,
     /// Type-checked against [`ExportResults`].
@@ -80,8 +85,8 @@ type ResultsParams<'a> = (wit::ResultsContext<'a>, &'a [wit::NamedArrayParam<'a>
 type ResultsResults = (Budgeted<Result<Capped<wit::ResultEntry>, wit::UdfError>>,);
 
 /// A store and the plugin instantiated in it.
-struct Instance {
-    store: Store<HostState>,
+pub(super) struct Instance {
+    pub(super) store: Store<HostState>,
     plugin: UdfPlugin,
     exports: Exports<Func>,
 }
@@ -115,7 +120,8 @@ impl WasmUdf {
             merge: export("merge")?,
             get_results: export("get-results")?,
         };
-        let mut udf = WasmUdf {
+        let load_export = super::runner::load_export(component);
+        let udf = WasmUdf {
             shared,
             source: source.clone(),
             path: path.to_owned(),
@@ -129,11 +135,19 @@ impl WasmUdf {
             host_tiles: false,
             run_log: Arc::default(),
             run_copy: false,
+            load_export,
+            class: None,
         };
+        udf.described().map_err(|e| err(LoadErrorKind::Describe, format!("describe failed: {e}")))
+    }
+
+    /// This plugin with the description its `describe` returns (after `runner.load` for
+    /// a runner given a class).
+    pub(super) fn described(mut self) -> Result<Self, CallError> {
+        let udf = &mut self;
         let description = udf
             .with_main(CallKind::Declaration, |plugin, store| plugin.udf_plugin_udf().call_describe(store).map(Ok))
-            .and_then(description_from_wit)
-            .map_err(|e| err(LoadErrorKind::Describe, format!("describe failed: {e}")))?;
+            .and_then(description_from_wit)?;
         udf.name = Arc::from(description.name.as_str());
         udf.description = description;
         udf.host_tiles = udf
@@ -144,7 +158,7 @@ impl WasmUdf {
             .unwrap_or(false);
         // The loaded plugin keeps no instance: runs make their own (`for_run`).
         udf.release_main();
-        Ok(udf)
+        Ok(self)
     }
 
     /// A copy for one run: the same compiled plugin, with its own main-side instance, log
@@ -164,6 +178,8 @@ impl WasmUdf {
             host_tiles: self.host_tiles,
             run_log: Arc::default(),
             run_copy: true,
+            load_export: self.load_export,
+            class: self.class.clone(),
         }
     }
 
@@ -212,10 +228,18 @@ impl WasmUdf {
             exports.export_buffers.typed::<(), ExportResults>(&store)?;
             exports.merge.typed::<MergeParams<'_>, MergeResults>(&store)?;
             exports.get_results.typed::<ResultsParams<'_>, ResultsResults>(&store)?;
-            Ok((plugin, exports))
+            let load = match (&self.class, self.load_export) {
+                (Some(_), Some(index)) => Some(func(&mut store, index)?),
+                _ => None,
+            };
+            Ok((plugin, exports, load))
         });
-        let (plugin, exports) = instantiated.map_err(|e| trap(&self.shared, e, Vec::new(), CallKind::Control))?;
-        Ok(Instance { store, plugin, exports })
+        let (plugin, exports, load) = instantiated.map_err(|e| trap(&self.shared, e, Vec::new(), CallKind::Control))?;
+        let mut instance = Instance { store, plugin, exports };
+        if let Some(class) = &self.class {
+            super::runner::load_class(&self.shared, &mut instance, load, class)?;
+        }
+        Ok(instance)
     }
 
     /// Call into the main-side instance; a trap discards it so the next call starts fresh.
@@ -264,7 +288,7 @@ impl Instance {
     /// A call, counted in the statistics, with wasmtime's error as it is (the caller
     /// may look inside it before it becomes a [`CallError`]). `kind` sets what the call
     /// may return (its hostcall fuel).
-    fn call_raw<R>(
+    pub(super) fn call_raw<R>(
         &mut self,
         shared: &Shared,
         kind: CallKind,
@@ -301,7 +325,7 @@ impl Instance {
     }
 
     /// A trap of this instance as a [`CallError`], with its last log lines.
-    fn trap(&self, shared: &Shared, error: wasmtime::Error) -> CallError {
+    pub(super) fn trap(&self, shared: &Shared, error: wasmtime::Error) -> CallError {
         trap(shared, error, self.store.data().log_tail(), self.store.data().call_kind)
     }
 
@@ -461,6 +485,13 @@ impl Udf for WasmUdf {
     }
 
     fn origin(&self) -> UdfOrigin {
+        if let Some(class) = &self.class {
+            return UdfOrigin::PythonClass {
+                runner: self.path.clone(),
+                runner_sha256: self.sha256.clone(),
+                class: ClassSource::clone(class),
+            };
+        }
         UdfOrigin::Wasm { path: self.path.clone(), sha256: self.sha256.clone() }
     }
 
