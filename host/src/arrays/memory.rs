@@ -29,7 +29,8 @@ pub trait MemoryLimit: Send + Sync {
     fn available(&self) -> usize;
 }
 
-/// A limit of `bytes` in total (tests, the in-process Python module).
+/// A limit of `bytes` in total: a wasm instance's `--max-memory` (its linear memories,
+/// tables and host arrays together), the in-process Python module's, tests'.
 #[derive(Debug)]
 pub struct FixedLimit {
     limit: usize,
@@ -39,6 +40,11 @@ pub struct FixedLimit {
 impl FixedLimit {
     pub fn new(limit: usize) -> Self {
         FixedLimit { limit, used: AtomicUsize::new(0) }
+    }
+
+    /// The limit in bytes.
+    pub fn limit(&self) -> usize {
+        self.limit
     }
 }
 
