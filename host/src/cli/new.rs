@@ -115,6 +115,7 @@ macro_rules! embed {
 /// The Rust SDK's sources (its `Cargo.toml` is derived by [`rust_sdk_manifest`]).
 const RUST_SDK: Embedded = embed! {
     "udf-sdk/src/adapter.rs" => "../../../guest-sdk/src/adapter.rs",
+    "udf-sdk/src/array.rs" => "../../../guest-sdk/src/array.rs",
     "udf-sdk/src/buffers.rs" => "../../../guest-sdk/src/buffers.rs",
     "udf-sdk/src/declaration.rs" => "../../../guest-sdk/src/declaration.rs",
     "udf-sdk/src/describe.rs" => "../../../guest-sdk/src/describe.rs",
@@ -143,8 +144,16 @@ const C_SDK: Embedded = embed! {
 };
 
 const ZIG_SDK: Embedded = embed! { "sdk/udf.zig" => "../../../guest-sdk/zig/udf.zig" };
-const PYTHON_SDK: Embedded = embed! { "src/udf_sdk.py" => "../../../guest-sdk/python/udf_sdk.py" };
-const JS_SDK: Embedded = embed! { "src/udf-sdk.js" => "../../../guest-sdk/js/udf-sdk.js" };
+/// The Python SDK and `xp` (host arrays), which finds `xp_backend` beside it.
+const PYTHON_SDK: Embedded = embed! {
+    "src/udf_sdk.py" => "../../../guest-sdk/python/udf_sdk.py",
+    "src/xp_backend.py" => "../../../guest-sdk/python/xp_backend.py",
+    "src/xp.py" => "../../../python/udf_host/xp.py",
+};
+const JS_SDK: Embedded = embed! {
+    "src/udf-sdk.js" => "../../../guest-sdk/js/udf-sdk.js",
+    "src/xp.js" => "../../../guest-sdk/js/xp.js",
+};
 
 /// Where the Rust SDK's manifest and dependency versions come from.
 const WORKSPACE_MANIFEST: &str = include_str!("../../../Cargo.toml");
