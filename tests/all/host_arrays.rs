@@ -104,7 +104,7 @@ fn a_plugin_that_keeps_every_array_hits_the_cap_with_a_clear_error() {
     let options =
         udf_host::exec::RunOptions { partitions: Some(1), tile_shape: Some(vec![1, 2, 2]), ..Default::default() };
     let leak = udf_host_tests::params(&[("leak", ParamValue::Bool(true))]);
-    let err = run_one(&path, &udf, leak, options.clone()).err().expect("a plugin keeping every array must fail");
+    let err = run_one(&path, &udf, leak, options.clone()).expect_err("a plugin keeping every array must fail");
     let message = err.to_string();
     assert!(message.contains("arrays") && message.contains(&udf_host::wasm::MAX_LIVE_ARRAYS.to_string()), "{message}");
     run_one(&path, &udf, Params::default(), options).expect("the same plugin without keeping arrays runs");

@@ -110,7 +110,9 @@ impl ArrayMemory {
     }
 
     fn charge(&self, op: &str, shape: &[usize], bytes: usize) -> Result<(), ArrayError> {
-        if !self.limit.try_take(bytes) && !(self.trim() && self.limit.try_take(bytes)) {
+        // Buffers kept for reuse count too: give them back before refusing.
+        let taken = self.limit.try_take(bytes) || (self.trim() && self.limit.try_take(bytes));
+        if !taken {
             return Err(ArrayError::Memory {
                 op: op.into(),
                 shape: shape.to_vec(),
