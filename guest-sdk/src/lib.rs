@@ -1,4 +1,4 @@
-//! Write [udf-host](https://example.invalid/udf-host) plugins in Rust.
+//! Write udf-host plugins in Rust.
 //!
 //! A plugin is a LiberTEM-style user-defined function (UDF) compiled to a WebAssembly
 //! component. The host splits a dataset into partitions, gives each partition a fresh
@@ -43,22 +43,10 @@
 //! operations of [`Buffers`] ([`ops`](crate::ops)), or [`with_float_type!`] /
 //! [`with_numeric_type!`] to write typed code once for every dtype.
 
-#[doc(hidden)]
-pub mod bindings {
-    wit_bindgen::generate!({
-        path: "../wit",
-        world: "udf-plugin",
-        pub_export_macro: true,
-        export_macro_name: "export_udf_bindings",
-        default_bindings_module: "udf_sdk::bindings",
-        additional_derives: [PartialEq],
-        // Operands hold borrowed array handles, which have no equality.
-        additional_derives_ignore: ["operand"],
-    });
-}
-
 mod adapter;
 pub mod array;
+#[doc(hidden)]
+pub mod bindings;
 mod buffers;
 pub mod declaration;
 mod describe;

@@ -14,9 +14,9 @@
 //! | [`builtins`] | native built-in UDFs (LiberTEM's), the same `Udf`s |
 //! | [`conformance`] | the plugin conformance kit (`udf-host conformance`) |
 //! | [`report`] | what the host reports: dataset, plugin and run summaries (`results.json`), for every front end |
-//! | [`interrupt`] | Ctrl-C: the first stops a run (its results are written), a second quits |
 //! | [`output`] | writing results (`.npy`, `results.json`, `index.html`) atomically; live snapshots |
 //! | [`preview`] | PNG previews of image results (colour maps, robust scaling, colour bar) |
+//! | [`scaffold`] | new plugin projects: templates, the vendored SDKs and lock file (`udf-host new`) |
 //! | [`arrays`] | host arrays: the executor behind the contract's `arrays` interface (NumPy semantics) |
 //! | [`dtype`], [`array`], [`npy`] | element types, arrays, the `.npy` format |
 //! | [`params`], [`roi`], [`log`] | parameters, regions of interest, plugin logs |
@@ -36,7 +36,6 @@ pub mod dtype;
 pub mod exec;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod interrupt;
 pub mod live;
 pub mod loader;
 pub mod log;
@@ -47,6 +46,7 @@ pub mod preview;
 pub mod report;
 pub mod roi;
 pub mod sample;
+pub mod scaffold;
 pub mod serve;
 pub mod udf;
 pub mod wasm;

@@ -3,10 +3,13 @@
 //! way checked against the SHA-256 the plan recorded before anything runs.
 //!
 //! This is the one module that knows both kinds of UDF; the executor sees only the
-//! [`UdfLoader`] trait.
+//! [`UdfLoader`] trait. [`RuntimeSetup`] is the one place that sets up a wasm runtime
+//! from a run's limits, threads and UDFs; [`load_sources`] loads UDFs named as the
+//! command line names them.
 
 use crate::builtins::UnknownBuiltin;
 use crate::exec::{Limits, Plan, UdfLoader};
+use crate::log::{LogLevel, Logger};
 use crate::report::{LoadCache, PluginLoad};
 use crate::udf::{Udf, UdfOrigin};
 use crate::wasm::{CacheOutcome, ComponentCache, LoadError, RuntimeError, RuntimeOptions, WasmRuntime, sha256_hex};
@@ -31,13 +34,13 @@ impl Loader {
         Loader { runtime, bytes: Mutex::default(), loaded: Mutex::default() }
     }
 
-    /// A loader with a runtime set up for `plan`'s limits (and the default compile cache).
+    /// A loader with a runtime set up for `plan` ([`RuntimeSetup`]: its limits, threads
+    /// and UDFs; the default compile cache), never `trusted` ([`Limits::untrusted`]).
     ///
     /// # Errors
     /// If the runtime cannot be created with those limits.
     pub fn for_plan(plan: &Plan) -> Result<Self, RuntimeError> {
-        let instances = ((plan.threads + 2) * plan.udfs.len()).max(4) as u32;
-        Ok(Loader::new(WasmRuntime::new(runtime_options(&plan.limits, instances))?))
+        Ok(Loader::new(RuntimeSetup::new(plan.limits.untrusted(), plan.threads, plan.udfs.len()).build()?))
     }
 
     /// The runtime plugins are loaded into.
@@ -104,21 +107,74 @@ impl UdfLoader for Loader {
     }
 }
 
-/// The wasm runtime's options for a plan's limits, with room for `instances` instances;
-/// never `trusted` (see [`crate::exec::Limits::trusted`]).
-pub fn runtime_options(limits: &Limits, instances: u32) -> RuntimeOptions {
-    RuntimeOptions {
-        max_memory: usize::try_from(limits.max_memory).unwrap_or(usize::MAX).min(crate::wasm::MAX_WASM_MEMORY),
-        max_memory_total: limits
-            .max_memory_total
-            .map_or_else(crate::wasm::default_memory_total, |t| usize::try_from(t).unwrap_or(usize::MAX)),
-        timeout: Duration::try_from_secs_f64(limits.timeout_seconds).unwrap_or(Duration::from_secs(300)),
-        // A plan never turns the timeout off where it runs: `--trusted` is the worker's
-        // own choice (run-partition's command line), not the plan's.
-        trusted: false,
-        cache: ComponentCache::new(ComponentCache::default_dir()),
-        max_instances: instances,
-        ..RuntimeOptions::default()
+/// How to set up the wasm runtime that runs plugins: the one place where the limits
+/// plugins run under (as a plan records them), the threads and the UDFs of a run become
+/// the runtime's options. Every front end and engine builds its runtime here.
+#[derive(Clone)]
+pub struct RuntimeSetup {
+    pub limits: Limits,
+    /// Worker threads of a run (each runs one instance per UDF at a time).
+    pub threads: usize,
+    /// UDFs of a run ([`UDFS_PER_SHARED_RUN`] for a runtime that serves runs not known
+    /// yet).
+    pub udfs: usize,
+    /// The compiled-plugin cache (default: `~/.cache/udf-host`).
+    pub cache: ComponentCache,
+    /// Give up compiling a plugin after this long.
+    pub compile_timeout: Duration,
+    /// Where plugin log lines go (default: warnings and errors on stderr).
+    pub logger: Logger,
+}
+
+/// The UDFs per run a runtime that serves many runs (a Python `Context`, a Dask worker
+/// process, a LiberTEM session) has room for.
+pub const UDFS_PER_SHARED_RUN: usize = 8;
+
+impl RuntimeSetup {
+    /// A runtime for runs of `udfs` UDFs on `threads` threads under `limits`, with the
+    /// default cache, compile timeout and logger.
+    pub fn new(limits: Limits, threads: usize, udfs: usize) -> Self {
+        RuntimeSetup {
+            limits,
+            threads,
+            udfs,
+            cache: ComponentCache::new(ComponentCache::default_dir()),
+            compile_timeout: RuntimeOptions::default().compile_timeout,
+            logger: crate::log::stderr(LogLevel::Warn),
+        }
+    }
+
+    /// The instances that may exist at once: one per UDF on every thread, and two
+    /// threads' worth more (main-side instances, a partition finishing while the next
+    /// starts); at least 4.
+    pub fn instances(&self) -> u32 {
+        let instances = (self.threads.max(1) + 2).saturating_mul(self.udfs.max(1)).max(4);
+        u32::try_from(instances).unwrap_or(u32::MAX)
+    }
+
+    /// The runtime's options.
+    pub fn options(&self) -> RuntimeOptions {
+        let limits = &self.limits;
+        RuntimeOptions {
+            max_memory: usize::try_from(limits.max_memory).unwrap_or(usize::MAX).min(crate::wasm::MAX_WASM_MEMORY),
+            max_memory_total: limits
+                .max_memory_total
+                .map_or_else(crate::wasm::default_memory_total, |t| usize::try_from(t).unwrap_or(usize::MAX)),
+            timeout: Duration::try_from_secs_f64(limits.timeout_seconds).unwrap_or(Duration::from_secs(300)),
+            trusted: limits.trusted,
+            cache: self.cache.clone(),
+            max_instances: self.instances(),
+            compile_timeout: self.compile_timeout,
+            logger: self.logger.clone(),
+        }
+    }
+
+    /// Build the runtime.
+    ///
+    /// # Errors
+    /// If the runtime cannot be created with these limits.
+    pub fn build(&self) -> Result<WasmRuntime, RuntimeError> {
+        WasmRuntime::new(self.options())
     }
 }
 
@@ -177,4 +233,28 @@ pub fn load_sources(runtime: &WasmRuntime, sources: &[PathBuf]) -> Result<Loaded
         udfs.push(Arc::new(udf));
     }
     Ok(LoadedUdfs { udfs, loads })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runtime_has_room_for_an_instance_per_udf_per_thread_and_two_threads_more() {
+        let room = |threads, udfs| RuntimeSetup::new(Limits::default(), threads, udfs).instances();
+        assert_eq!(room(8, 3), 30);
+        assert_eq!(room(1, 1), 4, "at least 4");
+        assert_eq!(room(0, 0), 4);
+        assert_eq!(room(16, UDFS_PER_SHARED_RUN), 144);
+    }
+
+    #[test]
+    fn the_options_carry_the_limits() {
+        let limits =
+            Limits { timeout_seconds: 2.5, max_memory: 1 << 20, max_memory_total: Some(64 << 20), trusted: true };
+        let options = RuntimeSetup::new(limits, 2, 2).options();
+        assert_eq!(options.timeout, Duration::from_millis(2500));
+        assert_eq!((options.max_memory, options.max_memory_total, options.trusted), (1 << 20, 64 << 20, true));
+        assert_eq!(options.max_instances, 8);
+    }
 }

@@ -11,6 +11,7 @@
 //! [`record::record`] runs a planned run to its end and writes it this way.
 
 pub mod cleanup;
+pub mod interrupt;
 pub mod page;
 pub mod record;
 pub mod snapshot;

@@ -107,6 +107,16 @@ impl Roi {
     pub fn selected(&self) -> impl Iterator<Item = usize> + '_ {
         self.mask.iter().enumerate().filter(|(_, b)| **b).map(|(i, _)| i)
     }
+
+    /// Values of the selected positions (`compressed`, in order) put back in their
+    /// places over all positions, `fill` elsewhere.
+    pub fn scatter<T: Copy>(&self, compressed: &[T], fill: T) -> Vec<T> {
+        let mut full = vec![fill; self.mask.len()];
+        for (position, &value) in self.selected().zip(compressed) {
+            full[position] = value;
+        }
+        full
+    }
 }
 
 /// How a [`Roi`] is written: `len` positions, the selected ones as `[start, end)` runs.
@@ -205,5 +215,12 @@ mod tests {
         let a = NdArray::from_vec(&[2, 2], vec![0.0f32, 2.0, 0.0, -1.0]).unwrap();
         assert_eq!(Roi::from_array(&a, &[2, 2]).unwrap().mask(), &[false, true, false, true]);
         assert!(Roi::from_array(&a, &[3, 2]).unwrap_err().contains("has 6 positions"));
+    }
+
+    #[test]
+    fn scatter_puts_the_selected_values_back_in_place() {
+        let roi = Roi::from_mask(vec![false, true, false, true, true]);
+        assert_eq!(roi.scatter(&[7, 8, 9], 0), [0, 7, 0, 8, 9]);
+        assert_eq!(roi.scatter(&[true, false, true], false), [false, true, false, false, true]);
     }
 }

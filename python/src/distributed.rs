@@ -10,10 +10,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use std::sync::{Arc, Mutex, OnceLock};
-use udf_host::exec::{Control, Limits, Merger, PartitionOutput, Plan, Run, RunError, Worker};
-use udf_host::loader::{Loader, runtime_options};
+use udf_host::exec::{Control, Merger, PartitionOutput, Plan, Run, RunError, Worker};
 use udf_host::udf::{Params, UdfOrigin};
-use udf_host::wasm::{ComponentCache, WasmRuntime};
 
 /// A plan made on the client, with the UDFs it was made from (for the merger).
 #[pyclass(module = "udf_host._native", frozen)]
@@ -68,11 +66,7 @@ impl PlanHandle {
     fn merger(&self, py: Python<'_>) -> PyResult<MergerHandle> {
         let merger = self.run.merger().map_err(|e| run_error(py, e))?;
         let plan = self.run.as_plan();
-        Ok(MergerHandle {
-            merger: Mutex::new(merger),
-            nav: plan.meta.nav_shape.clone(),
-            roi: plan.roi.as_ref().map(|r| r.mask().to_vec()),
-        })
+        Ok(MergerHandle { merger: Mutex::new(merger), nav: plan.meta.nav_shape.clone() })
     }
 }
 
@@ -81,7 +75,6 @@ impl PlanHandle {
 pub struct MergerHandle {
     merger: Mutex<Merger>,
     nav: Vec<usize>,
-    roi: Option<Vec<bool>>,
 }
 
 impl MergerHandle {
@@ -124,19 +117,7 @@ impl MergerHandle {
 
     /// The merged positions, nav-shaped (false outside the ROI).
     fn damage(&self) -> PyResult<(Vec<usize>, Vec<bool>)> {
-        let compressed = self.with(|merger| Ok(merger.damage().to_vec()))?;
-        let full = match &self.roi {
-            None => compressed,
-            Some(mask) => {
-                let mut full = vec![false; mask.len()];
-                let selected = mask.iter().enumerate().filter(|(_, s)| **s).map(|(i, _)| i);
-                for (position, merged) in selected.zip(compressed) {
-                    full[position] = merged;
-                }
-                full
-            }
-        };
-        Ok((self.nav.clone(), full))
+        Ok((self.nav.clone(), self.with(|merger| Ok(merger.nav_damage()))?))
     }
 
     #[getter]
@@ -159,19 +140,18 @@ impl MergerHandle {
     }
 }
 
-/// Per worker process: plugin bytes sent by clients (by SHA-256), a loader per set of
-/// limits (it keeps compiled plugins), and a worker per plan.
+/// Per worker process: plugin bytes sent by clients (by SHA-256) and a worker per plan
+/// (plugins are loaded by the process's shared loaders, which keep them compiled).
 struct Process {
     /// Installed plugin bytes by SHA-256, oldest first; at most [`KEPT_PLUGIN_BYTES`].
     plugins: Vec<(String, Arc<Vec<u8>>)>,
-    loaders: Vec<(Limits, Arc<Loader>)>,
     /// `(SHA-256 of the plan's JSON, worker)`, most recent last; a few are kept.
     workers: Vec<(String, Arc<Worker>)>,
 }
 
 fn process() -> &'static Mutex<Process> {
     static PROCESS: OnceLock<Mutex<Process>> = OnceLock::new();
-    PROCESS.get_or_init(|| Mutex::new(Process { plugins: Vec::new(), loaders: Vec::new(), workers: Vec::new() }))
+    PROCESS.get_or_init(|| Mutex::new(Process { plugins: Vec::new(), workers: Vec::new() }))
 }
 
 impl Process {
@@ -221,23 +201,10 @@ fn worker_for(plan_json: &str, plan_id: Option<&str>) -> Result<Arc<Worker>, Run
     }
     let plan = Arc::new(Plan::from_json(plan_json)?);
     let loader = {
-        let mut process = process().lock().map_err(|_| poisoned())?;
-        let existing = process.loaders.iter().find(|(l, _)| *l == plan.limits).map(|(_, loader)| loader.clone());
-        let loader = match existing {
-            Some(loader) => loader,
-            None => {
-                // Sized from this process's threads, not the cluster's (plan.threads is
-                // the client's count of every worker's threads).
-                let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
-                let mut options = runtime_options(&plan.limits, ((threads + 2) * plan.udfs.len().max(1)) as u32);
-                options.cache = ComponentCache::new(ComponentCache::default_dir());
-                options.logger = udf_host::log::stderr(udf_host::log::LogLevel::Warn);
-                let runtime = WasmRuntime::new(options).map_err(|e| RunError::Invalid(e.to_string()))?;
-                let loader = Arc::new(Loader::new(runtime));
-                process.loaders.push((plan.limits, loader.clone()));
-                loader
-            }
-        };
+        let process = process().lock().map_err(|_| poisoned())?;
+        // Never trusted here, whatever the plan says: a plan does not turn the timeout off
+        // where it runs.
+        let loader = crate::runtime::shared_loader(plan.limits.untrusted()).map_err(RunError::Invalid)?;
         for u in &plan.udfs {
             if let UdfOrigin::Wasm { sha256, .. } = &u.origin
                 && let Some(bytes) = process.plugin(sha256)

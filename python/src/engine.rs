@@ -15,11 +15,11 @@ use std::time::Duration;
 use udf_host::cuda::Device;
 use udf_host::dataset::{DatasetSpec, Format, OpenOptions, OpenedDataset};
 use udf_host::exec::{Limits, Progress, Run, RunIter, RunOptions, RunResults, UdfLoader, UdfSpec};
-use udf_host::loader::{Loader, runtime_options};
+use udf_host::loader::{Loader, RuntimeSetup, UDFS_PER_SHARED_RUN};
 use udf_host::report::DatasetSummary;
 use udf_host::roi::Roi;
 use udf_host::udf::{Udf, UdfOrigin};
-use udf_host::wasm::{ComponentCache, WasmRuntime};
+use udf_host::wasm::ComponentCache;
 
 /// Runs UDFs in this process: one wasm runtime (limits, compile cache) and a loader that
 /// keeps every compiled plugin for the next run.
@@ -66,10 +66,9 @@ impl Engine {
         }
         let limits = Limits { timeout_seconds: timeout, max_memory, max_memory_total, trusted };
         let workers = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        let mut options = runtime_options(&limits, ((workers + 2) * 8) as u32);
-        options.cache = ComponentCache::new(if cache { cache_dir.or_else(ComponentCache::default_dir) } else { None });
-        options.logger = udf_host::log::stderr(udf_host::log::LogLevel::Warn);
-        let runtime = WasmRuntime::new(options).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let cache = ComponentCache::new(if cache { cache_dir.or_else(ComponentCache::default_dir) } else { None });
+        let setup = RuntimeSetup { cache, ..RuntimeSetup::new(limits, workers, UDFS_PER_SHARED_RUN) };
+        let runtime = setup.build().map_err(|e| PyValueError::new_err(e.to_string()))?;
         Ok(Engine { loader: Arc::new(Loader::new(runtime)), threads, limits, device })
     }
 
@@ -111,9 +110,8 @@ impl Engine {
     ) -> PyResult<RunHandle> {
         let run = self.plan_for(py, dataset, udfs, roi, partitions, None)?;
         let nav = run.as_plan().meta.nav_shape.clone();
-        let roi = run.as_plan().roi.clone();
         let iter = run.iter();
-        Ok(RunHandle { progress: iter.progress(), iter: Mutex::new(Some(iter)), nav, roi })
+        Ok(RunHandle { progress: iter.progress(), iter: Mutex::new(Some(iter)), nav })
     }
 
     /// Plan a run whose partitions run elsewhere (see `udf_host.DaskExecutor`).
@@ -283,7 +281,6 @@ pub struct RunHandle {
     iter: Mutex<Option<RunIter>>,
     progress: Progress,
     nav: Vec<usize>,
-    roi: Option<Roi>,
 }
 
 impl RunHandle {
@@ -324,8 +321,7 @@ impl RunHandle {
 
     /// The merged positions, nav-shaped (false outside the ROI).
     fn damage(&self) -> PyResult<(Vec<usize>, Vec<bool>)> {
-        let compressed = self.with_iter(|iter| Ok(iter.damage().to_vec()))?;
-        Ok((self.nav.clone(), expand_damage(self.roi.as_ref(), compressed)))
+        Ok((self.nav.clone(), self.with_iter(|iter| Ok(iter.nav_damage()))?))
     }
 
     #[getter]
@@ -354,20 +350,6 @@ impl RunHandle {
         self.progress.interrupt();
         let taken = self.iter.lock().ok().and_then(|mut guard| guard.take());
         py.detach(move || drop(taken));
-    }
-}
-
-/// Merged positions over every nav position, from the ROI-compressed `damage`.
-pub(crate) fn expand_damage(roi: Option<&Roi>, compressed: Vec<bool>) -> Vec<bool> {
-    match roi {
-        None => compressed,
-        Some(roi) => {
-            let mut full = vec![false; roi.len()];
-            for (position, merged) in roi.selected().zip(compressed) {
-                full[position] = merged;
-            }
-            full
-        }
     }
 }
 

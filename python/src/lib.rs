@@ -7,16 +7,16 @@ mod convert;
 mod distributed;
 mod engine;
 mod live;
+mod runtime;
 mod session;
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use udf_host::exec::Limits;
 use udf_host::report::{Loaded, PluginSummary};
 use udf_host::udf::Udf;
-use udf_host::wasm::{ComponentCache, RuntimeOptions, WasmRuntime};
 
 create_exception!(udf_host, DatasetError, PyException, "A dataset could not be opened or read.");
 create_exception!(
@@ -27,25 +27,13 @@ create_exception!(
      `kind`, `error` and `log` (the plugin's last log lines) say where and why."
 );
 
-/// A runtime for `describe` (default limits and compile cache).
-fn describe_runtime() -> PyResult<&'static WasmRuntime> {
-    static RUNTIME: OnceLock<WasmRuntime> = OnceLock::new();
-    if let Some(runtime) = RUNTIME.get() {
-        return Ok(runtime);
-    }
-    let options =
-        RuntimeOptions { cache: ComponentCache::new(ComponentCache::default_dir()), ..RuntimeOptions::default() };
-    let runtime = WasmRuntime::new(options).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    Ok(RUNTIME.get_or_init(|| runtime))
-}
-
 /// What `udf-host inspect` prints for a wasm plugin given by its bytes (`path` is for
 /// messages).
 #[pyfunction]
 fn describe_wasm(py: Python<'_>, path: PathBuf, wasm: Vec<u8>) -> PyResult<String> {
-    let runtime = describe_runtime()?;
+    let loader = runtime::shared_loader(Limits::default()).map_err(PyValueError::new_err)?;
     let (udf, stats) =
-        py.detach(|| runtime.load_bytes(&path, &wasm)).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        py.detach(|| loader.runtime().load_bytes(&path, &wasm)).map_err(|e| PyValueError::new_err(e.to_string()))?;
     let loaded = Loaded::Wasm { time: stats.load_time, cache: stats.cache };
     Ok(PluginSummary::of(udf.description(), loaded).to_text())
 }

@@ -5,7 +5,7 @@
 
 use crate::DatasetError;
 use crate::convert::run_error;
-use crate::engine::{Engine, expand_damage, results_to_python};
+use crate::engine::{Engine, results_to_python};
 use numpy::PyUntypedArray;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -70,7 +70,6 @@ pub fn start_live(
         }
         None => None,
     };
-    let roi = options.run.roi.clone();
     let specs = engine.udf_specs(udfs)?;
     let stop = Stop::default();
     let waiting = stop.clone();
@@ -91,7 +90,7 @@ pub fn start_live(
         return Err(pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted while waiting for the acquisition"));
     }
     let run = run.map_err(|e| live_error(py, e))?;
-    Ok(LiveHandle { run: Mutex::new(run), stop, nav: nav_shape, roi })
+    Ok(LiveHandle { run: Mutex::new(run), stop, nav: nav_shape })
 }
 
 /// A live run: poll it with [`next`](Self::next), take results at any point (also after
@@ -101,7 +100,6 @@ pub struct LiveHandle {
     run: Mutex<LiveRun>,
     stop: Stop,
     nav: Vec<usize>,
-    roi: Option<Roi>,
 }
 
 impl LiveHandle {
@@ -136,8 +134,7 @@ impl LiveHandle {
 
     /// The merged positions, nav-shaped (false outside the ROI).
     fn damage(&self) -> PyResult<(Vec<usize>, Vec<bool>)> {
-        let compressed = self.with_run(|run| Ok(run.damage().to_vec()))?;
-        Ok((self.nav.clone(), expand_damage(self.roi.as_ref(), compressed)))
+        Ok((self.nav.clone(), self.with_run(|run| Ok(run.nav_damage()))?))
     }
 
     /// What happened: frames received, bytes, buffer and back-pressure (a dict).

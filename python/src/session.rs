@@ -19,31 +19,22 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use udf_host::array::NdArray;
 use udf_host::dtype::DType;
 use udf_host::exec::{FailurePoint, Limits, RunError, UdfLoader, check_exported, check_results};
-use udf_host::loader::{Loader, runtime_options};
+use udf_host::loader::Loader;
 use udf_host::udf::rules::check_declarations;
 use udf_host::udf::{
     BufferDecl, BufferUse, BufferViewMut, CallError, DTypePreference, DatasetMeta, DeviceClass, InitContext,
     MergeContext, Method, NamedBuffer, ParamType, Params, PartitionMeta, PartitionRunner, ResultsContext, SigSlice,
     Tile, TileDepth, TileSize, TilingScheme, Udf, UdfOrigin,
 };
-use udf_host::wasm::WasmRuntime;
 
-/// The process's plugin loader: the default limits (300 s per call, 4 GiB per instance),
-/// the default compile cache (`$UDF_HOST_CACHE_DIR`, ...), warnings of plugins on stderr.
-fn loader() -> PyResult<&'static Loader> {
-    static LOADER: OnceLock<Loader> = OnceLock::new();
-    if let Some(loader) = LOADER.get() {
-        return Ok(loader);
-    }
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut options = runtime_options(&Limits::default(), ((threads + 2) * 8) as u32);
-    options.logger = udf_host::log::stderr(udf_host::log::LogLevel::Warn);
-    let runtime = WasmRuntime::new(options).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    Ok(LOADER.get_or_init(|| Loader::new(runtime)))
+/// The process's plugin loader for LiberTEM: the default limits (300 s per call, 4 GiB
+/// per instance), the default compile cache, warnings of plugins on stderr.
+fn loader() -> PyResult<Arc<Loader>> {
+    crate::runtime::shared_loader(Limits::default()).map_err(PyValueError::new_err)
 }
 
 /// Dataset meta as the Python layer sends it (from LiberTEM's `UDFMeta`).

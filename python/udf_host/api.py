@@ -181,17 +181,32 @@ def _roi_array(roi) -> np.ndarray | None:
     return array if array.dtype == bool else array != 0
 
 
-class ResultIterator:
-    """What `Context.run_udf_iter` returns: iterate it for a `UDFResults` after each
-    merged partition. `update_parameters_experimental` changes parameters for the
-    partitions that start afterwards; `close()` (or leaving a `with` block, or dropping
-    it) stops the run."""
+class _ResultIteratorBase:
+    """What every `run_udf_iter` result iterator shares (in-process here, on Dask in
+    `udf_host.dask`): iterate it for a `UDFResults` after each merged partition;
+    `results()` gives the results merged so far, `update_parameters_experimental` changes
+    parameters for the partitions that start afterwards, and `close()` (or leaving a
+    `with` block, or dropping it) stops the run. A failure or Ctrl-C
+    (KeyboardInterrupt) while waiting stops the run, then raises.
 
-    def __init__(self, handle, single: bool, progress: bool):
-        self._handle = handle
+    A subclass says how its engine advances (`_advance`: True after a merge, False when
+    the run is over), takes new parameters (`_update_params`) and stops (`_stop`);
+    `source` is the native object with `results()` and `damage()`."""
+
+    def __init__(self, source, progress_source, single: bool, progress: bool):
+        self._source = source
         self._single = single
-        self._progress = _ProgressBar(handle, progress)
+        self._progress = _ProgressBar(progress_source, progress)
         self._done = False
+
+    def _advance(self) -> bool:
+        raise NotImplementedError
+
+    def _update_params(self, index: int, params: dict) -> None:
+        raise NotImplementedError
+
+    def _stop(self) -> None:
+        raise NotImplementedError
 
     def __iter__(self) -> Iterator[UDFResults]:
         return self
@@ -200,24 +215,18 @@ class ResultIterator:
         if self._done:
             raise StopIteration
         try:
-            while True:
-                step = self._handle.next(_POLL_SECONDS)
-                self._progress.update()
-                if step is None:
-                    continue
-                if step is False:
-                    self._finish()
-                    raise StopIteration
-                return self._results()
-        except StopIteration:
-            raise
+            merged = self._advance()
         except BaseException:
-            # Ctrl-C (KeyboardInterrupt) or a failure: stop the run, then raise.
             self._finish()
             raise
+        if not merged:
+            self._finish()
+            raise StopIteration
+        return self.results()
 
-    def _results(self) -> UDFResults:
-        return _udf_results(self._handle, self._single)
+    def results(self) -> UDFResults:
+        """The results merged so far."""
+        return _udf_results(self._source, self._single)
 
     def update_parameters_experimental(self, parameters: dict | Sequence[dict]) -> None:
         """New parameters for partitions started from now on: a dict (one UDF) or a list
@@ -228,11 +237,7 @@ class ResultIterator:
             parameters = [parameters]
         for index, params in enumerate(parameters):
             if params:
-                self._handle.update_params(index, _params(params))
-
-    def results(self) -> UDFResults:
-        """The results merged so far."""
-        return self._results()
+                self._update_params(index, _params(params))
 
     def close(self) -> None:
         if not self._done:
@@ -241,9 +246,9 @@ class ResultIterator:
     def _finish(self) -> None:
         self._done = True
         self._progress.close()
-        self._handle.close()
+        self._stop()
 
-    def __enter__(self) -> "ResultIterator":
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
@@ -252,8 +257,31 @@ class ResultIterator:
     def __del__(self) -> None:
         try:
             self.close()
-        except Exception:
+        except Exception:  # noqa: BLE001 - half-made, or the interpreter is shutting down
             pass
+
+
+class ResultIterator(_ResultIteratorBase):
+    """What `Context.run_udf_iter` returns for a run in this process (see
+    `_ResultIteratorBase` for what it offers): partitions run on this process's threads
+    and are merged as they finish."""
+
+    def __init__(self, handle, single: bool, progress: bool):
+        self._handle = handle
+        super().__init__(handle, handle, single, progress)
+
+    def _advance(self) -> bool:
+        while True:
+            step = self._handle.next(_POLL_SECONDS)
+            self._progress.update()
+            if step is not None:  # None: nothing merged yet; Python sees Ctrl-C in between
+                return step
+
+    def _update_params(self, index: int, params: dict) -> None:
+        self._handle.update_params(index, params)
+
+    def _stop(self) -> None:
+        self._handle.close()
 
 
 class LiveDataSet:

@@ -18,7 +18,7 @@ import uuid
 from typing import Any
 
 from . import _native
-from .api import UDFResults, _ProgressBar, _roi_array, _specs, _udf_results
+from .api import _ResultIteratorBase, _roi_array, _specs
 from .udf import WasmUDF
 
 __all__ = ["DaskExecutor"]
@@ -122,18 +122,17 @@ class _Progress:
         return self.merger.frames_merged
 
 
-class DaskResultIterator:
-    """`run_udf_iter` on Dask: a `UDFResults` after each merged partition, in completion
-    order. `update_parameters_experimental` applies to tasks submitted afterwards;
-    `close()` cancels the outstanding tasks."""
+class DaskResultIterator(_ResultIteratorBase):
+    """`run_udf_iter` on Dask (see `udf_host.api._ResultIteratorBase` for what it
+    offers): a `UDFResults` after each merged partition, in completion order. New
+    parameters apply to tasks submitted afterwards; `close()` cancels the outstanding
+    tasks."""
 
     def __init__(self, executor: DaskExecutor, plan, single: bool, progress: bool, window: int):
         self._executor = executor
         self._client = executor.client
-        self._single = single
         self._merger = plan.merger()
-        self._progress_total = plan.frames_total
-        self._progress = _ProgressBar(_Progress(self._merger, plan.frames_total), progress)
+        self._frames_total = plan.frames_total
         # A key of its own per run: with the content hash as key, a run that releases
         # the plan while the next identical run scatters it again loses the next run's copy.
         self._plan = self._client.scatter(plan.json(), broadcast=True, hash=False)
@@ -144,8 +143,8 @@ class DaskResultIterator:
         self._window = max(1, window)
         self._run = uuid.uuid4().hex[:12]
         self._flight: dict[Any, int] = {}
-        self._done = False
         self._completed = as_completed()
+        super().__init__(self._merger, _Progress(self._merger, self._frames_total), single, progress)
         self._fill()
 
     def _submit(self, index: int) -> None:
@@ -161,88 +160,48 @@ class DaskResultIterator:
         while self._todo and len(self._flight) < self._window:
             self._submit(self._todo.pop(0))
 
-    def __iter__(self):
-        return self
+    def _retry(self, index: int) -> bool:
+        """Submit partition `index` again if it has attempts left."""
+        attempts = self._attempts.get(index, 0)
+        if attempts >= self._executor.retries:
+            return False
+        self._attempts[index] = attempts + 1
+        self._submit(index)
+        return True
 
-    def __next__(self) -> UDFResults:
-        if self._done:
-            raise StopIteration
-        try:
-            while self._flight:
-                future = next(self._completed)
-                index = self._flight.pop(future)
-                if future.status == "error":
-                    error = future.exception()
-                    attempts = self._attempts.get(index, 0)
-                    if _infrastructure_failure(error) and attempts < self._executor.retries:
-                        self._attempts[index] = attempts + 1
-                        self._submit(index)
-                        continue
-                    raise error
-                if future.status == "cancelled":
-                    attempts = self._attempts.get(index, 0)
-                    if attempts < self._executor.retries:
-                        self._attempts[index] = attempts + 1
-                        self._submit(index)
-                        continue
-                    raise RuntimeError(f"partition {index} was cancelled")
-                output = future.result()
-                future.release()
-                self._merger.merge(output, index)
-                self._fill()
-                self._progress.update()
-                return self._results()
-            self._finish()
-            if not self._merger.is_complete():
-                # Every task ended, each merged or raised: never a finished run with a
-                # partition missing.
-                raise RuntimeError(
-                    f"the run ended with {self._merger.frames_merged} of {self._progress_total} frames merged: "
-                    "a partition neither merged nor failed (a bug in udf-host; please report it)"
-                )
-            raise StopIteration
-        except StopIteration:
-            raise
-        except BaseException:
-            self._finish()
-            raise
+    def _advance(self) -> bool:
+        while self._flight:
+            future = next(self._completed)
+            index = self._flight.pop(future)
+            if future.status == "error":
+                error = future.exception()
+                if _infrastructure_failure(error) and self._retry(index):
+                    continue
+                raise error
+            if future.status == "cancelled":
+                if self._retry(index):
+                    continue
+                raise RuntimeError(f"partition {index} was cancelled")
+            output = future.result()
+            future.release()
+            self._merger.merge(output, index)
+            self._fill()
+            self._progress.update()
+            return True
+        if not self._merger.is_complete():
+            # Every task ended, each merged or raised: never a finished run with a
+            # partition missing.
+            raise RuntimeError(
+                f"the run ended with {self._merger.frames_merged} of {self._frames_total} frames merged: "
+                "a partition neither merged nor failed (a bug in udf-host; please report it)"
+            )
+        return False
 
-    def _results(self) -> UDFResults:
-        return _udf_results(self._merger, self._single)
+    def _update_params(self, index: int, params: dict) -> None:
+        self._params = self._merger.update_params(index, params)
 
-    def results(self) -> UDFResults:
-        """The results merged so far."""
-        return self._results()
-
-    def update_parameters_experimental(self, parameters) -> None:
-        from .udf import _params
-
-        if isinstance(parameters, dict):
-            parameters = [parameters]
-        for index, params in enumerate(parameters):
-            if params:
-                self._params = self._merger.update_params(index, _params(params))
-
-    def close(self) -> None:
-        if not self._done:
-            self._finish()
-
-    def _finish(self) -> None:
-        self._done = True
-        self._progress.close()
+    def _stop(self) -> None:
         if self._flight:
             self._client.cancel(list(self._flight))
             self._flight.clear()
         self._todo.clear()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001
-            pass

@@ -10,7 +10,7 @@ use std::time::Duration;
 use udf_host::array::NdArray;
 use udf_host::dataset::{DatasetSpec, MemoryDataset, OpenOptions};
 use udf_host::exec::{Merger, PartitionOutput, Plan, Run, RunError, RunOptions, RunResults, UdfSpec, Worker};
-use udf_host::loader::{Loader, runtime_options};
+use udf_host::loader::{Loader, RuntimeSetup};
 use udf_host::roi::Roi;
 use udf_host::udf::{
     BufferDecl, BufferKind, BufferUse, CallError, DTypePreference, DataAccess, DatasetMeta, Description, InitContext,
@@ -227,7 +227,7 @@ fn a_plan_without_a_dataset_spec_runs_here_but_cannot_be_loaded_elsewhere() {
     let specs = vec![UdfSpec { udf: udf_host::builtins::get("sum").unwrap(), params: Params::default() }];
     let run = Run::plan(Arc::new(data), specs, RunOptions::default()).unwrap();
     let plan = Arc::new(Plan::from_json(&run.as_plan().to_json()).unwrap());
-    let loader = Loader::new(WasmRuntime::new(runtime_options(&plan.limits, 4)).unwrap());
+    let loader = Loader::new(RuntimeSetup::new(plan.limits, 1, 1).build().unwrap());
     let e = Worker::load(plan, &loader).err().unwrap().to_string();
     assert!(e.contains("opened without a spec"), "{e}");
     // In memory with a spec: the frames travel with the plan.
@@ -240,9 +240,8 @@ fn a_plan_without_a_dataset_spec_runs_here_but_cannot_be_loaded_elsewhere() {
     let specs = vec![UdfSpec { udf: udf_host::builtins::get("sumsig").unwrap(), params: Params::default() }];
     let run = Run::plan(spec.open().unwrap(), specs, RunOptions::default()).unwrap();
     let plan = Arc::new(Plan::from_json(&run.as_plan().to_json()).unwrap());
-    let mut options = runtime_options(&plan.limits, 4);
-    options.cache = ComponentCache::new(None);
-    let worker = Worker::load(plan.clone(), &Loader::new(WasmRuntime::new(options).unwrap())).unwrap();
+    let setup = RuntimeSetup { cache: ComponentCache::new(None), ..RuntimeSetup::new(plan.limits, 1, 1) };
+    let worker = Worker::load(plan.clone(), &Loader::new(setup.build().unwrap())).unwrap();
     let mut merger = run.merger().unwrap();
     for i in plan.partition_indices() {
         merger.merge(worker.run_partition(i).unwrap()).unwrap();

@@ -23,7 +23,7 @@
 use super::mask_engine::{MaskSet, MasksPartition, result_dtype};
 use super::spec;
 use crate::array::NdArray;
-use crate::cuda::{Job, RadialMask};
+use crate::cuda::{RadialMask, Request};
 use crate::dtype::{DType, Kind};
 use crate::udf::{
     BufferDecl, BufferKind, BufferUse, CallError, DatasetMeta, Description, DeviceClass, InitContext, NamedBuffer,
@@ -194,13 +194,13 @@ impl Udf for CoM {
         let p = ComParams::parse(ctx.params, ctx.dataset)?;
         let (sy, sx) = spec::sig_2d(&ctx.dataset.sig_shape, "com")?;
         if ctx.dataset.device_class == DeviceClass::Cuda {
-            let job = Job::Radial {
+            let request = Request::Radial {
                 mask: p.geometry(),
                 result: float_dtype(ctx.dataset)?,
                 buffer: "raw_mask_result",
                 extra_shape: &[3],
             };
-            return crate::cuda::start(&ctx, job);
+            return crate::cuda::start(&ctx, request);
         }
         let masks = p.masks(sy, sx).to_dtype(float_dtype(ctx.dataset)?);
         Ok(Box::new(MasksPartition::new(&ctx, &masks, "raw_mask_result", &[3])?))

@@ -18,7 +18,7 @@
 use super::mask_engine::{MaskSet, MasksPartition, parse_use_sparse, result_dtype};
 use super::spec;
 use super::spec::nav_buffer;
-use crate::cuda::{Job, RadialMask};
+use crate::cuda::{RadialMask, Request};
 use crate::dtype::DType;
 use crate::udf::{
     BufferDecl, CallError, DatasetMeta, Description, DeviceClass, InitContext, Params, PartitionRunner, RunPlan, Udf,
@@ -153,7 +153,7 @@ impl Udf for VirtualDetector {
         if ctx.dataset.device_class == DeviceClass::Cuda {
             let mask = self.geometry(ctx.params, ctx.dataset)?;
             let result = result_dtype(ctx.dataset.input_dtype, DType::F32)?;
-            return crate::cuda::start(&ctx, Job::Radial { mask, result, buffer: "intensity", extra_shape: &[] });
+            return crate::cuda::start(&ctx, Request::Radial { mask, result, buffer: "intensity", extra_shape: &[] });
         }
         let masks = self.masks(ctx.params, ctx.dataset)?;
         Ok(Box::new(MasksPartition::new(&ctx, &masks, "intensity", &[])?))

@@ -8,7 +8,7 @@
 use super::mask_engine::{MaskSet, MasksPartition, parse_use_sparse, result_dtype};
 use super::spec;
 use super::spec::nav_buffer;
-use crate::cuda::{Job, MaskStack};
+use crate::cuda::{MaskStack, Request};
 use crate::dtype::DType;
 use crate::udf::{
     BufferDecl, CallError, DTypePreference, DatasetMeta, Description, DeviceClass, InitContext, Params,
@@ -88,8 +88,8 @@ impl Udf for ApplyMasks {
         let masks = Self::masks(ctx.params, ctx.dataset)?;
         if ctx.dataset.device_class == DeviceClass::Cuda {
             let stack = MaskStack { values: &masks.values, count: masks.count, sparse: masks.sparse };
-            let job = Job::Masks { masks: stack, buffer: "intensity", extra_shape: &[masks.count] };
-            return crate::cuda::start(&ctx, job);
+            let request = Request::Masks { masks: stack, buffer: "intensity", extra_shape: &[masks.count] };
+            return crate::cuda::start(&ctx, request);
         }
         Ok(Box::new(MasksPartition::new(&ctx, &masks, "intensity", &[masks.count])?))
     }

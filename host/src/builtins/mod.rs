@@ -27,7 +27,8 @@
 //!
 //! # The registry
 //!
-//! [`REGISTRY`] maps each name to a constructor. [`get`] builds one by name, [`all`]
+//! [`REGISTRY`] maps each name to a constructor and says whether the built-in has a GPU
+//! request ([`gpu_request_for`]). [`get`] builds one by name, [`all`]
 //! builds every one (for `udf-host list`), and [`from_source`] understands the
 //! `builtin:NAME` spelling the command line uses where a plugin path would go.
 //!
@@ -47,7 +48,8 @@
 //!    [`PartitionRunner`] that allocates everything once per partition (buffers,
 //!    scratch space, masks cut to the tiling's signal slices) so that `process` does
 //!    no allocation.
-//! 2. Add `mod NAME;` below and a line to [`REGISTRY`].
+//! 2. Add `mod NAME;` below and a line to [`REGISTRY`] (`gpu(..)` if its `start` hands a
+//!    [`crate::cuda::Request`] to the GPU, else `cpu(..)`).
 //! 3. Test it against an independent reference in `tests/all/builtins.rs`.
 //!
 //! [`Description`]: crate::udf::Description
@@ -71,7 +73,7 @@ pub mod stddev;
 pub mod sum;
 pub mod sumsig;
 
-use crate::udf::Udf;
+use crate::udf::{BufferDecl, Udf, UdfOrigin};
 use std::sync::Arc;
 
 /// How the command line names a built-in where a plugin path would go: `builtin:sum`.
@@ -84,36 +86,69 @@ fn make<U: Udf + Default + 'static>() -> Arc<dyn Udf> {
     Arc::new(U::default())
 }
 
-/// Every built-in: its name and constructor, in the order `udf-host list` shows them.
-pub const REGISTRY: &[(&str, Constructor)] = &[
-    ("sum", make::<sum::Sum>),
-    ("sumsig", make::<sumsig::SumSig>),
-    ("stddev", make::<stddev::StdDev>),
-    ("masks", make::<masks::ApplyMasks>),
-    ("disk", || Arc::new(detectors::VirtualDetector::new(detectors::DetectorKind::Disk))),
-    ("ring", || Arc::new(detectors::VirtualDetector::new(detectors::DetectorKind::Ring))),
-    ("point", || Arc::new(detectors::VirtualDetector::new(detectors::DetectorKind::Point))),
-    ("radial-fourier", make::<radial_fourier::RadialFourier>),
-    ("com", make::<com::CoM>),
-    ("pick", make::<pick::Pick>),
-    ("logsum", make::<logsum::Logsum>),
-    ("fem", make::<fem::Fem>),
-    ("crystallinity", make::<crystallinity::Crystallinity>),
+/// A built-in in the [`REGISTRY`].
+pub struct Registered {
+    pub name: &'static str,
+    pub make: Constructor,
+    /// Whether its `start` hands a [`crate::cuda::Request`] to the GPU when the plan puts
+    /// it there (it has a CUDA kernel for float data).
+    pub gpu: bool,
+}
+
+const fn cpu(name: &'static str, make: Constructor) -> Registered {
+    Registered { name, make, gpu: false }
+}
+
+const fn gpu(name: &'static str, make: Constructor) -> Registered {
+    Registered { name, make, gpu: true }
+}
+
+/// Every built-in: its name, constructor and whether it has a GPU request, in the order
+/// `udf-host list` shows them.
+pub const REGISTRY: &[Registered] = &[
+    gpu("sum", make::<sum::Sum>),
+    gpu("sumsig", make::<sumsig::SumSig>),
+    gpu("stddev", make::<stddev::StdDev>),
+    gpu("masks", make::<masks::ApplyMasks>),
+    gpu("disk", || Arc::new(detectors::VirtualDetector::new(detectors::DetectorKind::Disk))),
+    gpu("ring", || Arc::new(detectors::VirtualDetector::new(detectors::DetectorKind::Ring))),
+    gpu("point", || Arc::new(detectors::VirtualDetector::new(detectors::DetectorKind::Point))),
+    cpu("radial-fourier", make::<radial_fourier::RadialFourier>),
+    gpu("com", make::<com::CoM>),
+    cpu("pick", make::<pick::Pick>),
+    cpu("logsum", make::<logsum::Logsum>),
+    cpu("fem", make::<fem::Fem>),
+    cpu("crystallinity", make::<crystallinity::Crystallinity>),
 ];
 
 /// The names of all built-ins.
 pub fn names() -> impl Iterator<Item = &'static str> {
-    REGISTRY.iter().map(|(name, _)| *name)
+    REGISTRY.iter().map(|r| r.name)
 }
 
 /// The built-in called `name`, if there is one.
 pub fn get(name: &str) -> Option<Arc<dyn Udf>> {
-    REGISTRY.iter().find(|(n, _)| *n == name).map(|(_, make)| make())
+    REGISTRY.iter().find(|r| r.name == name).map(|r| (r.make)())
 }
 
 /// One instance of every built-in.
 pub fn all() -> Vec<Arc<dyn Udf>> {
-    REGISTRY.iter().map(|(_, make)| make()).collect()
+    REGISTRY.iter().map(|r| (r.make)()).collect()
+}
+
+/// Whether a planned UDF can run on the GPU: a built-in with a GPU request whose
+/// buffers the kernels compute ([`crate::cuda::computes`]).
+///
+/// # Errors
+/// Why not, in a few words (for `-v` and `results.json`).
+pub fn gpu_request_for(origin: &UdfOrigin, decls: &[BufferDecl]) -> Result<(), String> {
+    let UdfOrigin::Builtin { name } = origin else {
+        return Err("not a built-in (plugins run on the CPU)".into());
+    };
+    if !REGISTRY.iter().any(|r| r.name == name && r.gpu) {
+        return Err(format!("built-in '{name}' has no CUDA kernel"));
+    }
+    crate::cuda::computes(decls)
 }
 
 /// A `builtin:NAME` that names no built-in.
@@ -135,15 +170,42 @@ pub fn from_source(source: &str) -> Option<Result<Arc<dyn Udf>, UnknownBuiltin>>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dtype::DType;
+    use crate::udf::{BufferKind, BufferUse};
 
     #[test]
     fn every_builtin_is_named_as_registered_and_reads_in_place() {
-        for (name, make) in REGISTRY {
+        for Registered { name, make, .. } in REGISTRY {
             let udf = make();
             assert_eq!(udf.description().name, *name);
             assert_eq!(udf.source(), format!("{PREFIX}{name}"));
             assert!(udf.reads_in_place(), "{name}");
         }
+    }
+
+    fn decl(name: &str, kind: BufferKind, dtype: DType) -> BufferDecl {
+        BufferDecl { name: name.into(), kind, dtype, extra_shape: vec![], usage: BufferUse::Normal }
+    }
+
+    #[test]
+    fn only_float_builtins_with_a_gpu_request_go_to_the_gpu() {
+        let builtin = |n: &str| UdfOrigin::Builtin { name: n.into() };
+        let nav = |n: &str, d: DType| decl(n, BufferKind::Nav, d);
+        assert!(gpu_request_for(&builtin("sum"), &[nav("intensity", DType::F32)]).is_ok());
+        assert!(gpu_request_for(&builtin("com"), &[nav("raw_mask_result", DType::F64)]).is_ok());
+        let stddev = [
+            decl("varsum", BufferKind::Sig, DType::F64),
+            decl("num_frames", BufferKind::Single, DType::I64),
+            decl("sum", BufferKind::Sig, DType::F32),
+        ];
+        assert!(gpu_request_for(&builtin("stddev"), &stddev).is_ok());
+        let complex = gpu_request_for(&builtin("masks"), &[nav("intensity", DType::C64)]).unwrap_err();
+        assert!(complex.contains("complex64"), "{complex}");
+        assert!(gpu_request_for(&builtin("sum"), &[nav("intensity", DType::U16)]).is_err());
+        let pick = gpu_request_for(&builtin("pick"), &[nav("intensity", DType::F32)]).unwrap_err();
+        assert!(pick.contains("no CUDA kernel"), "{pick}");
+        let wasm = UdfOrigin::Wasm { path: "sum.wasm".into(), sha256: String::new() };
+        assert!(gpu_request_for(&wasm, &[nav("intensity", DType::F32)]).is_err());
     }
 
     #[test]

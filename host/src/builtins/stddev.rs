@@ -103,7 +103,7 @@ impl Udf for StdDev {
     fn start(&self, ctx: InitContext<'_>) -> Result<Box<dyn PartitionRunner + '_>, CallError> {
         let (base, sum) = dtypes(ctx.params, ctx.dataset)?;
         if ctx.dataset.device_class == DeviceClass::Cuda {
-            return crate::cuda::start(&ctx, crate::cuda::Job::StdDev { base, sum });
+            return crate::cuda::start(&ctx, crate::cuda::Request::StdDev { base, sum });
         }
         let sig = &ctx.dataset.sig_shape;
         let frame_len: usize = sig.iter().product();

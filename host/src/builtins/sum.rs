@@ -59,7 +59,7 @@ impl Udf for Sum {
 
     fn start(&self, ctx: InitContext<'_>) -> Result<Box<dyn PartitionRunner + '_>, CallError> {
         if ctx.dataset.device_class == DeviceClass::Cuda {
-            return crate::cuda::start(&ctx, crate::cuda::Job::Sum);
+            return crate::cuda::start(&ctx, crate::cuda::Request::Sum);
         }
         let sig = &ctx.dataset.sig_shape;
         let runs = ctx.partition.map(|p| SliceRuns::for_scheme(sig, &p.tiling.slices)).unwrap_or_default();

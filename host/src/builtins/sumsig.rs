@@ -62,7 +62,7 @@ impl Udf for SumSig {
             )));
         }
         if ctx.dataset.device_class == DeviceClass::Cuda {
-            return crate::cuda::start(&ctx, crate::cuda::Job::SumSig);
+            return crate::cuda::start(&ctx, crate::cuda::Request::SumSig);
         }
         let (origin, frames) = ctx.partition.map_or((0, ctx.dataset.frames()), |p| (p.origin, p.frames));
         Ok(Box::new(SumSigPartition { intensity: Some(NdArray::zeros(dtype, &[frames])), origin }))

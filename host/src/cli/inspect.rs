@@ -2,7 +2,6 @@
 
 use super::{Failure, RuntimeArgs};
 use crate::report::{self, Loaded, PluginSummary};
-use crate::wasm::WasmRuntime;
 use clap::Args;
 use std::path::PathBuf;
 
@@ -21,7 +20,7 @@ pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
     let summary = match args.plugin.to_str().and_then(crate::builtins::from_source) {
         Some(builtin) => PluginSummary::of(builtin?.description(), Loaded::Builtin),
         None => {
-            let runtime = WasmRuntime::new(args.runtime.options(crate::log::stderr(crate::log::LogLevel::Warn), 4)?)?;
+            let runtime = args.runtime.build(crate::log::stderr(crate::log::LogLevel::Warn), 1, 1)?;
             let (udf, stats) = runtime.load(&args.plugin)?;
             let loaded = Loaded::Wasm { time: stats.load_time, cache: stats.cache };
             PluginSummary::of(crate::udf::Udf::description(&udf), loaded)

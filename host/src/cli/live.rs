@@ -117,11 +117,11 @@ pub fn live(args: LiveArgs) -> Result<(), Failure> {
     let specs = loaded.udfs.into_iter().zip(params).map(|(udf, params)| UdfSpec { udf, params }).collect();
 
     // Ctrl-C stops the wait for the acquisition, or the scan (what is merged is written).
-    crate::interrupt::listen_to_ctrl_c();
+    crate::output::interrupt::listen_to_ctrl_c();
     let stop = Stop::default();
     let _routing = {
         let stop = stop.clone();
-        crate::interrupt::Routing::to(Arc::new(move || stop.stop()))
+        crate::output::interrupt::Routing::to(Arc::new(move || stop.stop()))
     };
     if !args.quiet {
         eprintln!("waiting for an acquisition on {} ...", source.url());
@@ -137,7 +137,7 @@ pub fn live(args: LiveArgs) -> Result<(), Failure> {
         drop(snapshots);
         return Err(live_failure(stopped_by.unwrap_or(LiveError::Stopped)));
     }
-    crate::interrupt::writing();
+    crate::output::interrupt::writing();
     let (results, _) = run.results_each();
     let stats = run.stats();
     let (status, failures) = match &stopped_by {

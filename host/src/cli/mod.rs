@@ -14,9 +14,11 @@ mod new;
 mod partition;
 mod progress;
 mod run;
+mod serve;
 mod simulate;
 
-use crate::wasm::{ComponentCache, MAX_WASM_MEMORY, RuntimeOptions, WasmRuntime};
+use crate::loader::RuntimeSetup;
+use crate::wasm::{ComponentCache, MAX_WASM_MEMORY, WasmRuntime};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
@@ -62,7 +64,7 @@ enum Command {
     Simulate(simulate::SimulateArgs),
     /// Explore datasets in the browser: a local web page with virtual detectors, frames,
     /// centre of mass and plugins (prints a URL with a token; docs/serve.md).
-    Serve(crate::serve::ServeArgs),
+    Serve(serve::ServeArgs),
 }
 
 /// The cargo features of this build that `--version` reports. When host/Cargo.toml gets a
@@ -145,11 +147,6 @@ impl RuntimeArgs {
     /// A runtime with these options for runs of `udfs` UDFs on `threads` threads,
     /// plugin logs to `logger`.
     fn build(&self, logger: crate::log::Logger, threads: usize, udfs: usize) -> anyhow::Result<WasmRuntime> {
-        let instances = ((threads + 2) * udfs).max(4) as u32;
-        Ok(WasmRuntime::new(self.options(logger, instances)?)?)
-    }
-
-    fn options(&self, logger: crate::log::Logger, instances: u32) -> anyhow::Result<RuntimeOptions> {
         anyhow::ensure!(
             self.timeout.is_finite() && self.timeout > 0.0,
             "--timeout must be a positive number of seconds, got {}",
@@ -161,18 +158,13 @@ impl RuntimeArgs {
             self.compile_timeout
         );
         let cache_dir = if self.no_cache { None } else { self.cache_dir.clone().or_else(ComponentCache::default_dir) };
-        Ok(RuntimeOptions {
-            max_memory: self.max_memory,
-            max_memory_total: self
-                .max_memory_total
-                .map_or_else(crate::wasm::default_memory_total, |t| usize::try_from(t).unwrap_or(usize::MAX)),
-            timeout: std::time::Duration::from_secs_f64(self.timeout),
-            trusted: self.trusted,
+        let setup = RuntimeSetup {
             cache: ComponentCache::new(cache_dir),
-            max_instances: instances,
             compile_timeout: std::time::Duration::from_secs_f64(self.compile_timeout),
             logger,
-        })
+            ..RuntimeSetup::new(self.limits(), threads, udfs)
+        };
+        Ok(setup.build()?)
     }
 }
 
@@ -296,7 +288,7 @@ where
         Command::Completions(args) => completions::completions(args, &mut command()),
         Command::Live(args) => live::live(args),
         Command::Simulate(args) => simulate::simulate(args),
-        Command::Serve(args) => Ok(crate::serve::main(args)?),
+        Command::Serve(args) => Ok(serve::main(args)?),
     }
 }
 

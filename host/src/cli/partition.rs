@@ -4,8 +4,7 @@
 
 use super::{Failure, exit};
 use crate::exec::{RunError, Worker};
-use crate::loader::Loader;
-use crate::wasm::WasmRuntime;
+use crate::loader::{Loader, UDFS_PER_SHARED_RUN};
 use anyhow::{Context, anyhow};
 use clap::Args;
 use std::path::PathBuf;
@@ -30,8 +29,10 @@ pub struct RunPartitionArgs {
 
 pub fn run_partition(args: RunPartitionArgs) -> Result<(), Failure> {
     let json = std::fs::read_to_string(&args.plan).with_context(|| format!("cannot read {}", args.plan.display()))?;
-    let options = args.runtime.options(crate::log::stderr(crate::log::LogLevel::Warn), 4)?;
-    let loader = Loader::new(WasmRuntime::new(options)?);
+    // The plan's UDFs are not known before it is read (Worker::from_json): room for as
+    // many as a shared runtime has, on this one thread.
+    let runtime = args.runtime.build(crate::log::stderr(crate::log::LogLevel::Warn), 1, UDFS_PER_SHARED_RUN)?;
+    let loader = Loader::new(runtime);
     // The dataset is opened and checked against the plan before the plan's partitions
     // are built.
     let worker = Worker::from_json(&json, &loader).map_err(|e| match e {

@@ -136,7 +136,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         previews: args.preview,
         snapshot_every: args.snapshot_every.map(Duration::from_secs_f64),
     };
-    crate::interrupt::listen_to_ctrl_c();
+    crate::output::interrupt::listen_to_ctrl_c();
     let mut watch = Display { quiet: args.quiet, progress: None };
     let recorded = record::record(run, summary, &to, started, &mut watch).map_err(|e| match e {
         record::RecordError::Run(e) => run_failure(e),

@@ -110,8 +110,8 @@ pub fn simulate(args: SimulateArgs) -> Result<(), Failure> {
                 sim.address()
             );
             let stop = sim.stopper();
-            crate::interrupt::listen_to_ctrl_c();
-            let _routing = crate::interrupt::Routing::to(Arc::new(move || stop.stop()));
+            crate::output::interrupt::listen_to_ctrl_c();
+            let _routing = crate::output::interrupt::Routing::to(Arc::new(move || stop.stop()));
             sim.wait()?
         }
         Detector::Dectris { file, port, api_port, stream_format, no_compression, nav_shape, common } => {
@@ -131,8 +131,8 @@ pub fn simulate(args: SimulateArgs) -> Result<(), Failure> {
                 sim.address()
             );
             let stop = sim.stopper();
-            crate::interrupt::listen_to_ctrl_c();
-            let _routing = crate::interrupt::Routing::to(Arc::new(move || stop.stop()));
+            crate::output::interrupt::listen_to_ctrl_c();
+            let _routing = crate::output::interrupt::Routing::to(Arc::new(move || stop.stop()));
             sim.wait()?
         }
     };

@@ -6,7 +6,7 @@
 //! terms in another order differ by the rounding of the coarsest float type on the way,
 //! so a float64 result computed from float32 sums is judged by float32 rounding.
 
-use super::{Evidence, Status};
+use super::report::{Evidence, Status};
 use crate::array::NdArray;
 use crate::dtype::{DType, Kind};
 use crate::exec::{ResultBuffer, UdfResults};

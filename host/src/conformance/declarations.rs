@@ -6,8 +6,8 @@
 //! become a failed check carrying the host's message.
 
 use super::compare::{Bounds, Layout, compare_results};
+use super::report::{Check, Evidence, Group};
 use super::subject::Ctx;
-use super::{Check, Evidence, Group};
 use crate::exec::RunError;
 use crate::udf::{BufferKind, BufferUse, CallError};
 

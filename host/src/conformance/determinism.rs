@@ -4,8 +4,8 @@
 //! difference is within the invariance tolerance.
 
 use super::compare::{Bounds, Layout, compare_results};
+use super::report::{Check, Evidence, Group};
 use super::subject::Ctx;
-use super::{Check, Evidence, Group};
 use crate::exec::RunOptions;
 
 /// The determinism check.

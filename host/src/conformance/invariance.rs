@@ -10,8 +10,8 @@
 //! rounding of the plugin's accumulation).
 
 use super::compare::{Layout, compare_results};
+use super::report::{Check, Evidence, Group};
 use super::subject::Ctx;
-use super::{Check, Evidence, Group};
 use crate::exec::RunOptions;
 use crate::udf::Method;
 
@@ -128,12 +128,15 @@ fn tile_shapes(method: Method, sig: &[usize], frames: usize) -> Vec<(String, Vec
 
 /// The invariance checks.
 pub(crate) fn check(ctx: &Ctx<'_>) -> Vec<Check> {
-    let frames = ctx.frames();
-    let threads = ctx.threads();
-    let mut checks = Vec::new();
-
     let method = ctx.method();
     let others: Vec<Method> = ctx.subject.udf.description().methods.iter().copied().filter(|&m| m != method).collect();
+    vec![partitions(ctx, &others), tiles(ctx, method), threads(ctx), merge_order(ctx), methods(ctx, method, &others)]
+}
+
+/// `invariance.partitions`: partition counts 2, 3, 7 and one per frame against one
+/// partition; the `others` methods split too, compared with themselves.
+fn partitions(ctx: &Ctx<'_>, others: &[Method]) -> Check {
+    let (frames, threads) = (ctx.frames(), ctx.threads());
     let mut variants: Vec<Variant> = partition_counts(frames)
         .into_iter()
         .map(|p| {
@@ -145,7 +148,7 @@ pub(crate) fn check(ctx: &Ctx<'_>) -> Vec<Check> {
         .collect();
     // The other implemented methods split too, compared with themselves in one partition.
     if frames >= 3 {
-        for &m in &others {
+        for &m in others {
             let one = RunOptions { partitions: Some(1), threads: Some(1), force_method: Some(m), ..Default::default() };
             variants.push(Variant {
                 name: format!("3 partitions, {} method", m.name()),
@@ -154,42 +157,47 @@ pub(crate) fn check(ctx: &Ctx<'_>) -> Vec<Check> {
             });
         }
     }
-    checks.push(Check::from_evidence(
+    Check::from_evidence(
         Group::Invariance,
         "partitions",
         "same results for partition counts 2, 3, 7 and one per frame as for one partition (every method)",
         evidence(ctx, &variants),
-    ));
+    )
+}
 
+/// `invariance.tiles`: other tile shapes against the negotiated ones.
+fn tiles(ctx: &Ctx<'_>, method: Method) -> Check {
     let sig = ctx.primary().data.shape().sig.clone();
-    let shapes = tile_shapes(method, &sig, frames);
+    let shapes = tile_shapes(method, &sig, ctx.frames());
     if shapes.is_empty() {
-        checks.push(Check::not_applicable(
+        return Check::not_applicable(
             Group::Invariance,
             "tiles",
             "same results for other tile shapes",
             "the partition method always gets the whole partition as one tile",
-        ));
-    } else {
-        let variants: Vec<Variant> = shapes
-            .into_iter()
-            .map(|(name, shape)| {
-                Variant::against_baseline(
-                    format!("{name}, 1 partition"),
-                    RunOptions { partitions: Some(1), threads: Some(1), tile_shape: Some(shape), ..Default::default() },
-                )
-            })
-            .collect();
-        checks.push(Check::from_evidence(
-            Group::Invariance,
-            "tiles",
-            "same results for full-frame tiles at depth 1 and maximal depth, odd tile shapes, single rows as for the \
-             negotiated tiles",
-            evidence(ctx, &variants),
-        ));
+        );
     }
+    let variants: Vec<Variant> = shapes
+        .into_iter()
+        .map(|(name, shape)| {
+            Variant::against_baseline(
+                format!("{name}, 1 partition"),
+                RunOptions { partitions: Some(1), threads: Some(1), tile_shape: Some(shape), ..Default::default() },
+            )
+        })
+        .collect();
+    Check::from_evidence(
+        Group::Invariance,
+        "tiles",
+        "same results for full-frame tiles at depth 1 and maximal depth, odd tile shapes, single rows as for the \
+         negotiated tiles",
+        evidence(ctx, &variants),
+    )
+}
 
-    let p = 7.min(frames);
+/// `invariance.threads`: more worker threads against one, with the same partitions.
+fn threads(ctx: &Ctx<'_>) -> Check {
+    let p = 7.min(ctx.frames());
     // One thread is the reference's.
     let mut counts = vec![2.min(ctx.config.threads), ctx.config.threads];
     counts.sort_unstable();
@@ -204,13 +212,17 @@ pub(crate) fn check(ctx: &Ctx<'_>) -> Vec<Check> {
             )
         })
         .collect();
-    checks.push(Check::from_evidence(
+    Check::from_evidence(
         Group::Invariance,
         "threads",
         "same results on more worker threads as on one (same partitions)",
         evidence(ctx, &variants),
-    ));
+    )
+}
 
+/// `invariance.merge_order`: shuffled merge orders against index order.
+fn merge_order(ctx: &Ctx<'_>) -> Check {
+    let (frames, p) = (ctx.frames(), 7.min(ctx.frames()));
     // One thread: partitions complete in index order, so the seed alone fixes the merge
     // order (the executor shuffles the completion order).
     let seed = ctx.config.seed;
@@ -230,38 +242,39 @@ pub(crate) fn check(ctx: &Ctx<'_>) -> Vec<Check> {
     if frames > p {
         variants.push(shuffled(frames));
     }
-    checks.push(Check::from_evidence(
+    Check::from_evidence(
         Group::Invariance,
         "merge_order",
         "same results when partitions are merged in shuffled orders as in index order",
         evidence(ctx, &variants),
-    ));
+    )
+}
 
+/// `invariance.methods`: every other implemented method against the baseline's.
+fn methods(ctx: &Ctx<'_>, method: Method, others: &[Method]) -> Check {
     if others.is_empty() {
-        checks.push(Check::not_applicable(
+        return Check::not_applicable(
             Group::Invariance,
             "methods",
             "same results with every implemented method",
             format!("the plugin implements one method ({})", method.name()),
-        ));
-    } else {
-        let variants: Vec<Variant> = others
-            .into_iter()
-            .map(|m| {
-                Variant::against_baseline(
-                    format!("{} method, 1 partition", m.name()),
-                    RunOptions { partitions: Some(1), threads: Some(1), force_method: Some(m), ..Default::default() },
-                )
-            })
-            .collect();
-        checks.push(Check::from_evidence(
-            Group::Invariance,
-            "methods",
-            "same results with every implemented method",
-            evidence(ctx, &variants),
-        ));
+        );
     }
-    checks
+    let variants: Vec<Variant> = others
+        .iter()
+        .map(|&m| {
+            Variant::against_baseline(
+                format!("{} method, 1 partition", m.name()),
+                RunOptions { partitions: Some(1), threads: Some(1), force_method: Some(m), ..Default::default() },
+            )
+        })
+        .collect();
+    Check::from_evidence(
+        Group::Invariance,
+        "methods",
+        "same results with every implemented method",
+        evidence(ctx, &variants),
+    )
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@
 //! compares the final results with the run's.
 
 use super::compare::{Bounds, summarise};
+use super::report::{Check, Evidence, Group};
 use super::subject::{Ctx, Executed};
-use super::{Check, Evidence, Group};
 use crate::array::NdArray;
 use crate::dataset::Partition;
 use crate::exec::{MergeState, RunOptions};

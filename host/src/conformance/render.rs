@@ -1,7 +1,7 @@
 //! The report as text for a human: one line per check, the failing evidence under it
 //! (all evidence when verbose), resource use, and a summary.
 
-use super::{Evidence, Report, Status};
+use super::report::{Evidence, Report, Status};
 use std::fmt::Write;
 
 /// Failed variants shown per check unless verbose.

@@ -10,8 +10,9 @@
 //! plus [`SLACK`] is a leak. The runs keep a 2-D scan (`2 × n/2`) where the data has one,
 //! for plugins that need a 2-D scan (divergence and curl need two rows).
 
+use super::report::{Check, Evidence, Group, ResourceUse};
 use super::subject::Ctx;
-use super::{Check, Evidence, Group, ResourceUse, synthetic};
+use super::synthetic;
 use crate::exec::{RunOptions, RunResults};
 use crate::udf::{BufferKind, BufferUse, Method};
 

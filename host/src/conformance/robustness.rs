@@ -5,8 +5,9 @@
 //! trap or a contract violation.
 
 use super::geometry::Geometry;
+use super::report::{Check, Evidence, Group};
 use super::subject::{Ctx, filled, survives};
-use super::{Check, Evidence, Group, synthetic};
+use super::synthetic;
 use crate::array::NdArray;
 use crate::dataset::plan_partitions;
 use crate::dtype::{DType, Kind};
@@ -84,44 +85,53 @@ pub(crate) fn bad_values(spec: &ParamSpec, current: Option<&ParamValue>) -> Vec<
 
 /// The robustness checks.
 pub(crate) fn check(ctx: &Ctx<'_>) -> Vec<Check> {
-    let frames = ctx.frames();
-    let threads = ctx.threads();
-    let primary = ctx.primary();
-    let shape = primary.data.shape().clone();
-    let dtype = primary.data.stored_dtype().dtype;
-    let seed = ctx.config.seed;
-    let mut checks = Vec::new();
+    vec![
+        empty_partitions(ctx),
+        single_frame(ctx),
+        flat_scan(ctx),
+        frame_shapes(ctx),
+        nonfinite(ctx),
+        extreme_values(ctx),
+        bad_params(ctx),
+    ]
+}
 
-    // Partitions emptied by a ROI.
-    let title = "partitions left empty by a ROI";
+/// `robustness.empty_partitions`: partitions emptied by a ROI.
+fn empty_partitions(ctx: &Ctx<'_>) -> Check {
+    let (frames, title) = (ctx.frames(), "partitions left empty by a ROI");
     if frames < 3 {
-        checks.push(Check::not_applicable(Group::Robustness, "empty_partitions", title, "fewer than 3 frames"));
-    } else {
-        let count = 6.min(frames);
-        let mask = emptying_mask(frames, count);
-        let kept = mask.iter().filter(|s| **s).count();
-        let variant = format!("{count} partitions, ROI keeping {kept} frames of partitions 1 and 4");
-        let (evidence, _) = super::roi::compare_roi(ctx, &variant, &mask, count);
-        checks.push(Check::from_evidence(Group::Robustness, "empty_partitions", title, evidence));
+        return Check::not_applicable(Group::Robustness, "empty_partitions", title, "fewer than 3 frames");
     }
+    let count = 6.min(frames);
+    let mask = emptying_mask(frames, count);
+    let kept = mask.iter().filter(|s| **s).count();
+    let variant = format!("{count} partitions, ROI keeping {kept} frames of partitions 1 and 4");
+    let (evidence, _) = super::roi::compare_roi(ctx, &variant, &mask, count);
+    Check::from_evidence(Group::Robustness, "empty_partitions", title, evidence)
+}
 
-    // A single frame, on a scan of the data's dimensionality.
-    let one = vec![1; shape.nav.len()];
+/// `robustness.single_frame`: a single frame, on a scan of the data's dimensionality.
+fn single_frame(ctx: &Ctx<'_>) -> Check {
+    let primary = ctx.primary();
+    let one = vec![1; primary.data.shape().nav.len()];
     let variant = format!("a dataset of one frame (nav {one:?})");
     let variant = variant.as_str();
     let e = match synthetic::gather("one frame", primary.data.as_ref(), &[0], &one) {
         Ok(one) => survives(
             variant,
-            ctx.subject.run(&one.data, &ctx.subject.params_for_rows(&[0]), options(3, threads)),
+            ctx.subject.run(&one.data, &ctx.subject.params_for_rows(&[0]), options(3, ctx.threads())),
             "ran",
         ),
         Err(e) => Evidence::fail(variant, format!("cannot build the dataset: {e}")),
     };
-    checks.push(Check::from_evidence(Group::Robustness, "single_frame", "a dataset of a single frame", vec![e]));
-    checks.push(flat_scan(ctx));
+    Check::from_evidence(Group::Robustness, "single_frame", "a dataset of a single frame", vec![e])
+}
 
-    // Other frame shapes.
-    let title = "1×1 and non-square frames";
+/// `robustness.frame_shapes`: 1×1 and non-square frames.
+fn frame_shapes(ctx: &Ctx<'_>) -> Check {
+    let primary = ctx.primary();
+    let shape = primary.data.shape().clone();
+    let dtype = primary.data.stored_dtype().dtype;
     let mut evidence = Vec::new();
     let tiny = vec![1; shape.sig.len()];
     let mut non_square = match shape.sig.len() {
@@ -141,48 +151,54 @@ pub(crate) fn check(ctx: &Ctx<'_>) -> Vec<Check> {
             evidence.push(Evidence::na(&variant, format!("skipped: {reason}")));
             continue;
         }
-        let e = match synthetic::shaped(name, &shape.nav, &sig, dtype, seed) {
-            Ok(d) => survives(&variant, ctx.subject.run(&d.data, &ctx.subject.params, options(2, threads)), "ran"),
+        let e = match synthetic::shaped(name, &shape.nav, &sig, dtype, ctx.config.seed) {
+            Ok(d) => {
+                survives(&variant, ctx.subject.run(&d.data, &ctx.subject.params, options(2, ctx.threads())), "ran")
+            }
             Err(e) => Evidence::fail(&variant, format!("cannot build the dataset: {e}")),
         };
         evidence.push(e);
     }
-    checks.push(Check::from_evidence(Group::Robustness, "frame_shapes", title, evidence));
+    Check::from_evidence(Group::Robustness, "frame_shapes", "1×1 and non-square frames", evidence)
+}
 
-    // NaN and infinities.
-    let variant = "float32 frames with NaN, +inf and -inf";
-    let e = match synthetic::planted(
-        "nonfinite",
-        &shape.nav,
-        &shape.sig,
-        &[f64::NAN, f64::INFINITY, f64::NEG_INFINITY],
-        seed,
-    ) {
-        Ok(d) => survives(variant, ctx.subject.run(&d.data, &ctx.subject.params, options(2, threads)), "ran"),
-        Err(e) => Evidence::fail(variant, format!("cannot build the dataset: {e}")),
+/// Run the plugin on frames of the data's shapes with `values` planted among them
+/// (`dtype`: of that dtype, its range clipping them; else float32).
+fn planted(ctx: &Ctx<'_>, name: &str, variant: &str, values: &[f64], dtype: Option<crate::dtype::DType>) -> Evidence {
+    let shape = ctx.primary().data.shape();
+    let seed = ctx.config.seed;
+    let data = match dtype {
+        Some(dtype) => synthetic::planted_as(name, &shape.nav, &shape.sig, values, seed, dtype),
+        None => synthetic::planted(name, &shape.nav, &shape.sig, values, seed),
     };
-    checks.push(Check::from_evidence(Group::Robustness, "nonfinite", "frames containing NaN and infinities", vec![e]));
+    match data {
+        Ok(d) => survives(variant, ctx.subject.run(&d.data, &ctx.subject.params, options(2, ctx.threads())), "ran"),
+        Err(e) => Evidence::fail(variant, format!("cannot build the dataset: {e}")),
+    }
+}
 
-    // Extreme values.
-    let mut evidence = Vec::new();
+/// `robustness.nonfinite`: NaN and infinities.
+fn nonfinite(ctx: &Ctx<'_>) -> Check {
+    let variant = "float32 frames with NaN, +inf and -inf";
+    let e = planted(ctx, "nonfinite", variant, &[f64::NAN, f64::INFINITY, f64::NEG_INFINITY], None);
+    Check::from_evidence(Group::Robustness, "nonfinite", "frames containing NaN and infinities", vec![e])
+}
+
+/// `robustness.extreme_values`: the float32 extremes, and an integer dtype's range.
+fn extreme_values(ctx: &Ctx<'_>) -> Check {
     let extremes = [f64::from(f32::MAX), f64::from(-f32::MAX), f64::from(f32::MIN_POSITIVE), 1e-45, -0.0, 65535.0];
     let variant = "float32 frames with ±3.4e38, 1.2e-38, 1e-45 (subnormal), -0, 65535";
-    evidence.push(match synthetic::planted("extreme", &shape.nav, &shape.sig, &extremes, seed) {
-        Ok(d) => survives(variant, ctx.subject.run(&d.data, &ctx.subject.params, options(2, threads)), "ran"),
-        Err(e) => Evidence::fail(variant, format!("cannot build the dataset: {e}")),
-    });
+    let mut evidence = vec![planted(ctx, "extreme", variant, &extremes, None)];
+    let dtype = ctx.primary().data.stored_dtype().dtype;
     if matches!(dtype.kind(), Kind::Unsigned | Kind::Signed) {
         let variant = format!("{} frames with the type's minimum and maximum", dtype.name());
-        evidence.push(
-            match synthetic::planted_as("extreme-int", &shape.nav, &shape.sig, &[1e300, -1e300], seed, dtype) {
-                Ok(d) => survives(&variant, ctx.subject.run(&d.data, &ctx.subject.params, options(2, threads)), "ran"),
-                Err(e) => Evidence::fail(&variant, format!("cannot build the dataset: {e}")),
-            },
-        );
+        evidence.push(planted(ctx, "extreme-int", &variant, &[1e300, -1e300], Some(dtype)));
     }
-    checks.push(Check::from_evidence(Group::Robustness, "extreme_values", "frames with extreme values", evidence));
+    Check::from_evidence(Group::Robustness, "extreme_values", "frames with extreme values", evidence)
+}
 
-    // Bad parameters.
+/// `robustness.bad_params`: bad parameter values give typed errors, never traps.
+fn bad_params(ctx: &Ctx<'_>) -> Check {
     let title = "bad parameter values are reported as typed errors, never traps";
     let specs = ctx.subject.udf.description().params.clone();
     let mut evidence = Vec::new();
@@ -192,18 +208,16 @@ pub(crate) fn check(ctx: &Ctx<'_>) -> Vec<Check> {
             let variant = format!("{} = {label}", spec.name);
             let mut params = ctx.subject.params.clone();
             params.set(&spec.name, value);
-            let outcome = ctx.subject.run(&primary.data, &params, options(2, threads));
+            let outcome = ctx.subject.run(&ctx.primary().data, &params, options(2, ctx.threads()));
             evidence.push(survives(&variant, outcome, "accepted (ran)"));
         }
     }
     if evidence.is_empty() {
         let reason =
             if specs.is_empty() { "the plugin has no parameters" } else { "the plugin has only boolean parameters" };
-        checks.push(Check::not_applicable(Group::Robustness, "bad_params", title, reason));
-    } else {
-        checks.push(Check::from_evidence(Group::Robustness, "bad_params", title, evidence));
+        return Check::not_applicable(Group::Robustness, "bad_params", title, reason);
     }
-    checks
+    Check::from_evidence(Group::Robustness, "bad_params", title, evidence)
 }
 
 #[cfg(test)]

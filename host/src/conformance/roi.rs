@@ -16,8 +16,9 @@
 //! A typed error of the plugin for a ROI is a refusal: n/a with its message.
 
 use super::compare::{Bounds, Layout, compare_results, summarise};
+use super::report::{Check, Evidence, Group};
 use super::subject::{Ctx, Failure, classify};
-use super::{Check, Evidence, Group, synthetic};
+use super::synthetic;
 use crate::array::NdArray;
 use crate::dtype::{DType, Kind};
 use crate::exec::{RunOptions, RunResults, UdfResults};

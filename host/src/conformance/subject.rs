@@ -1,10 +1,11 @@
 //! The plugin under test and how the checks run it: executions with chosen options,
 //! parameters adapted to derived datasets, and what a failed run means.
 
+use super::Config;
 use super::compare::Bounds;
 use super::geometry::Geometry;
+use super::report::Evidence;
 use super::synthetic::Named;
-use super::{Config, Evidence};
 use crate::array::NdArray;
 use crate::dataset::{Dataset, Partition, TilingScheme};
 use crate::dtype::DType;

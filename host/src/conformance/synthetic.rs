@@ -2,7 +2,8 @@
 //! uniform floats) or a real one, and the datasets derived from them (subsets, repeated
 //! frames, NaN/inf, extreme values, other frame shapes).
 
-use super::{ConformanceError, DataInfo, DataSource};
+use super::report::DataInfo;
+use super::{ConformanceError, DataSource};
 use crate::array::NdArray;
 use crate::dataset::{Dataset, DatasetError, MemoryDataset};
 use crate::dtype::{DType, Kind};

@@ -5,7 +5,8 @@
 //! `tests/vectors/README.md`.
 
 use super::compare::compare;
-use super::{Check, ConformanceError, Evidence, Group, Tolerance};
+use super::report::{Check, Evidence, Group};
+use super::{ConformanceError, Tolerance};
 use crate::array::NdArray;
 use crate::dataset::{self, OpenOptions};
 use crate::exec::{Run, RunOptions, UdfSpec};

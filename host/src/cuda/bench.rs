@@ -3,10 +3,10 @@
 //! link from pinned memory, and each kernel on device-resident data, timed with CUDA
 //! events. End-to-end runs are measured by the benchmark itself through `exec`.
 
+use super::consumers::{consumer, float_of};
 use super::feed::Chunk;
 use super::gpu::Gpu;
-use super::jobs::{consumer, float_of};
-use super::{GpuInfo, Job, MaskStack, RadialMask, Unavailable};
+use super::{GpuInfo, MaskStack, RadialMask, Request, Unavailable};
 use crate::array::NdArray;
 use crate::dtype::DType;
 use crate::udf::SliceRuns;
@@ -155,22 +155,22 @@ pub fn kernel_gbps(case: KernelCase, dtype: DType, frames: usize, sy: usize, sx:
         weighted: case == KernelCase::Com,
         sparse: false,
     };
-    let job = match case {
-        KernelCase::Sum => Job::Sum,
-        KernelCase::SumSig => Job::SumSig,
-        KernelCase::StdDev => Job::StdDev { base: DType::F64, sum: float },
-        KernelCase::Masks(n) => Job::Masks {
+    let request = match case {
+        KernelCase::Sum => Request::Sum,
+        KernelCase::SumSig => Request::SumSig,
+        KernelCase::StdDev => Request::StdDev { base: DType::F64, sum: float },
+        KernelCase::Masks(n) => Request::Masks {
             masks: MaskStack { values: &masks, count: n, sparse: false },
             buffer: "intensity",
             extra_shape: &[],
         },
         KernelCase::Disk | KernelCase::Com => {
-            Job::Radial { mask: radial, result: float, buffer: "intensity", extra_shape: &[] }
+            Request::Radial { mask: radial, result: float, buffer: "intensity", extra_shape: &[] }
         }
     };
-    let float = float_of(job, float)?;
+    let float = float_of(request, float)?;
     gpu.prepare(&[(dtype, float)])?;
-    let mut consumer = consumer(gpu, &stream, job, float, &[sy, sx], &runs, frames)?;
+    let mut consumer = consumer(gpu, &stream, request, float, &[sy, sx], &runs, frames)?;
     let chunk = Chunk {
         dtype,
         data: &data,

@@ -70,7 +70,7 @@ pub(crate) fn lane_capacity(frame_bytes: usize) -> usize {
 /// The shared feed of one partition.
 pub(crate) struct Feed {
     gpu: &'static Gpu,
-    /// Keeps the job's tiling alive, so that its address identifies the job.
+    /// Keeps the partition's tiling alive, so that its address identifies the partition.
     _tiling: Arc<TilingScheme>,
     partition_origin: u64,
     lanes: Option<[Lane; 2]>,

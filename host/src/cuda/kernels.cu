@@ -1,8 +1,9 @@
 // The CUDA kernels of udf-host's GPU built-ins (host/src/cuda/, docs/gpu.md), compiled at
 // run time with NVRTC. Templates over the tile's element type S (stored integers are
-// converted here, on the GPU) and the float type F the built-in computes in; the
-// INSTANTIATE(S, F) lines that the host appends make the extern "C" entry points
-// `<kernel>_<S>_<F>` for the pairs a run needs.
+// converted here, on the GPU) and the float type F the built-in computes in. The host
+// appends the extern "C" entry points `<kernel>_<S>_<F>` for the pairs a run needs: the
+// INSTANTIATE(S, F) macro is written from each kernel's argument declaration in
+// host/src/cuda/kernels.rs, the same declaration its Rust launch is made from.
 //
 // A tile chunk is `frames` consecutive frames of one signal slice, `slice_len` pixels
 // each, C order. Pixel i of the slice is pixel `starts[i / run_len] + i % run_len` of the
@@ -250,47 +251,3 @@ __device__ void to_f32_impl(const S* __restrict__ in, unsigned long long n, floa
          i += (unsigned long long)gridDim.x * THREADS)
         out[i] = (float)in[i];
 }
-
-#define MASKS_ENTRY(S, F, NAME, FB, MB)                                                                        \
-    extern "C" __global__ void __launch_bounds__(THREADS)                                                     \
-        NAME##_##S##_##F(const S* tile, unsigned int frames, unsigned int slice_len, const F* masks,          \
-                         unsigned int m_count, unsigned int m0, int skip_zero, double* out, unsigned int row0, \
-                         unsigned int width) {                                                                \
-        masks_impl<S, F, FB, MB>(tile, frames, slice_len, masks, m_count, m0, skip_zero, out, row0, width);   \
-    }
-
-#define RADIAL_ENTRY(S, F, NAME, FB, WEIGHTED)                                                                  \
-    extern "C" __global__ void __launch_bounds__(THREADS)                                                      \
-        NAME##_##S##_##F(const S* tile, unsigned int frames, unsigned int slice_len, const unsigned int* starts, \
-                         unsigned int run_len, unsigned int sx, double cy, double cx, double ri2, double ro2,   \
-                         int skip_zero, double* out, unsigned int row0) {                                      \
-        radial_impl<S, F, FB, WEIGHTED>(tile, frames, slice_len, starts, run_len, sx, cy, cx, ri2, ro2,        \
-                                        skip_zero, out, row0);                                                 \
-    }
-
-#define INSTANTIATE(S, F)                                                                                        \
-    extern "C" __global__ void __launch_bounds__(THREADS)                                                       \
-        sum_##S##_##F(const S* tile, unsigned int frames, unsigned int slice_len, const unsigned int* starts,    \
-                      unsigned int run_len, unsigned int group_frames, double* acc) {                           \
-        sum_impl<S, F>(tile, frames, slice_len, starts, run_len, group_frames, acc);                            \
-    }                                                                                                           \
-    extern "C" __global__ void __launch_bounds__(THREADS)                                                       \
-        sumsig_##S##_##F(const S* tile, unsigned int frames, unsigned int slice_len, unsigned int row0,         \
-                         double* acc) {                                                                         \
-        sumsig_impl<S, F>(tile, frames, slice_len, row0, acc);                                                  \
-    }                                                                                                           \
-    extern "C" __global__ void __launch_bounds__(THREADS)                                                       \
-        stddev_##S##_##F(const S* tile, unsigned int frames, unsigned int slice_len, const unsigned int* starts, \
-                         unsigned int run_len, unsigned long long n0, double* sum, double* varsum) {            \
-        stddev_impl<S>(tile, frames, slice_len, starts, run_len, n0, sum, varsum);                              \
-    }                                                                                                           \
-    MASKS_ENTRY(S, F, masks1, 8, 1)                                                                             \
-    MASKS_ENTRY(S, F, masks4, 8, 4)                                                                             \
-    MASKS_ENTRY(S, F, masks16, 4, 16)                                                                           \
-    MASKS_ENTRY(S, F, masks32, 2, 32)                                                                           \
-    RADIAL_ENTRY(S, F, radial1, 8, false)                                                                       \
-    RADIAL_ENTRY(S, F, radial3, 8, true)                                                                        \
-    extern "C" __global__ void __launch_bounds__(THREADS)                                                       \
-        to_f32_##S##_##F(const S* in, unsigned long long n, float* out) {                                       \
-        to_f32_impl<S>(in, n, out);                                                                             \
-    }

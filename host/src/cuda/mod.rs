@@ -5,14 +5,14 @@
 //! |------|------|
 //! | [`Device`] | what a run asks for: `cpu`, `cuda` or `auto` ([`RunOptions::device`](crate::exec::RunOptions)) |
 //! | [`available`] | whether this process can use a GPU, and why not (probes the libraries before any CUDA call) |
-//! | [`kernel_for`] | whether a planned UDF has a kernel: the plan's per-UDF device follows from it |
-//! | [`Job`], [`start`] | what a built-in's `start` hands over when its device is CUDA, and the GPU runner it gets back |
-//! | [`KERNEL_SOURCE`], `compile_all`, `nvrtc` | the CUDA C of every kernel, compiled with NVRTC at run time (the last two with a feature) |
+//! | [`computes`] | whether the kernels compute a UDF's buffers (which built-ins have a GPU request is the built-in registry's to say) |
+//! | [`Request`], [`start`] | what a built-in's `start` requests when its device is CUDA (which kernel, with what), and the GPU runner it gets back |
+//! | [`KERNEL_SOURCE`], [`kernels`], `compile_all`, `nvrtc` | the CUDA C of every kernel; each kernel's arguments, declared once (its entry points and its Rust launch); compiled with NVRTC at run time (the last two with a feature) |
 //! | `bench` (with a feature) | the measurements of the GPU benchmark |
 //!
 //! With a feature, the submodules `gpu` (the process's GPU, kernel cache, lane pool),
-//! `feed` (a partition's shared two-lane upload) and `jobs` (each built-in's device state
-//! and exports) do the work.
+//! `feed` (a partition's shared two-lane upload) and `consumers` (each request's device
+//! state in the feed, its kernel launches and exports) do the work.
 //!
 //! The layering: built-ins call down into this module (a built-in whose
 //! [`DatasetMeta::device_class`](crate::udf::DatasetMeta) is CUDA asks [`start`] for its
@@ -25,7 +25,7 @@
 
 use crate::array::NdArray;
 use crate::dtype::DType;
-use crate::udf::{BufferDecl, BufferUse, CallError, InitContext, PartitionRunner, UdfOrigin};
+use crate::udf::{BufferDecl, BufferKind, BufferUse, CallError, InitContext, PartitionRunner};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -36,11 +36,12 @@ compile_error!(
 );
 
 #[cfg(any(feature = "cuda", feature = "cuda13"))]
+mod consumers;
+#[cfg(any(feature = "cuda", feature = "cuda13"))]
 mod feed;
 #[cfg(any(feature = "cuda", feature = "cuda13"))]
 mod gpu;
-#[cfg(any(feature = "cuda", feature = "cuda13"))]
-mod jobs;
+pub mod kernels;
 #[cfg(any(feature = "cuda", feature = "cuda13"))]
 pub mod nvrtc;
 
@@ -139,24 +140,17 @@ pub fn available() -> Result<GpuInfo, Unavailable> {
     }
 }
 
-/// The built-ins that have CUDA kernels.
-pub const KERNEL_BUILTINS: [&str; 8] = ["sum", "sumsig", "stddev", "masks", "disk", "ring", "point", "com"];
-
-/// Whether a planned UDF runs on the GPU: a built-in of [`KERNEL_BUILTINS`] whose
-/// buffers are all real floats (`float32`/`float64`; the frame count of `stddev` aside).
-/// Complex masks, complex or integer sums stay on the CPU.
+/// Whether the kernels compute a UDF's buffers: all real floats (`float32`/`float64`),
+/// integer `single` buffers aside (counters the host keeps, like `stddev`'s
+/// `num_frames`). Complex masks, complex or integer sums stay on the CPU. Which UDFs
+/// have a GPU request at all is the built-in registry's to say
+/// ([`crate::builtins::gpu_request_for`]).
 ///
 /// # Errors
 /// Why not, in a few words (for `-v` and `results.json`).
-pub fn kernel_for(origin: &UdfOrigin, decls: &[BufferDecl]) -> Result<(), String> {
-    let UdfOrigin::Builtin { name } = origin else {
-        return Err("not a built-in (plugins run on the CPU)".into());
-    };
-    if !KERNEL_BUILTINS.contains(&name.as_str()) {
-        return Err(format!("built-in '{name}' has no CUDA kernel"));
-    }
+pub fn computes(decls: &[BufferDecl]) -> Result<(), String> {
     for d in decls.iter().filter(|d| d.usage != BufferUse::ResultOnly) {
-        let counter = name == "stddev" && d.name == "num_frames";
+        let counter = d.kind == BufferKind::Single && d.dtype == DType::I64;
         if !counter && !matches!(d.dtype, DType::F32 | DType::F64) {
             return Err(format!("its buffer '{}' is {}; the kernels compute in float32/float64", d.name, d.dtype));
         }
@@ -202,7 +196,7 @@ pub struct MaskStack<'a> {
 
 /// What a built-in hands to [`start`]: which kernel, with what.
 #[derive(Debug, Clone, Copy)]
-pub enum Job<'a> {
+pub enum Request<'a> {
     /// `sum`: sig buffer `intensity` of the input dtype.
     Sum,
     /// `sumsig`: nav buffer `intensity` of the input dtype.
@@ -220,16 +214,16 @@ pub enum Job<'a> {
 /// `start` when its device is CUDA). Runners of one partition share their uploads.
 ///
 /// # Errors
-/// No usable GPU in this process (a plan made elsewhere), a CUDA failure, or a job this
-/// module cannot run (the plan's [`kernel_for`] said it could).
-pub fn start(ctx: &InitContext<'_>, job: Job<'_>) -> Result<Box<dyn PartitionRunner>, CallError> {
+/// No usable GPU in this process (a plan made elsewhere), a CUDA failure, or a request this
+/// module cannot run (the plan's [`computes`] said it could).
+pub fn start(ctx: &InitContext<'_>, request: Request<'_>) -> Result<Box<dyn PartitionRunner>, CallError> {
     #[cfg(any(feature = "cuda", feature = "cuda13"))]
     {
-        jobs::start(ctx, job)
+        consumers::start(ctx, request)
     }
     #[cfg(not(any(feature = "cuda", feature = "cuda13")))]
     {
-        let _ = (ctx, job);
+        let _ = (ctx, request);
         Err(CallError::invalid_data(format!("the plan runs this built-in on CUDA, but {}", Unavailable::NotBuilt)))
     }
 }
@@ -247,9 +241,7 @@ pub const TILE_TYPES: [(DType, &str); 8] = [
     (DType::F64, "f64"),
 ];
 
-/// The kernels' names: each has an entry point per (tile, float) pair ([`entry_point`]).
-pub const KERNEL_NAMES: [&str; 10] =
-    ["sum", "sumsig", "stddev", "masks1", "masks4", "masks16", "masks32", "radial1", "radial3", "to_f32"];
+pub use kernels::KERNEL_NAMES;
 
 /// The float types computed in, with their CUDA C names.
 pub const FLOAT_TYPES: [(DType, &str); 2] = [(DType::F32, "f32"), (DType::F64, "f64")];
@@ -260,10 +252,11 @@ pub fn type_name(dtype: DType) -> Option<&'static str> {
 }
 
 /// The `extern "C"` entry points of every kernel for tiles of `tile` computed in
-/// `float` (`INSTANTIATE(u16, f32)`): appended to [`KERNEL_SOURCE`] for the pairs a
-/// run needs. `None` for a type without kernels.
+/// `float`: the `INSTANTIATE(S, F)` macro ([`kernels::instantiate_macro`]) and a line
+/// `INSTANTIATE(u16, f32)` per pair, appended to [`KERNEL_SOURCE`] for the pairs a run
+/// needs. `None` for a type without kernels.
 pub fn instantiations(pairs: &[(DType, DType)]) -> Option<String> {
-    let mut out = String::new();
+    let mut out = kernels::instantiate_macro();
     for &(tile, float) in pairs {
         if !matches!(float, DType::F32 | DType::F64) {
             return None;
@@ -299,11 +292,6 @@ pub fn compile_all(arch: &str) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::udf::BufferKind;
-
-    fn decl(name: &str, dtype: DType) -> BufferDecl {
-        BufferDecl { name: name.into(), kind: BufferKind::Nav, dtype, extra_shape: vec![], usage: BufferUse::Normal }
-    }
 
     #[test]
     fn devices_parse_and_name_themselves() {
@@ -316,25 +304,11 @@ mod tests {
     }
 
     #[test]
-    fn only_float_builtins_with_kernels_go_to_the_gpu() {
-        let builtin = |n: &str| UdfOrigin::Builtin { name: n.into() };
-        assert!(kernel_for(&builtin("sum"), &[decl("intensity", DType::F32)]).is_ok());
-        assert!(kernel_for(&builtin("com"), &[decl("raw_mask_result", DType::F64)]).is_ok());
-        let stddev = [decl("varsum", DType::F64), decl("num_frames", DType::I64), decl("sum", DType::F32)];
-        assert!(kernel_for(&builtin("stddev"), &stddev).is_ok());
-        let complex = kernel_for(&builtin("masks"), &[decl("intensity", DType::C64)]).unwrap_err();
-        assert!(complex.contains("complex64"), "{complex}");
-        assert!(kernel_for(&builtin("sum"), &[decl("intensity", DType::U16)]).is_err());
-        assert!(kernel_for(&builtin("pick"), &[decl("intensity", DType::F32)]).unwrap_err().contains("no CUDA kernel"));
-        let wasm = UdfOrigin::Wasm { path: "sum.wasm".into(), sha256: String::new() };
-        assert!(kernel_for(&wasm, &[decl("intensity", DType::F32)]).is_err());
-    }
-
-    #[test]
     fn every_type_pair_has_entry_points() {
         assert_eq!(all_pairs().len(), 16);
         assert_eq!(entry_point("sum", DType::U16, DType::F32).as_deref(), Some("sum_u16_f32"));
-        assert_eq!(instantiations(&[(DType::I8, DType::F64)]).as_deref(), Some("INSTANTIATE(i8, f64)\n"));
+        let i8_f64 = instantiations(&[(DType::I8, DType::F64)]).unwrap();
+        assert!(i8_f64.starts_with("#define INSTANTIATE(S, F)") && i8_f64.ends_with("\nINSTANTIATE(i8, f64)\n"));
         assert_eq!(instantiations(&[(DType::U8, DType::U8)]), None);
         assert_eq!(instantiations(&[(DType::C64, DType::F32)]), None);
     }

@@ -170,6 +170,11 @@ impl RunIter {
         self.merger.damage()
     }
 
+    /// Merged positions so far over the whole scan ([`Merger::nav_damage`]).
+    pub fn nav_damage(&self) -> Vec<bool> {
+        self.merger.nav_damage()
+    }
+
     /// Replace parameters of UDF `udf` for partitions started from now on
     /// (LiberTEM's `update_parameters_experimental`). Only given names change.
     ///

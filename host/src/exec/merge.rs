@@ -302,6 +302,15 @@ impl Merger {
         &self.damage
     }
 
+    /// Merged positions so far over the whole scan (flat, C order over the nav shape):
+    /// [`damage`](Self::damage) put back in place, `false` outside the ROI.
+    pub fn nav_damage(&self) -> Vec<bool> {
+        match &self.plan.roi {
+            None => self.damage.clone(),
+            Some(roi) => roi.scatter(&self.damage, false),
+        }
+    }
+
     /// Whether every partition of the plan is merged.
     pub fn is_complete(&self) -> bool {
         self.merged.iter().all(|&m| m)

@@ -48,16 +48,19 @@
 //! ```
 
 mod iter;
+mod limits;
 mod merge;
 mod partition;
 mod plan;
+mod result_memory;
 mod results;
 mod wire;
 
 pub use iter::{MergeStep, Progress, RunIter};
+pub use limits::Limits;
 pub use merge::{MergeState, Merger};
 pub use partition::{Control, PartitionOutput, UdfOutput, Worker, check_exported};
-pub use plan::{Limits, PLAN_VERSION, Plan, PlannedUdf, UdfLoader};
+pub use plan::{PLAN_VERSION, Plan, PlannedUdf, UdfLoader};
 pub use results::{ResultBuffer, RunResults, UdfResults, check_results};
 pub use wire::WireError;
 

@@ -6,13 +6,13 @@
 //! whether integers are converted on read, split into partitions, negotiate the tiling,
 //! check the merged buffers fit in memory.
 
-use super::{RunError, RunOptions, UdfSpec};
+use super::{Limits, RunError, RunOptions, UdfSpec};
 use crate::dataset::{Dataset, DatasetShape, DatasetSpec, OpenedDataset, Partition, TileRequest, TilingScheme};
 use crate::dtype::{DType, StoredDType, result_type};
 use crate::roi::Roi;
 use crate::udf::{
-    BufferDecl, BufferKind, BufferUse, CallError, DTypePreference, DatasetMeta, Description, DeviceClass, FUSED_STORED,
-    Method, ParamSpec, ParamValue, Params, RunPlan, Udf, UdfOrigin, rules,
+    BufferDecl, CallError, DTypePreference, DatasetMeta, Description, DeviceClass, FUSED_STORED, Method, ParamSpec,
+    ParamValue, Params, RunPlan, Udf, UdfOrigin, rules,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -69,31 +69,6 @@ pub struct PlannedUdf {
 
 fn cpu() -> DeviceClass {
     DeviceClass::Cpu
-}
-
-/// The limits wasm plugins run under.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Limits {
-    /// Wall-clock limit per call, in seconds (ignored when `trusted`).
-    pub timeout_seconds: f64,
-    /// Linear memory per instance, in bytes.
-    pub max_memory: u64,
-    /// The total of every instance's linear memory and of what their calls return to the
-    /// host, in bytes, per process that runs partitions (`None`: half the memory of the
-    /// machine it runs on; plans written before it existed read as `None`).
-    #[serde(default)]
-    pub max_memory_total: Option<u64>,
-    /// No timeout checks (epoch interruption off) where the run was planned. Workers elsewhere
-    /// ignore it: a plan never turns a protection off (`run-partition --trusted` does).
-    pub trusted: bool,
-}
-
-impl Default for Limits {
-    /// The wasm runtime's defaults: 300 s per call, 4 GiB per instance, half the
-    /// machine's memory in total, untrusted.
-    fn default() -> Self {
-        Limits { timeout_seconds: 300.0, max_memory: 4 << 30, max_memory_total: None, trusted: false }
-    }
 }
 
 /// Turns a plan's UDF origins back into UDFs in a worker process (built-ins by name,
@@ -205,7 +180,7 @@ impl Plan {
         let partitions = crate::dataset::plan_partitions(shape.nav_len(), count, options.roi.as_ref());
         let tiling = negotiate_tiling(dataset, &planned, &readers, &meta, direct_dtype, &partitions, options)?;
         let cap = options.max_result_bytes.unwrap_or_else(super::default_max_result_bytes);
-        check_result_memory(&planned, &meta, options.roi.is_some(), cap)?;
+        super::result_memory::check(&planned, &meta, options.roi.is_some(), cap)?;
         Ok(Plan {
             dataset: opened.spec.clone(),
             shape,
@@ -310,7 +285,7 @@ fn declare_buffers(
 }
 
 /// Step: which UDFs compute on the GPU: with `cuda` or `auto` and a usable GPU, the
-/// built-ins that have a kernel ([`crate::cuda::kernel_for`]); `cuda` without a usable
+/// built-ins with a GPU request ([`crate::builtins::gpu_request_for`]); `cuda` without a usable
 /// GPU is an error, `auto` falls back to the CPU. Each UDF left on the CPU gets a note
 /// saying why.
 fn choose_devices(planned: &mut [PlannedUdf], device: crate::cuda::Device) -> Result<(), RunError> {
@@ -328,7 +303,7 @@ fn choose_devices(planned: &mut [PlannedUdf], device: crate::cuda::Device) -> Re
         return Ok(());
     }
     for p in planned.iter_mut() {
-        match crate::cuda::kernel_for(&p.origin, &p.decls) {
+        match crate::builtins::gpu_request_for(&p.origin, &p.decls) {
             Ok(()) => p.device = DeviceClass::Cuda,
             Err(why) => p.device_note = Some(why),
         }
@@ -406,53 +381,6 @@ fn strongest_method(planned: &[PlannedUdf]) -> Method {
     } else {
         Method::Tile
     }
-}
-
-/// Check that the results fit in `cap` bytes of host memory, counting what is really
-/// allocated (`exec::results`), not only the merged state: per declared buffer the
-/// merged state (not for result-only buffers), the results' raw copy and its valid mask
-/// (one byte per element, held twice while it is built), and nav buffers expanded to
-/// the whole scan with the ROI (data and valid mask). A run over the cap is refused
-/// before it starts, naming the largest buffer and the sizes.
-fn check_result_memory(planned: &[PlannedUdf], meta: &DatasetMeta, roi: bool, cap: u64) -> Result<(), RunError> {
-    let frames = meta.frames();
-    let scan: u64 = meta.nav_shape.iter().map(|&d| d as u64).fold(1, u64::saturating_mul);
-    let bytes = |d: &BufferDecl| {
-        let elements =
-            d.storage_shape(frames, &meta.sig_shape).iter().map(|&n| n as u64).fold(1u64, u64::saturating_mul);
-        let item = d.dtype.size() as u64;
-        let merged = if d.usage == BufferUse::ResultOnly { 0 } else { elements.saturating_mul(item) };
-        // Raw results and their valid mask (built as a Vec<bool>, then an array).
-        let raw = elements.saturating_mul(item).saturating_add(elements.saturating_mul(2));
-        let expanded = if d.kind == BufferKind::Nav && roi {
-            let full = scan.saturating_mul(d.extra_shape.iter().map(|&n| n as u64).fold(1, u64::saturating_mul));
-            full.saturating_mul(item + 1)
-        } else {
-            // Reshaped copies of the raw data and mask.
-            elements.saturating_mul(item + 1)
-        };
-        merged.saturating_add(raw).saturating_add(expanded)
-    };
-    let all = || planned.iter().flat_map(|p| p.decls.iter().map(move |d| (p, d)));
-    let total = all().map(|(_, d)| bytes(d)).fold(0u64, u64::saturating_add);
-    if total <= cap {
-        return Ok(());
-    }
-    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
-    let largest = all()
-        .max_by_key(|(_, d)| bytes(d))
-        .map(|(p, d)| {
-            format!("'{}' of '{}', {} {:?}: {:.1} GiB", d.name, p.name, d.dtype, d.extra_shape, gib(bytes(d)))
-        })
-        .unwrap_or_default();
-    Err(RunError::Invalid(format!(
-        "the results would need {:.1} GiB of memory (merged buffers, results, valid masks{}), more than the limit of \
-         {:.1} GiB (largest buffer: {largest}); process fewer frames (a ROI), ask for fewer results, or raise \
-         --max-result-memory",
-        gib(total),
-        if roi { ", nav buffers expanded to the whole scan" } else { "" },
-        gib(cap)
-    )))
 }
 
 /// A failed main-side call while planning.

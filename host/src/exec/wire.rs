@@ -4,8 +4,9 @@
 //! little-endian bytes back to back. A 1 GiB sig buffer costs 1 GiB on the wire, not
 //! the ~3 GiB of a JSON list of numbers.
 
+use super::Limits;
 use super::partition::{PartitionOutput, UdfOutput};
-use super::plan::{Limits, PLAN_VERSION, Plan, PlannedUdf};
+use super::plan::{PLAN_VERSION, Plan, PlannedUdf};
 use crate::array::NdArray;
 use crate::dataset::{DatasetShape, DatasetSpec, Partition, TilingScheme};
 use crate::dtype::{DType, StoredDType};

@@ -292,6 +292,11 @@ impl LiveRun {
         self.merger.damage()
     }
 
+    /// Merged positions so far over the whole scan ([`Merger::nav_damage`]).
+    pub fn nav_damage(&self) -> Vec<bool> {
+        self.merger.nav_damage()
+    }
+
     /// Frames received so far.
     pub fn frames_received(&self) -> u64 {
         self.shared.frames_received.load(Ordering::Relaxed)

@@ -1,5 +1,5 @@
 //! Recording a run: drive a planned in-process run to its end — snapshots on the way,
-//! interrupts routed to it ([`crate::interrupt`]) — and write its results directory,
+//! interrupts routed to it ([`super::interrupt`]) — and write its results directory,
 //! whatever happened: complete results, or what was merged before a failure or an
 //! interrupt, with `results.json` saying which (a [`RunSummary`]).
 //!
@@ -90,7 +90,7 @@ pub enum RecordError {
 /// Run `run` to its end and write its results as `to` says: `summary` is its
 /// [`RunSummary::planned`] (its timings, if set, keep their load and plan times);
 /// `started` is when the work for it began (for the total time); `watch` is told what
-/// happens. Interrupts ([`crate::interrupt::press`]) stop the run and write what is
+/// happens. Interrupts ([`super::interrupt::press`]) stop the run and write what is
 /// merged.
 ///
 /// # Errors
@@ -109,13 +109,13 @@ pub fn record(
     let mut iter = run.iter();
     let progress = iter.progress();
     // Routed until the results are written: a press while writing lets the writing finish.
-    let _routing = crate::interrupt::Routing::to(Arc::new(move || progress.interrupt()));
+    let _routing = super::interrupt::Routing::to(Arc::new(move || progress.interrupt()));
     watch.started(iter.progress());
     let mut internal_failure = None;
     let driven = drive(&mut iter, snapshots.as_mut(), watch, &mut internal_failure);
     watch.finished();
     let stopped_by = driven.map_err(RecordError::Run)?;
-    crate::interrupt::writing();
+    super::interrupt::writing();
     let (results, udf_failures) = iter.results_each();
     let account = Account::of(&iter, &names, udf_failures, stopped_by);
     let previews = if to.previews { preview::run_previews(&results, &PreviewOptions::default())? } else { Vec::new() };

@@ -3,8 +3,9 @@
 
 use super::access::{Access, Refusal};
 use crate::dataset::{DatasetSpec, FORMATS, OpenOptions, OpenedDataset};
+use crate::loader::RuntimeSetup;
 use crate::udf::Udf;
-use crate::wasm::{RuntimeOptions, WasmRuntime};
+use crate::wasm::WasmRuntime;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -63,21 +64,21 @@ pub struct Catalog {
     open_options: OpenOptions,
     datasets: Mutex<HashMap<PathBuf, OpenedDataset>>,
     runtime: OnceLock<Result<WasmRuntime, String>>,
-    runtime_options: Mutex<Option<RuntimeOptions>>,
+    runtime_setup: RuntimeSetup,
     plugins: Mutex<HashMap<PathBuf, LoadedPlugin>>,
 }
 
 impl Catalog {
     /// A catalog of what is under `access`'s root; `named` datasets (resolved under the
     /// root) are listed first and opened with `open_options`, as are the others.
-    pub fn new(access: Access, named: Vec<PathBuf>, open_options: OpenOptions, runtime: RuntimeOptions) -> Catalog {
+    pub fn new(access: Access, named: Vec<PathBuf>, open_options: OpenOptions, runtime: RuntimeSetup) -> Catalog {
         Catalog {
             access,
             named,
             open_options,
             datasets: Mutex::new(HashMap::new()),
             runtime: OnceLock::new(),
-            runtime_options: Mutex::new(Some(runtime)),
+            runtime_setup: runtime,
             plugins: Mutex::new(HashMap::new()),
         }
     }
@@ -171,10 +172,7 @@ impl Catalog {
 
     /// The WebAssembly runtime, made when the first plugin is loaded.
     fn runtime(&self) -> Result<&WasmRuntime, CatalogError> {
-        let made = self.runtime.get_or_init(|| {
-            let options = self.runtime_options.lock().ok().and_then(|mut o| o.take()).unwrap_or_default();
-            WasmRuntime::new(options).map_err(|e| e.to_string())
-        });
+        let made = self.runtime.get_or_init(|| self.runtime_setup.build().map_err(|e| e.to_string()));
         made.as_ref().map_err(|e| CatalogError::Internal(e.clone()))
     }
 

@@ -41,7 +41,8 @@ pub use access::{Access, Refusal};
 pub use analysis::Analysis;
 
 use crate::dataset::OpenOptions;
-use crate::wasm::RuntimeOptions;
+use crate::exec::Limits;
+use crate::loader::{RuntimeSetup, UDFS_PER_SHARED_RUN};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -60,8 +61,9 @@ pub struct ServeOptions {
     pub threads: Option<usize>,
     /// How datasets are opened (format, shapes, corrections).
     pub open_options: OpenOptions,
-    /// The WebAssembly runtime's limits for plugins.
-    pub runtime: RuntimeOptions,
+    /// The limits plugins run under (the runtime is set up from them, the threads and
+    /// [`UDFS_PER_SHARED_RUN`] by [`RuntimeSetup`]).
+    pub limits: Limits,
     /// Stop when the process gets Ctrl-C (the command line); otherwise only
     /// [`Server::stop`] stops it.
     pub stop_on_ctrl_c: bool,
@@ -75,7 +77,7 @@ impl Default for ServeOptions {
             address: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
             threads: None,
             open_options: OpenOptions::default(),
-            runtime: RuntimeOptions::default(),
+            limits: Limits::default(),
             stop_on_ctrl_c: false,
         }
     }
@@ -125,7 +127,8 @@ impl Server {
         let named = options.data.iter().map(|p| access.resolve(&p.to_string_lossy())).collect::<Result<Vec<_>, _>>()?;
         let threads =
             options.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
-        let catalog = Arc::new(catalog::Catalog::new(access.clone(), named, options.open_options, options.runtime));
+        let setup = RuntimeSetup::new(options.limits, threads, UDFS_PER_SHARED_RUN);
+        let catalog = Arc::new(catalog::Catalog::new(access.clone(), named, options.open_options, setup));
         let app = http::router(Arc::new(http::Shared { catalog, threads }));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let stop_on_ctrl_c = options.stop_on_ctrl_c;
@@ -204,49 +207,4 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.shut_down();
     }
-}
-
-/// `udf-host serve [DATA...] [--root DIR] [--port N]`.
-#[derive(clap::Args, Debug)]
-pub struct ServeArgs {
-    /// Datasets to offer first on the page (they must lie under --root); the page lists
-    /// every other dataset under --root too.
-    #[arg(value_name = "DATA")]
-    data: Vec<PathBuf>,
-    /// Only files under this folder are listed and opened.
-    #[arg(long, value_name = "DIR", default_value = ".")]
-    root: PathBuf,
-    /// Port to listen on [default: a free one].
-    #[arg(long, default_value_t = 0, hide_default_value = true)]
-    port: u16,
-    /// Address to listen on. Anything but a loopback address lets other machines reach
-    /// the page (they still need the token).
-    #[arg(long, value_name = "ADDRESS", default_value = "127.0.0.1")]
-    bind: IpAddr,
-    /// Worker threads per run [default: all cores].
-    #[arg(long)]
-    threads: Option<usize>,
-}
-
-/// Run `udf-host serve`: start, print the URL, serve until Ctrl-C.
-///
-/// # Errors
-/// The server cannot start ([`ServeError`]).
-pub fn main(args: ServeArgs) -> Result<(), ServeError> {
-    let server = Server::start(ServeOptions {
-        root: args.root,
-        data: args.data,
-        address: SocketAddr::new(args.bind, args.port),
-        threads: args.threads,
-        stop_on_ctrl_c: true,
-        ..ServeOptions::default()
-    })?;
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "udf-host serve: open {}", server.url());
-    let _ = writeln!(out, "  serving the files under {} (and nothing else); Ctrl-C stops", server.root().display());
-    let _ = out.flush();
-    drop(out);
-    server.wait();
-    Ok(())
 }

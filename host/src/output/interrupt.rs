@@ -1,6 +1,6 @@
 //! Interrupting a run from outside (Ctrl-C): the first press stops the current run
 //! cleanly — or, while its results are being written, lets the writing finish — and a
-//! second one removes what is half-written ([`crate::output::cleanup`]) and exits at once.
+//! second one removes what is half-written ([`super::cleanup`]) and exits at once.
 //!
 //! [`Routing`] sends presses to a run while it is alive; [`writing`] switches to "let the
 //! writing finish"; [`press`] is one press, from whatever source. With the `ctrl-c`
@@ -62,7 +62,7 @@ pub fn press() {
     match current {
         Some(stop) if PRESSES.fetch_add(1, Ordering::SeqCst) == 0 => stop(),
         _ => {
-            crate::output::cleanup::undo_all();
+            super::cleanup::undo_all();
             std::process::exit(130);
         }
     }

@@ -1,17 +1,18 @@
-//! The GPU side of each built-in with a kernel: a [`Consumer`] holding its device
-//! buffers for one partition (accumulators in double where the CPU's are float32, so
+//! The GPU side of each [`Request`]: a [`Consumer`] in the partition's feed holding its
+//! device buffers for one partition (accumulators in double where the CPU's are float32, so
 //! the GPU's numbers are at least as accurate), and the [`GpuRunner`] the built-in gets.
 //! Exported buffers have the CPU built-ins' names, dtypes and shapes.
 
 use super::feed::{self, Chunk, Consumer, Feed};
 use super::gpu::Gpu;
-use super::{Job, RadialMask};
+use super::kernels::{MasksArgs, RadialArgs, StdDevArgs, SumArgs, SumSigArgs, ToF32Args};
+use super::{RadialMask, Request};
 use crate::array::NdArray;
 use crate::dtype::DType;
 use crate::udf::{CallError, InitContext, NamedBuffer, PartitionRunner, SliceRuns, Tile};
 use cudarc::cublas::sys::cublasOperation_t;
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
-use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig};
 use std::sync::{Arc, Mutex};
 
 /// Threads per block of every kernel (`THREADS` in kernels.cu).
@@ -47,7 +48,7 @@ impl PartitionRunner for GpuRunner {
 }
 
 /// See [`super::start`].
-pub(crate) fn start(ctx: &InitContext<'_>, job: Job<'_>) -> Result<Box<dyn PartitionRunner>, CallError> {
+pub(crate) fn start(ctx: &InitContext<'_>, request: Request<'_>) -> Result<Box<dyn PartitionRunner>, CallError> {
     let gpu = Gpu::get().map_err(|e| {
         CallError::invalid_data(format!(
             "the run plan puts this built-in on the GPU, but this process cannot use one: {e}"
@@ -60,7 +61,7 @@ pub(crate) fn start(ctx: &InitContext<'_>, job: Job<'_>) -> Result<Box<dyn Parti
     if u32::try_from(frame_len).is_err() || u32::try_from(partition.frames).is_err() {
         return Err(CallError::invalid_data("frames or partitions beyond 2^32 elements are not supported on the GPU"));
     }
-    let float = float_of(job, meta.input_dtype).map_err(CallError::internal)?;
+    let float = float_of(request, meta.input_dtype).map_err(CallError::internal)?;
     // Compile (once per process) for the tiles this run can hand over: the stored dtype
     // read unconverted, or the input dtype.
     let pairs: Vec<(DType, DType)> = [meta.dataset_dtype, meta.input_dtype]
@@ -71,22 +72,22 @@ pub(crate) fn start(ctx: &InitContext<'_>, job: Job<'_>) -> Result<Box<dyn Parti
     gpu.prepare(&pairs).map_err(|e| CallError::internal(format!("CUDA: {e}")))?;
     let runs = SliceRuns::for_scheme(&sig, &partition.tiling.slices);
     let frames = partition.frames;
-    let make = move |stream: &Arc<CudaStream>| consumer(gpu, stream, job, float, &sig, &runs, frames);
+    let make = move |stream: &Arc<CudaStream>| consumer(gpu, stream, request, float, &sig, &runs, frames);
     let max_elem = meta.input_dtype.size().max(meta.dataset_dtype.size());
     let (feed, id) = feed::join(gpu, partition, &meta.sig_shape, max_elem, &make)
         .map_err(|e| CallError::internal(format!("CUDA: {e}")))?;
     Ok(Box::new(GpuRunner { feed, id }))
 }
 
-/// The float type a job computes in: the input dtype, or its masks' / result's.
+/// The float type a request computes in: the input dtype, or its masks' / result's.
 ///
 /// # Errors
 /// Not float32 or float64.
-pub(crate) fn float_of(job: Job<'_>, input: DType) -> Result<DType, String> {
-    let float = match job {
-        Job::Sum | Job::SumSig | Job::StdDev { .. } => input,
-        Job::Masks { masks, .. } => masks.values.dtype(),
-        Job::Radial { result, .. } => result,
+pub(crate) fn float_of(request: Request<'_>, input: DType) -> Result<DType, String> {
+    let float = match request {
+        Request::Sum | Request::SumSig | Request::StdDev { .. } => input,
+        Request::Masks { masks, .. } => masks.values.dtype(),
+        Request::Radial { result, .. } => result,
     };
     if matches!(float, DType::F32 | DType::F64) {
         Ok(float)
@@ -95,15 +96,15 @@ pub(crate) fn float_of(job: Job<'_>, input: DType) -> Result<DType, String> {
     }
 }
 
-/// A job's device state for a partition of `frames` frames of shape `sig`, tiled as
+/// A request's device state for a partition of `frames` frames of shape `sig`, tiled as
 /// `runs`, set up on `stream`.
 ///
 /// # Errors
-/// Out of device memory, or a job these frames do not fit.
+/// Out of device memory, or a request these frames do not fit.
 pub(crate) fn consumer(
     gpu: &Gpu,
     stream: &Arc<CudaStream>,
-    job: Job<'_>,
+    request: Request<'_>,
     float: DType,
     sig: &[usize],
     runs: &[SliceRuns],
@@ -111,10 +112,10 @@ pub(crate) fn consumer(
 ) -> Result<Box<dyn Consumer>, String> {
     let frame_len: usize = sig.iter().product();
     let zeros = |len: usize| stream.alloc_zeros::<f64>(len.max(1)).map_err(|e| format!("device memory: {e:?}"));
-    Ok(match job {
-        Job::Sum => Box::new(SumConsumer { float, acc: zeros(frame_len)?, sig: sig.to_vec() }),
-        Job::SumSig => Box::new(SumSigConsumer { float, acc: zeros(frames)?, frames }),
-        Job::StdDev { base, sum } => Box::new(StdDevConsumer {
+    Ok(match request {
+        Request::Sum => Box::new(SumConsumer { float, acc: zeros(frame_len)?, sig: sig.to_vec() }),
+        Request::SumSig => Box::new(SumSigConsumer { float, acc: zeros(frames)?, frames }),
+        Request::StdDev { base, sum } => Box::new(StdDevConsumer {
             float,
             base,
             sum_dtype: sum,
@@ -123,10 +124,10 @@ pub(crate) fn consumer(
             counts: vec![0; runs.len()],
             sig: sig.to_vec(),
         }),
-        Job::Masks { masks, buffer, extra_shape } => {
+        Request::Masks { masks, buffer, extra_shape } => {
             Box::new(MasksConsumer::new(gpu, stream, &masks, runs, frames, buffer, extra_shape)?)
         }
-        Job::Radial { mask, result, buffer, extra_shape } => {
+        Request::Radial { mask, result, buffer, extra_shape } => {
             let sx = match sig {
                 [_, sx] => *sx,
                 _ => return Err(format!("computed masks need 2-D frames, not {sig:?}")),
@@ -206,21 +207,18 @@ impl Consumer for SumConsumer {
         // Split the frames into groups when the pixels alone do not fill the GPU.
         let groups = (target_blocks(gpu) / blocks_x).clamp(1, chunk.frames);
         let group_frames = chunk.frames.div_ceil(groups).max(chunk.frames.div_ceil(65535));
-        let (frames, slice_len, run_len, group) =
-            (chunk.frames as u32, chunk.slice_len as u32, chunk.run_len as u32, group_frames as u32);
-        let mut args = chunk.stream.launch_builder(&function);
-        args.arg(chunk.data)
-            .arg(&frames)
-            .arg(&slice_len)
-            .arg(chunk.starts)
-            .arg(&run_len)
-            .arg(&group)
-            .arg(&mut self.acc);
-        // SAFETY: the arguments match `sum_impl`'s parameters in kernels.cu (pointers to
-        // `frames * slice_len` tile elements, the slice's run starts and a frame-sized
-        // double accumulator, which every `pos` indexes within).
-        unsafe { args.launch(grid(blocks_x, chunk.frames.div_ceil(group_frames))) }
-            .map(drop)
+        let args = SumArgs {
+            tile: chunk.data,
+            frames: chunk.frames as u32,
+            slice_len: chunk.slice_len as u32,
+            starts: chunk.starts,
+            run_len: chunk.run_len as u32,
+            group_frames: group_frames as u32,
+            acc: &mut self.acc,
+        };
+        // SAFETY: `frames * slice_len` tile elements, the slice's run starts and a
+        // frame-sized double accumulator, which every `pos` indexes within.
+        unsafe { args.launch(chunk.stream, &function, grid(blocks_x, chunk.frames.div_ceil(group_frames))) }
             .map_err(launch_error("sum"))
     }
 
@@ -242,15 +240,19 @@ impl Consumer for SumSigConsumer {
         let function = gpu.function("sumsig", chunk.dtype, self.float)?;
         let per_frame =
             target_blocks(gpu).div_ceil(chunk.frames).clamp(1, chunk.slice_len.div_ceil(THREADS * 4).max(1));
-        let (frames, slice_len, row0) = (chunk.frames as u32, chunk.slice_len as u32, chunk.row0 as u32);
         if chunk.row0 + chunk.frames > self.frames {
             return Err("a tile beyond the partition".into());
         }
-        let mut args = chunk.stream.launch_builder(&function);
-        args.arg(chunk.data).arg(&frames).arg(&slice_len).arg(&row0).arg(&mut self.acc);
-        // SAFETY: the arguments match `sumsig_impl`'s; rows `row0..row0 + frames` are within
-        // the partition-sized accumulator (checked above).
-        unsafe { args.launch(grid(per_frame, chunk.frames)) }.map(drop).map_err(launch_error("sumsig"))
+        let args = SumSigArgs {
+            tile: chunk.data,
+            frames: chunk.frames as u32,
+            slice_len: chunk.slice_len as u32,
+            row0: chunk.row0 as u32,
+            acc: &mut self.acc,
+        };
+        // SAFETY: rows `row0..row0 + frames` are within the partition-sized accumulator
+        // (checked above).
+        unsafe { args.launch(chunk.stream, &function, grid(per_frame, chunk.frames)) }.map_err(launch_error("sumsig"))
     }
 
     fn export(&mut self, stream: &Arc<CudaStream>) -> Result<Vec<NamedBuffer>, String> {
@@ -276,18 +278,19 @@ impl Consumer for StdDevConsumer {
         let count = self.counts.get_mut(chunk.scheme_index).ok_or("unknown signal slice")?;
         let n0 = *count;
         *count += chunk.frames as u64;
-        let (frames, slice_len, run_len) = (chunk.frames as u32, chunk.slice_len as u32, chunk.run_len as u32);
-        let mut args = chunk.stream.launch_builder(&function);
-        args.arg(chunk.data)
-            .arg(&frames)
-            .arg(&slice_len)
-            .arg(chunk.starts)
-            .arg(&run_len)
-            .arg(&n0)
-            .arg(&mut self.sum)
-            .arg(&mut self.varsum);
-        // SAFETY: the arguments match `stddev_impl`'s; both state arrays are frame-sized.
-        unsafe { args.launch(grid(chunk.slice_len.div_ceil(THREADS), 1)) }.map(drop).map_err(launch_error("stddev"))
+        let args = StdDevArgs {
+            tile: chunk.data,
+            frames: chunk.frames as u32,
+            slice_len: chunk.slice_len as u32,
+            starts: chunk.starts,
+            run_len: chunk.run_len as u32,
+            n0,
+            sum: &mut self.sum,
+            varsum: &mut self.varsum,
+        };
+        // SAFETY: both state arrays are frame-sized.
+        unsafe { args.launch(chunk.stream, &function, grid(chunk.slice_len.div_ceil(THREADS), 1)) }
+            .map_err(launch_error("stddev"))
     }
 
     fn postprocess(&mut self) -> Result<(), String> {
@@ -397,30 +400,23 @@ impl Consumer for MasksConsumer {
                         _ => ("masks32", 2),
                     };
                     let function = gpu.function(kernel, chunk.dtype, self.float)?;
-                    let (f, kk, mc, first, skip, row0, width) = (
-                        frames as u32,
-                        k as u32,
-                        count as u32,
-                        m0 as u32,
-                        i32::from(self.skip_zero),
-                        chunk.row0 as u32,
-                        count as u32,
-                    );
-                    let mut args = chunk.stream.launch_builder(&function);
-                    args.arg(chunk.data)
-                        .arg(&f)
-                        .arg(&kk)
-                        .arg(masks)
-                        .arg(&mc)
-                        .arg(&first)
-                        .arg(&skip)
-                        .arg(&mut *out)
-                        .arg(&row0)
-                        .arg(&width);
-                    // SAFETY: the arguments match `masks_impl`'s: the masks are (count, k) of
-                    // the float type, `out` holds (partition frames, count) doubles and the
-                    // chunk's rows lie within the partition.
-                    unsafe { args.launch(frame_group_grid(gpu, chunk, per_block)) }.map_err(launch_error(kernel))?;
+                    let args = MasksArgs {
+                        tile: chunk.data,
+                        frames: frames as u32,
+                        slice_len: k as u32,
+                        masks,
+                        m_count: count as u32,
+                        m0: m0 as u32,
+                        skip_zero: i32::from(self.skip_zero),
+                        out: &mut *out,
+                        row0: chunk.row0 as u32,
+                        width: count as u32,
+                    };
+                    let config = frame_group_grid(gpu, chunk, per_block);
+                    // SAFETY: the masks are (count, k) of the float type, `out` holds
+                    // (partition frames, count) doubles and the chunk's rows lie within
+                    // the partition.
+                    unsafe { args.launch(chunk.stream, &function, config) }.map_err(launch_error(kernel))?;
                 }
                 Ok(())
             }
@@ -443,12 +439,12 @@ impl Consumer for MasksConsumer {
                     let function = gpu.function("to_f32", chunk.dtype, DType::F32)?;
                     let total = n as u64;
                     {
-                        let mut args = chunk.stream.launch_builder(&function);
-                        args.arg(chunk.data).arg(&total).arg(&mut *target);
+                        let args = ToF32Args { input: chunk.data, n: total, out: &mut *target };
                         let blocks = n.div_ceil(THREADS).min(gpu.sm_count as usize * 32);
                         // SAFETY: `to_f32_impl` reads `n` elements of the chunk and writes `n`
                         // floats into the scratch buffer (at least `n` long).
-                        unsafe { args.launch(grid(blocks, 1)) }.map_err(launch_error("to_f32"))?;
+                        unsafe { args.launch(chunk.stream, &function, grid(blocks, 1)) }
+                            .map_err(launch_error("to_f32"))?;
                     }
                     target.slice(..n)
                 };
@@ -507,31 +503,24 @@ impl Consumer for RadialConsumer {
         let kernel = if self.mask.weighted { "radial3" } else { "radial1" };
         let function = gpu.function(kernel, chunk.dtype, self.float)?;
         let m = &self.mask;
-        let (frames, slice_len, run_len, sx, skip, row0) = (
-            chunk.frames as u32,
-            chunk.slice_len as u32,
-            chunk.run_len as u32,
-            self.sx as u32,
-            i32::from(m.sparse),
-            chunk.row0 as u32,
-        );
-        let mut args = chunk.stream.launch_builder(&function);
-        args.arg(chunk.data)
-            .arg(&frames)
-            .arg(&slice_len)
-            .arg(chunk.starts)
-            .arg(&run_len)
-            .arg(&sx)
-            .arg(&m.cy)
-            .arg(&m.cx)
-            .arg(&m.ri2)
-            .arg(&m.ro2)
-            .arg(&skip)
-            .arg(&mut self.out)
-            .arg(&row0);
-        // SAFETY: the arguments match `radial_impl`'s: `out` holds (partition frames, 1 or
-        // 3) doubles, the chunk's rows lie within the partition, frames are 2-D of width sx.
-        unsafe { args.launch(frame_group_grid(gpu, chunk, 8)) }.map(drop).map_err(launch_error(kernel))
+        let args = RadialArgs {
+            tile: chunk.data,
+            frames: chunk.frames as u32,
+            slice_len: chunk.slice_len as u32,
+            starts: chunk.starts,
+            run_len: chunk.run_len as u32,
+            sx: self.sx as u32,
+            cy: m.cy,
+            cx: m.cx,
+            ri2: m.ri2,
+            ro2: m.ro2,
+            skip_zero: i32::from(m.sparse),
+            out: &mut self.out,
+            row0: chunk.row0 as u32,
+        };
+        // SAFETY: `out` holds (partition frames, 1 or 3) doubles, the chunk's rows lie
+        // within the partition, frames are 2-D of width sx.
+        unsafe { args.launch(chunk.stream, &function, frame_group_grid(gpu, chunk, 8)) }.map_err(launch_error(kernel))
     }
 
     fn export(&mut self, stream: &Arc<CudaStream>) -> Result<Vec<NamedBuffer>, String> {
