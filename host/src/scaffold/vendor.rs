@@ -282,7 +282,11 @@ mod tests {
             listing("guest-sdk/c", "").into_iter().filter(|n| n.ends_with(".c") || n.ends_with(".h")).collect();
         assert_eq!(embedded(C_SDK, "sdk/"), c);
         assert_eq!(embedded(ZIG_SDK, "sdk/"), listing("guest-sdk/zig", ".zig"));
-        assert_eq!(embedded(PYTHON_SDK, "src/"), listing("guest-sdk/python", ".py"));
+        // And `xp` (python/udf_host/xp.py), beside the SDK as scripts/polyglot/python.sh stages it.
+        let mut python = listing("guest-sdk/python", ".py");
+        python.push("xp.py".into());
+        python.sort();
+        assert_eq!(embedded(PYTHON_SDK, "src/"), python);
         assert_eq!(embedded(JS_SDK, "src/"), listing("guest-sdk/js", ".js"));
     }
 
