@@ -29,7 +29,8 @@ pub trait MemoryLimit: Send + Sync {
     fn available(&self) -> usize;
 }
 
-/// A limit of `bytes` in total (tests, the in-process Python module).
+/// A limit of `bytes` in total: a wasm instance's `--max-memory` (its linear memories,
+/// tables and host arrays together), the in-process Python module's, tests'.
 #[derive(Debug)]
 pub struct FixedLimit {
     limit: usize,
@@ -39,6 +40,11 @@ pub struct FixedLimit {
 impl FixedLimit {
     pub fn new(limit: usize) -> Self {
         FixedLimit { limit, used: AtomicUsize::new(0) }
+    }
+
+    /// The limit in bytes.
+    pub fn limit(&self) -> usize {
+        self.limit
     }
 }
 
@@ -104,7 +110,9 @@ impl ArrayMemory {
     }
 
     fn charge(&self, op: &str, shape: &[usize], bytes: usize) -> Result<(), ArrayError> {
-        if !self.limit.try_take(bytes) && !(self.trim() && self.limit.try_take(bytes)) {
+        // Buffers kept for reuse count too: give them back before refusing.
+        let taken = self.limit.try_take(bytes) || (self.trim() && self.limit.try_take(bytes));
+        if !taken {
             return Err(ArrayError::Memory {
                 op: op.into(),
                 shape: shape.to_vec(),

@@ -51,8 +51,16 @@ pub(super) const C_SDK: Embedded = embed! {
 };
 
 pub(super) const ZIG_SDK: Embedded = embed! { "sdk/udf.zig" => "../../../guest-sdk/zig/udf.zig" };
-pub(super) const PYTHON_SDK: Embedded = embed! { "src/udf_sdk.py" => "../../../guest-sdk/python/udf_sdk.py" };
-pub(super) const JS_SDK: Embedded = embed! { "src/udf-sdk.js" => "../../../guest-sdk/js/udf-sdk.js" };
+/// The Python SDK and `xp` (host arrays), which finds `xp_backend` beside it.
+pub(super) const PYTHON_SDK: Embedded = embed! {
+    "src/udf_sdk.py" => "../../../guest-sdk/python/udf_sdk.py",
+    "src/xp_backend.py" => "../../../guest-sdk/python/xp_backend.py",
+    "src/xp.py" => "../../../python/udf_host/xp.py",
+};
+pub(super) const JS_SDK: Embedded = embed! {
+    "src/udf-sdk.js" => "../../../guest-sdk/js/udf-sdk.js",
+    "src/xp.js" => "../../../guest-sdk/js/xp.js",
+};
 
 /// Where the Rust SDK's manifest and dependency versions come from.
 const WORKSPACE_MANIFEST: &str = include_str!("../../../Cargo.toml");
@@ -274,7 +282,11 @@ mod tests {
             listing("guest-sdk/c", "").into_iter().filter(|n| n.ends_with(".c") || n.ends_with(".h")).collect();
         assert_eq!(embedded(C_SDK, "sdk/"), c);
         assert_eq!(embedded(ZIG_SDK, "sdk/"), listing("guest-sdk/zig", ".zig"));
-        assert_eq!(embedded(PYTHON_SDK, "src/"), listing("guest-sdk/python", ".py"));
+        // And `xp` (python/udf_host/xp.py), beside the SDK as scripts/polyglot/python.sh stages it.
+        let mut python = listing("guest-sdk/python", ".py");
+        python.push("xp.py".into());
+        python.sort();
+        assert_eq!(embedded(PYTHON_SDK, "src/"), python);
         assert_eq!(embedded(JS_SDK, "src/"), listing("guest-sdk/js", ".js"));
     }
 

@@ -13,11 +13,11 @@ use super::bindings::udf::plugin::arrays as wit;
 use super::bindings::udf::plugin::types::Dtype as WitDtype;
 use super::budget::{MemoryBudget, Take};
 use super::convert::{dtype_from_wit, dtype_to_wit};
-use super::state::{HostState, InstanceCap, Interrupted};
+use super::state::{HostState, Interrupted};
 use crate::arrays::ops::{BinaryOp, FftOp, ReduceOp, UnaryOp};
 use crate::arrays::{
-    self, ArrayError, ArrayMemory, Ctx, HostArray, IndexItem, Lease, MemoryLimit, Operand, ReduceOptions, Scalar,
-    WriteMode,
+    self, ArrayError, ArrayMemory, Ctx, FixedLimit, HostArray, IndexItem, Lease, MemoryLimit, Operand, ReduceOptions,
+    Scalar, WriteMode,
 };
 use crate::dtype::DType;
 use std::sync::Arc;
@@ -29,11 +29,11 @@ use wasmtime::component::Resource;
 pub const MAX_LIVE_ARRAYS: usize = 4096;
 
 /// What an instance's arrays may take: the instance's `--max-memory`, shared with its
-/// linear memories and tables ([`InstanceCap`]), and the run's total budget (shared with
+/// linear memories and tables (`state::Limits`), and the run's total budget (shared with
 /// every instance).
 struct InstanceLimit {
     budget: Arc<MemoryBudget>,
-    cap: Arc<InstanceCap>,
+    cap: Arc<FixedLimit>,
     /// The runtime's interrupt count: a wait for the budget ends when it moves.
     runtime_interrupts: Arc<AtomicU64>,
 }
@@ -82,7 +82,7 @@ pub struct PluginArrays {
 impl PluginArrays {
     pub fn new(
         budget: Arc<MemoryBudget>,
-        cap: Arc<InstanceCap>,
+        cap: Arc<FixedLimit>,
         runtime_interrupts: Arc<AtomicU64>,
         epochs: bool,
     ) -> Self {

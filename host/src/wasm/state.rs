@@ -4,6 +4,7 @@
 use super::Shared;
 use super::bindings::udf::plugin::{host, types};
 use super::budget::{CallKind, MemoryBudget, Take};
+use crate::arrays::{FixedLimit, MemoryLimit};
 use crate::log::{LogLevel, LogRecord, Logger, escape_control};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -200,49 +201,15 @@ impl std::error::Error for Interrupted {}
 /// pointer).
 const TABLE_ELEMENT_BYTES: usize = std::mem::size_of::<usize>();
 
-/// An instance's cap (`--max-memory`) on its linear memories, tables and host arrays
-/// together: one count that [`Limits`] (memories, tables) and the instance's host arrays
-/// ([`super::arrays::PluginArrays`]) both take from.
-#[derive(Debug)]
-pub struct InstanceCap {
-    max: usize,
-    used: std::sync::atomic::AtomicUsize,
-}
-
-impl InstanceCap {
-    pub fn new(max: usize) -> Arc<Self> {
-        Arc::new(InstanceCap { max, used: std::sync::atomic::AtomicUsize::new(0) })
-    }
-
-    /// Take `bytes` more; `false` (and nothing taken) when the sum would pass the cap.
-    pub fn try_take(&self, bytes: usize) -> bool {
-        self.used
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| u.checked_add(bytes).filter(|&n| n <= self.max))
-            .is_ok()
-    }
-
-    pub fn give_back(&self, bytes: usize) {
-        self.used.fetch_sub(bytes, Ordering::AcqRel);
-    }
-
-    /// Bytes still free under the cap.
-    pub fn available(&self) -> usize {
-        self.max.saturating_sub(self.used.load(Ordering::Acquire))
-    }
-
-    pub fn max(&self) -> usize {
-        self.max
-    }
-}
-
 /// The memory limits of a store: its own (`--max-memory`, counting every linear memory,
 /// table and host array of the instance together) and the run's total budget, recording
 /// the peak memory it allowed.
 pub struct Limits {
     inner: StoreLimits,
     budget: Arc<MemoryBudget>,
-    /// The instance's cap (`--max-memory`), shared with its host arrays.
-    cap: Arc<InstanceCap>,
+    /// The instance's cap (`--max-memory`) on its linear memories, tables and host arrays
+    /// together: one count, shared with its host arrays ([`super::arrays::PluginArrays`]).
+    cap: Arc<FixedLimit>,
     /// Bytes of linear memory and tables taken from the cap and the budget (given back on
     /// drop).
     held: usize,
@@ -257,7 +224,7 @@ impl Limits {
     /// budget, waiting (while `stop` says nothing) for lifts in flight to give back.
     fn take(&mut self, growth: usize, stop: &dyn Fn() -> Option<wasmtime::Error>) -> wasmtime::Result<()> {
         if !self.cap.try_take(growth) {
-            return Err(MemoryLimitExceeded { limit: self.cap.max() }.into());
+            return Err(MemoryLimitExceeded { limit: self.cap.limit() }.into());
         }
         let refused: wasmtime::Error = match self.budget.take(growth, stop) {
             Take::Taken => {
@@ -408,7 +375,7 @@ impl HostState {
             .build();
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_RESOURCES);
-        let cap = InstanceCap::new(shared.options.max_memory);
+        let cap = Arc::new(FixedLimit::new(shared.options.max_memory));
         HostState {
             limits: Limits {
                 inner,
@@ -733,7 +700,7 @@ mod tests {
         let mut limits = Limits {
             inner: wasmtime::StoreLimitsBuilder::new().build(),
             budget: budget.clone(),
-            cap: InstanceCap::new(100 << 20),
+            cap: Arc::new(FixedLimit::new(100 << 20)),
             held: 0,
             peak_memory: 0,
             memory: 0,

@@ -2,16 +2,20 @@
 
 Buffer `intensity`: kind sig, float32, `intensity[y, x] = sum_n F_n[y, x]`. Tile method: each
 call adds a tile's frames into its part of the frame; the host merges partitions with `merge`.
-Started from `udf-host new --template sum`; src/udf_sdk.py documents the SDK.
+With `host_arrays=True` the tile and the buffers are `xp` arrays that live in the host
+(src/xp.py: NumPy's names, the array API standard): `np.sum` runs at the host's speed and
+the tile is never copied into the plugin. Started from `udf-host new --template sum`;
+src/udf_sdk.py documents the SDK.
 """
 
 import udf_sdk as udf
+import xp as np
 
 
 {{float32_input}}
 
 class {{Type}}(udf.Udf):
-    description = udf.Description("{{name}}", "0.1.0", "Sum of all frames", custom_merge=True)
+    description = udf.Description("{{name}}", "0.1.0", "Sum of all frames", custom_merge=True, host_arrays=True)
 
     @staticmethod
     def result_buffers(params, dataset):
@@ -19,13 +23,12 @@ class {{Type}}(udf.Udf):
         return [udf.BufferDecl.sig("intensity", "float32")]
 
     def process_tile(self, tile, results):
-        intensity = results["intensity"]  # the tile's part of the frame
-        for frame in tile.data:  # tile.data: [frames, *part of the frame]
-            udf.iadd(intensity, frame)
+        # tile.data: [frames, *part of the frame]; results.intensity: the tile's part of the frame
+        results.intensity[:] += np.sum(tile.data, axis=0)
 
     @staticmethod
     def merge(ctx, dest, src):
-        udf.iadd(dest["intensity"], src["intensity"])
+        dest.intensity[:] += src.intensity
 
 
 Udf = udf.export({{Type}})  # componentize-py looks for `Udf`
