@@ -22,15 +22,7 @@
 //
 //     export const udf = sdk.exportMap('row-sums', (frame) => Array.from(frame.rows(), (r) => r.reduce((a, b) => a + b, 0)));
 //
-// With `hostArrays: true` in the description every array a plugin sees is an `xp.NDArray`
-// (`./xp.js`): the tile, frames, result buffers and array params live in the host, and
-// each operation is one host call at the host's speed; the tile is never copied in:
-//
-//     processTile(tile, results) {
-//       results.get('intensity').iadd(xp.sum(tile.data, { axis: 0 }));
-//     }
-//
-// Otherwise arrays arrive as bytes (the plugin declares `data-access: bytes`) and are viewed as typed
+// Arrays arrive as bytes (the plugin declares `data-access: bytes`) and are viewed as typed
 // arrays (Float32Array, ...) over the same memory, without a copy. Dtypes are NumPy names
 // ('float32'); 64-bit integers are BigInt64Array / BigUint64Array (BigInt values). Complex
 // buffers are viewed as their float parts, with one more trailing axis of length 2.
@@ -132,8 +124,7 @@ export class UdfError extends Error {
   }
 }
 
-import { log as hostLog } from 'udf:plugin/host@0.1.1';
-import * as xp from './xp.js';
+import { log as hostLog } from 'udf:plugin/host@0.1.0';
 
 /** Send a log line to the host (level: trace, debug, info, warn, error). */
 export function log(level, message) {
@@ -363,11 +354,6 @@ function tiling(depth, size) {
  * 'max' or frames), tileSize (undefined, 'max' or bytes), customMerge, customResults,
  * mainPreprocess}`.
  */
-/** The default tile size of a plugin with host arrays: its tiles are lent from the file
- * mapping without a copy, and a few host calls per 8 MiB tile cost little next to the work
- * on it (with 1 MiB tiles the calls of a JavaScript plugin would dominate). */
-export const HOST_ARRAY_TILE_BYTES = 8 << 20;
-
 export function description(d) {
   return {
     name: d.name,
@@ -377,11 +363,10 @@ export function description(d) {
     methods: d.methods ?? ['tile'],
     inputDtype: d.inputDtype ?? 'float32',
     tileDepth: d.tileDepth,
-    tileSize: d.tileSize ?? (d.hostArrays ? HOST_ARRAY_TILE_BYTES : undefined),
+    tileSize: d.tileSize,
     customMerge: !!d.customMerge,
     customResults: !!d.customResults,
     mainPreprocess: !!d.mainPreprocess,
-    hostArrays: !!d.hostArrays,
   };
 }
 
@@ -460,10 +445,9 @@ function witDecl(d) {
 /** The run's parameters by name: `params.float('r')`, `.int` (a Number), `.boolean`,
  * `.text`, `.array` (an `ArrayParam`), `params.has(name)`. */
 export class Params {
-  constructor(list, hostArrays = false) {
+  constructor(list) {
     this.values = new Map(list.map((p) => [p.name, p.value]));
     this.arrays = new Map();
-    this.hostArrays = hostArrays;
   }
   has(name) {
     return this.values.has(name);
@@ -488,12 +472,8 @@ export class Params {
   text(name) {
     return this.get(name, 'text', 'text');
   }
-  /** An array param: an `ArrayParam`, or with `hostArrays` an `xp.NDArray` in the host. */
   array(name) {
-    if (!this.arrays.has(name)) {
-      const nd = this.get(name, 'array', 'an array');
-      this.arrays.set(name, this.hostArrays ? hostArray(nd) : new ArrayParam(nd));
-    }
+    if (!this.arrays.has(name)) this.arrays.set(name, new ArrayParam(this.get(name, 'array', 'an array')));
     return this.arrays.get(name);
   }
 }
@@ -552,10 +532,6 @@ export class Buffers {
     this.buffers = new Map(list.map((b) => [b.name, b]));
     this.sigDims = sigDims;
     this.unit = null; // null: whole; {tile: [n0, n1], sigOrigin, sigShape}; {frame: n}
-  }
-  /** Views from now on are of `unit`: null (whole), {tile: [n0, n1], sigOrigin, sigShape} or {frame: n}. */
-  enter(unit) {
-    this.unit = unit;
   }
   names() {
     return [...this.buffers.keys()];
@@ -636,129 +612,32 @@ export class Buffers {
   }
 }
 
-/** A wit ndarray (a param, a buffer given to merge) as an `xp.NDArray` in the host. */
-function hostArray(nd) {
-  return xp.fromBytes(dtypeName(nd.dtype), nums(nd.shape), arrayBytes(nd));
-}
-
-/**
- * Result buffers as `xp.NDArray`s in the host (`hostArrays: true`), seen through the
- * current unit as `Buffers` are: `results.get(name)` is a view (no copy) — in processTile a
- * nav buffer's rows of the tile, a sig buffer's part under the tile. Write with
- * `.iadd(v)` (`+=`), `.set(v)` (`[...] =`).
- */
-export class ArrayBuffers extends Buffers {
-  constructor(list, sigDims = 0) {
-    super(list, sigDims);
-    this.views = new Map();
-  }
-  enter(unit) {
-    // The last unit's views are the SDK's own: give them back now (a host array lives
-    // until the partition ends otherwise, and at most 4096 may be alive at once).
-    for (const [name, view] of this.views) if (view !== this.buffer(name).array) view.dispose();
-    this.unit = unit;
-    this.views.clear();
-  }
-  whole(name) {
-    return this.buffer(name).array;
-  }
-  get(name) {
-    let view = this.views.get(name);
-    if (view !== undefined) return view;
-    const b = this.buffer(name);
-    view = b.array;
-    const unit = this.unit;
-    if (unit !== null && b.kind === 'nav') {
-      view = unit.tile ? view.get(`${unit.tile[0]}:${unit.tile[1]}`)
-        : b.shape.length === 1 ? view.get(`${unit.frame}:${unit.frame + 1}`) : view.get(unit.frame);
-    } else if (unit !== null && b.kind === 'sig' && unit.tile) {
-      const k = Math.min(this.sigDims, unit.sigOrigin.length);
-      const items = [];
-      for (let a = 0; a < k; a++) items.push(`${unit.sigOrigin[a]}:${unit.sigOrigin[a] + unit.sigShape[a]}`);
-      view = view.get(...items);
-    }
-    this.views.set(name, view);
-    return view;
-  }
-  fill(name, value) {
-    this.get(name).fill(isBigInt(this.dtype(name)) ? BigInt(value) : value);
-  }
-  accumulate(name, source, op) {
-    if (source instanceof Tile) {
-      const frames = source.data;
-      const value = op === 'add' ? xp.sum(frames, { axis: 0 })
-        : op === 'assign' ? frames.get(-1)
-          : op === 'max' ? xp.max(frames, { axis: 0 }) : xp.min(frames, { axis: 0 });
-      combineArrays(this.get(name), value, op);
-      value.dispose();
-    } else {
-      combineArrays(this.get(name), source instanceof Frame ? source.data : source, op);
-    }
-  }
-  addFrameSums(name, tile) {
-    const axis = [];
-    for (let a = 1; a < tile.data.ndim; a++) axis.push(a);
-    const sums = xp.sum(tile.data, { axis });
-    combineArrays(this.get(name), sums, 'add');
-    sums.dispose();
-  }
-  mergeFrom(src, name, op) {
-    combineArrays(this.whole(name), src.whole(name), op);
-  }
-  result(name) {
-    return resultArray(name, this.buffer(name).array);
-  }
-  named() {
-    return [...this.buffers.values()].map((b) => ({
-      name: b.name,
-      data: { dtype: witDtype(b.dtype), shape: u64s(b.shape), data: { tag: 'bytes', val: b.array.toBytes() } },
-    }));
-  }
-}
-
-/** `dest = dest op value` in place for NDArrays (op as for `combine`; NaN wins in min and max). */
-function combineArrays(dest, value, op) {
-  if (op === 'add') dest.iadd(value);
-  else if (op === 'assign') dest.set(value);
-  else if (op === 'max' || op === 'min') {
-    const extreme = op === 'max' ? xp.maximum(dest, value) : xp.minimum(dest, value);
-    dest.set(extreme);
-    extreme.dispose();
-  } else throw UdfError.internal(`combine: op must be add, min, max or assign, found '${op}'`);
-}
-
-/** A result of getResults from an `xp.NDArray`. */
-export function resultArray(name, array, valid = undefined) {
-  return { name, dtype: array.dtype, shape: array.shape, data: array.toBytes(), valid };
-}
-
 function makeBuffer(name, kind, dtype, shape, bytes) {
   return { name, kind, dtype, shape, bytes, data: typed(bytes, dtype) };
 }
 
-function allocate(decls, frames, sigShape, hostArrays = false) {
+function allocate(decls, frames, sigShape) {
   const list = [];
   for (const d of decls) {
     if (d.use === 'result-only') continue;
     const shape = storageShape(d, frames, sigShape);
-    if (hostArrays) list.push({ name: d.name, kind: d.kind, dtype: d.dtype, shape, array: xp.zeros(shape, d.dtype) });
-    else list.push(makeBuffer(d.name, d.kind, d.dtype, shape, new Uint8Array(product(shape) * itemsize(d.dtype))));
+    list.push(makeBuffer(d.name, d.kind, d.dtype, shape, new Uint8Array(product(shape) * itemsize(d.dtype))));
   }
-  return hostArrays ? new ArrayBuffers(list, sigShape.length) : new Buffers(list, sigShape.length);
+  return new Buffers(list, sigShape.length);
 }
 
-function fromNamed(arrays, hostArrays = false) {
-  const list = arrays.map((a) => {
-    const dtype = dtypeName(a.data.dtype);
-    const shape = nums(a.data.shape);
-    let bytes = arrayBytes(a.data);
-    if (bytes.byteLength !== product(shape) * itemsize(dtype)) {
-      throw UdfError.internal(`buffer '${a.name}' from the host has ${bytes.byteLength} bytes, expected ${product(shape) * itemsize(dtype)}`);
-    }
-    if (hostArrays) return { name: a.name, kind: null, dtype, shape, array: hostArray(a.data) };
-    return makeBuffer(a.name, null, dtype, shape, bytes);
-  });
-  return hostArrays ? new ArrayBuffers(list) : new Buffers(list);
+function fromNamed(arrays) {
+  return new Buffers(
+    arrays.map((a) => {
+      const dtype = dtypeName(a.data.dtype);
+      const shape = nums(a.data.shape);
+      let bytes = arrayBytes(a.data);
+      if (bytes.byteLength !== product(shape) * itemsize(dtype)) {
+        throw UdfError.internal(`buffer '${a.name}' from the host has ${bytes.byteLength} bytes, expected ${product(shape) * itemsize(dtype)}`);
+      }
+      return makeBuffer(a.name, null, dtype, shape, bytes);
+    }),
+  );
 }
 
 /** A result of getResults: `{name, dtype, shape, data (a typed array), valid (optional
@@ -768,7 +647,7 @@ export function result(name, dtype, shape, data, valid = undefined) {
 }
 
 function witResult(r) {
-  const d = r.data instanceof xp.NDArray ? r.data.toBytes() : r.data;
+  const d = r.data;
   const bytes = new Uint8Array(d.buffer, d.byteOffset, d.byteLength);
   return {
     name: r.name,
@@ -784,8 +663,7 @@ function witResult(r) {
  * `[frames, ...sigShape]`; origin (compressed flat nav index), sigOrigin, sigShape,
  * schemeIndex, trueNavIndices, dtype, navOffset (first frame within the partition). */
 export class Tile {
-  constructor(raw, ctx, hostArrays = false) {
-    this.hostArrays = hostArrays;
+  constructor(raw, ctx) {
     this.ctx = ctx;
     this.dtype = ctx.dataset.inputDtype;
     this.frames = Number(raw.frames);
@@ -794,12 +672,8 @@ export class Tile {
     this.sigOrigin = nums(raw.sig.origin);
     this.sigShape = nums(raw.sig.shape);
     this.trueNavIndices = raw.trueNavIndices;
-    if (hostArrays) {
-      this.data = xp.tile();
-    } else {
-      const bytes = arrayBytes({ dtype: witDtype(this.dtype), data: raw.data });
-      this.data = new View(typed(bytes, this.dtype), valueShape(this.dtype, [this.frames, ...this.sigShape]), null, 0, this.dtype);
-    }
+    const bytes = arrayBytes({ dtype: witDtype(this.dtype), data: raw.data });
+    this.data = new View(typed(bytes, this.dtype), valueShape(this.dtype, [this.frames, ...this.sigShape]), null, 0, this.dtype);
     this.navOffset = this.origin - (ctx.partition ? ctx.partition.origin : 0);
   }
   get frameLen() {
@@ -815,13 +689,6 @@ export class Tile {
    * e.g. a stack of masks, are kept). */
   sigPart(view) {
     const k = this.sigShape.length;
-    if (view instanceof xp.NDArray) {
-      const sig = this.ctx.dataset.sigShape;
-      if (view.ndim < k || view.shape.slice(view.ndim - k).join() !== sig.join()) {
-        throw UdfError.badParam(`an array of shape [${view.shape}] does not end in the signal shape [${sig}]`);
-      }
-      return view.get('...', ...this.sigOrigin.map((o, a) => `${o}:${o + this.sigShape[a]}`));
-    }
     const first = view.shape.length - k;
     const sig = this.ctx.dataset.sigShape;
     if (first < 0 || view.shape.slice(first).join() !== sig.join()) {
@@ -833,7 +700,6 @@ export class Tile {
   }
   /** Per-frame aux data of this tile's frames: `[frames, ...extra]`. */
   aux(name) {
-    if (this.hostArrays) return this.ctx.params.array(name).get(`${this.navOffset}:${this.navOffset + this.frames}`);
     const v = this.ctx.params.array(name).view;
     return new View(v.data, [this.frames, ...v.shape.slice(1)], v.strides, v.offset + this.navOffset * v.strides[0], v.dtype);
   }
@@ -845,7 +711,7 @@ export class Frame {
   constructor(tile, i) {
     this.tile = tile;
     this.index = i;
-    this.data = tile.hostArrays ? tile.data.get(i) : tile.data.sub(i);
+    this.data = tile.data.sub(i);
     this.dtype = tile.dtype;
     this.navIndex = tile.origin + i;
     this.trueNavIndex = Number(tile.trueNavIndices[i]);
@@ -854,22 +720,16 @@ export class Frame {
     return this.tile.ctx.dataset.navCoordinates(this.trueNavIndex);
   }
   flat() {
-    return this.tile.hostArrays ? this.data.reshape([-1]) : this.data.flat();
+    return this.data.flat();
   }
   /** The sum of the frame's values (a Number). */
   sum() {
-    if (this.tile.hostArrays) return Number(xp.sum(this.data).item());
     let s = 0;
     for (const row of this.data.rows()) for (const v of row) s += Number(v);
     return s;
   }
   aux(name) {
-    const i = this.tile.navOffset + this.index;
-    if (this.tile.hostArrays) {
-      const a = this.tile.ctx.params.array(name);
-      return a.ndim === 1 ? a.get(`${i}:${i + 1}`) : a.get(i);
-    }
-    const sub = this.tile.ctx.params.array(name).view.sub(i);
+    const sub = this.tile.ctx.params.array(name).view.sub(this.tile.navOffset + this.index);
     return sub.shape.length ? sub : new View(sub.data, [1], [1], sub.offset, sub.dtype);
   }
 }
@@ -932,14 +792,12 @@ function guard(f) {
 /** The object to export as `udf` from the plugin module. */
 export function exportUdf(Cls) {
   let worker = null;
-  const arrays = !!(Cls.description && Cls.description.hostArrays);
   const need = () => {
     if (!worker) throw UdfError.internal('called before init');
     return worker;
   };
   return {
     describe: guard(() => {
-      if (arrays) xp.useHostTiles();
       const decls = Cls.buffers ?? [];
       const d = { ...Cls.description };
       d.customMerge ||= decls.some((b) => b.merge !== undefined);
@@ -948,65 +806,51 @@ export function exportUdf(Cls) {
       return witDescription(d);
     }),
     plan: guard((params, dataset) => {
-      const p = Cls.plan(new Params(params, arrays), new Dataset(dataset));
+      const p = Cls.plan(new Params(params), new Dataset(dataset));
       return { method: p.method, inputDtype: preference(p.inputDtype), tiling: tiling(p.tileDepth, p.tileSize) };
     }),
     resultBuffers: guard((params, dataset) => {
-      const [p, ds] = [new Params(params, arrays), new Dataset(dataset)];
+      const [p, ds] = [new Params(params), new Dataset(dataset)];
       return Cls.resultBuffers(p, ds).map((d) => witDecl(resolveDecl(d, p, ds)));
     }),
     init: guard((c) => {
-      const params = new Params(c.params, arrays);
+      const params = new Params(c.params);
       const dataset = new Dataset(c.dataset);
       const partition = c.partition ? new Partition(c.partition) : undefined;
       const ctx = { params, dataset, partition };
       const frames = partition ? partition.frames : dataset.frames;
       const decls = Cls.resultBuffers(params, dataset).map((d) => resolveDecl(d, params, dataset));
-      const buffers = allocate(decls, frames, dataset.sigShape, arrays);
+      const buffers = allocate(decls, frames, dataset.sigShape);
       for (const d of decls) {
-        if ((d.merge === 'min' || d.merge === 'max') && d.use !== 'result-only') {
-          const id = identity(d.dtype, d.merge);
-          buffers.whole(d.name).fill(arrays && isBigInt(d.dtype) ? BigInt(id) : id);
-        }
+        if ((d.merge === 'min' || d.merge === 'max') && d.use !== 'result-only') buffers.whole(d.name).fill(identity(d.dtype, d.merge));
       }
       worker = { ctx, buffers, method: partition ? partition.method : 'partition', udf: null };
       worker.udf = new Cls(ctx);
     }),
     preprocess: guard(() => {
       const w = need();
-      w.buffers.enter(null);
+      w.buffers.unit = null;
       w.udf.preprocess(w.ctx, w.buffers);
     }),
     process: guard((raw) => {
       const w = need();
-      const tile = new Tile(raw, w.ctx, arrays);
-      // With host arrays the tile's and the frames' arrays are the SDK's: disposed when
-      // the call is done with them (views of the tile expire when the call returns anyway).
-      try {
-        if (w.method === 'tile') {
-          w.buffers.enter({ tile: [tile.navOffset, tile.navOffset + tile.frames], sigOrigin: tile.sigOrigin, sigShape: tile.sigShape });
-          w.udf.processTile(tile, w.buffers);
-        } else if (w.method === 'frame') {
-          for (let i = 0; i < tile.frames; i++) {
-            w.buffers.enter({ frame: tile.navOffset + i });
-            const frame = new Frame(tile, i);
-            try {
-              w.udf.processFrame(frame, w.buffers);
-            } finally {
-              if (arrays) frame.data.dispose();
-            }
-          }
-        } else {
-          w.buffers.enter(null);
-          w.udf.processPartition(tile, w.buffers);
+      const tile = new Tile(raw, w.ctx);
+      if (w.method === 'tile') {
+        w.buffers.unit = { tile: [tile.navOffset, tile.navOffset + tile.frames], sigOrigin: tile.sigOrigin, sigShape: tile.sigShape };
+        w.udf.processTile(tile, w.buffers);
+      } else if (w.method === 'frame') {
+        for (let i = 0; i < tile.frames; i++) {
+          w.buffers.unit = { frame: tile.navOffset + i };
+          w.udf.processFrame(new Frame(tile, i), w.buffers);
         }
-      } finally {
-        if (arrays) tile.data.dispose();
+      } else {
+        w.buffers.unit = null;
+        w.udf.processPartition(tile, w.buffers);
       }
     }),
     postprocess: guard(() => {
       const w = need();
-      w.buffers.enter(null);
+      w.buffers.unit = null;
       w.udf.postprocess(w.ctx, w.buffers);
     }),
     exportBuffers: guard(() => {
@@ -1016,18 +860,18 @@ export function exportUdf(Cls) {
     }),
     merge: guard((c, dest, src) => {
       const ctx = {
-        params: new Params(c.params, arrays),
+        params: new Params(c.params),
         dataset: new Dataset(c.dataset),
         partition: new Partition(c.partition),
         validNavMask: c.validNavMask,
       };
-      const d = fromNamed(dest, arrays);
-      Cls.merge(ctx, d, fromNamed(src, arrays));
+      const d = fromNamed(dest);
+      Cls.merge(ctx, d, fromNamed(src));
       return d.named();
     }),
     getResults: guard((c, buffers) => {
-      const ctx = { params: new Params(c.params, arrays), dataset: new Dataset(c.dataset), validNavMask: c.validNavMask, roi: c.roi };
-      return Cls.getResults(ctx, fromNamed(buffers, arrays)).map(witResult);
+      const ctx = { params: new Params(c.params), dataset: new Dataset(c.dataset), validNavMask: c.validNavMask, roi: c.roi };
+      return Cls.getResults(ctx, fromNamed(buffers)).map(witResult);
     }),
   };
 }
@@ -1075,8 +919,7 @@ function valueInfo(value) {
  * `View`; the nav buffer `result` takes that value's dtype and shape, found by calling `f`
  * on a frame of zeros (as `AutoUDF` does). Options: `summary`, `inputDtype` ('float32').
  */
-export function exportMap(name, f, { summary = "A frame map (LiberTEM's AutoUDF), JavaScript", inputDtype = 'float32', hostArrays = false } = {}) {
-  if (hostArrays) return exportArrayMap(name, f, summary, inputDtype);
+export function exportMap(name, f, { summary = "A frame map (LiberTEM's AutoUDF), JavaScript", inputDtype = 'float32' } = {}) {
   class FrameMap extends Udf {
     static description = description({ name, version: '0.1.0', summary, methods: ['frame'], inputDtype });
     static resultBuffers(_params, dataset) {
@@ -1093,36 +936,6 @@ export function exportMap(name, f, { summary = "A frame map (LiberTEM's AutoUDF)
         throw UdfError.invalidData(`the frame map returned a value of shape [${info.shape}] for frame ${frame.navIndex}, unlike its value for a frame of zeros`);
       }
       combine(out, valuesView(info.values, out.shape), 'assign');
-    }
-  }
-  return exportUdf(FrameMap);
-}
-
-/** `exportMap` with host arrays: `f` gets the frame as an `xp.NDArray` and returns
- * anything `xp.asarray` takes. */
-function exportArrayMap(name, f, summary, inputDtype) {
-  class FrameMap extends Udf {
-    static description = description({ name, version: '0.1.0', summary, methods: ['frame'], inputDtype, hostArrays: true });
-    static resultBuffers(_params, dataset) {
-      const value = xp.asarray(f(xp.zeros(dataset.sigShape, dataset.inputDtype)));
-      return [buffer.nav('result', value.dtype, value.shape)];
-    }
-    processFrame(frame, results) {
-      const out = results.get('result');
-      const value = xp.asarray(f(frame.data));
-      // The value is the map's (or a copy of what it returned): disposed here unless it
-      // is the frame itself, which the SDK disposes.
-      const own = value !== frame.data ? value : undefined;
-      try {
-        if (value.size !== out.size) {
-          throw UdfError.invalidData(`the frame map returned a value of shape [${value.shape}] for frame ${frame.navIndex}, unlike its value for a frame of zeros`);
-        }
-        const shaped = value.reshape(out.shape);
-        out.set(shaped);
-        shaped.dispose();
-      } finally {
-        if (own) own.dispose();
-      }
     }
   }
   return exportUdf(FrameMap);

@@ -26,7 +26,7 @@ for dir in "$ROOT"/plugins/polyglot/js/*/; do
     # componentize-js maps the source's directory as the module root: stage the plugin
     # beside the SDK it imports ('./udf-sdk.js') and run from there.
     rm -rf "${stage:?}/$name" && mkdir -p "$stage/$name"
-    cp "$dir/$name.js" "$ROOT/guest-sdk/js/udf-sdk.js" "$ROOT/guest-sdk/js/xp.js" "$stage/$name/"
+    cp "$dir/$name.js" "$ROOT/guest-sdk/js/udf-sdk.js" "$stage/$name/"
     # -d: no WASI features (stdio, random, clocks, http): the component imports only the
     # host's log function.
     (cd "$stage/$name" && node "$cli" "$name.js" -w "$WIT" -n udf-plugin \

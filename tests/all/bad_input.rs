@@ -127,7 +127,7 @@ fn a_component_of_another_contract_version_is_rejected_naming_both() {
     for version in ["0.2.0", "1.0.0"] {
         let (kind, msg) = load_err(&component_exporting(version));
         assert_eq!(kind, LoadErrorKind::WitVersion, "{msg}");
-        assert!(msg.contains(&format!("udf:plugin@{version}")) && msg.contains("udf:plugin@0.1.x (0.1.0)"), "{msg}");
+        assert!(msg.contains(&format!("udf:plugin@{version}")) && msg.contains("udf:plugin@0.1.x (0.1.1)"), "{msg}");
     }
 }
 

@@ -1,9 +1,8 @@
-// `logsum`: the sum of log-scaled frames (LiberTEM's LogsumUDF), in JavaScript with host arrays.
+// `logsum`: the sum of log-scaled frames (LiberTEM's LogsumUDF), in JavaScript.
 //
 // Buffer `logsum`: kind sig, float32, logsum[y, x] = sum_n ln(F_n[y, x] - min(F_n) + 1).
-// Frame method (the minimum is the whole frame's); merged by adding.
+// Frame method; merged by adding.
 import * as sdk from './udf-sdk.js';
-import * as xp from './xp.js';
 
 class Logsum extends sdk.Udf {
   static description = sdk.description({
@@ -12,7 +11,6 @@ class Logsum extends sdk.Udf {
     summary: 'Sum of log-scaled frames (LiberTEM LogsumUDF), JavaScript',
     methods: ['frame'],
     customMerge: true,
-    hostArrays: true,
   });
 
   static resultBuffers() {
@@ -21,16 +19,15 @@ class Logsum extends sdk.Udf {
 
   processFrame(frame, results) {
     if (sdk.isComplex(frame.dtype)) throw sdk.UdfError.invalidData('logsum needs real input');
-    const data = frame.data;
-    const low = xp.min(data);
-    const shifted = data.sub(low);
-    const scaled = xp.log1p(shifted);
-    results.get('logsum').iadd(scaled);
-    for (const a of [low, shifted, scaled]) a.dispose(); // host arrays live until the partition ends otherwise
+    const data = frame.flat();
+    const acc = results.get('logsum').flat(); // the whole frame
+    let min = Infinity;
+    for (let i = 0; i < data.length; i++) if (Number(data[i]) < min) min = Number(data[i]);
+    for (let i = 0; i < data.length; i++) acc[i] += Math.log(Number(data[i]) - min + 1);
   }
 
   static merge(ctx, dest, src) {
-    dest.get('logsum').iadd(src.get('logsum'));
+    sdk.iadd(dest.get('logsum'), src.get('logsum'));
   }
 }
 

@@ -1,27 +1,16 @@
-// `max`: the maximum of every pixel over all frames (LiberTEM's MaxUDF), in JavaScript with
-// host arrays, the buffer declared with its merge rule: no resultBuffers, preprocess or merge.
+// `max`: the maximum of every pixel over all frames (LiberTEM's MaxUDF), in JavaScript,
+// with the buffer declared with its merge rule: no resultBuffers, preprocess or merge here.
 //
 // Buffer `maxbuf` (kind sig, input dtype): maxbuf[y, x] = max_n F_n[y, x] (NaN wins, as
 // np.maximum); -inf where no frame was processed.
 import * as sdk from './udf-sdk.js';
-import * as xp from './xp.js';
 
 class Max extends sdk.Udf {
-  static description = sdk.description({
-    name: 'max',
-    version: '0.1.0',
-    summary: 'Maximum of all frames (LiberTEM MaxUDF), JavaScript',
-    hostArrays: true,
-  });
+  static description = sdk.description({ name: 'max', version: '0.1.0', summary: 'Maximum of all frames (LiberTEM MaxUDF), JavaScript' });
   static buffers = [sdk.buffer.sig('maxbuf', sdk.INPUT, [], 'normal', 'max')];
 
   processTile(tile, results) {
-    const acc = results.get('maxbuf');
-    const tileMax = xp.max(tile.data, { axis: 0 });
-    const both = xp.maximum(acc, tileMax);
-    acc.set(both);
-    tileMax.dispose(); // host arrays live until the partition ends unless disposed
-    both.dispose();
+    results.accumulate('maxbuf', tile, 'max');
   }
 }
 

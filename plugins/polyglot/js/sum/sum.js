@@ -1,10 +1,8 @@
-// `sum`: the sum of all frames (LiberTEM's SumUDF), in JavaScript with host arrays.
+// `sum`: the sum of all frames (LiberTEM's SumUDF), in JavaScript.
 //
 // Buffer `intensity`: kind sig, dtype = input dtype, intensity[y, x] = sum_n F_n[y, x].
-// Param `dtype` (default float32) is the preferred input dtype. The tile stays in the host
-// (`hostArrays: true`): one reduction and one add per tile, at the host's speed.
+// Param `dtype` (default float32) is the preferred input dtype.
 import * as sdk from './udf-sdk.js';
-import * as xp from './xp.js';
 
 class Sum extends sdk.Udf {
   static description = sdk.description({
@@ -13,7 +11,6 @@ class Sum extends sdk.Udf {
     summary: 'Sum of all frames (LiberTEM SumUDF), JavaScript',
     params: [sdk.param.text('dtype', 'preferred input dtype (NumPy name)', 'float32')],
     customMerge: true,
-    hostArrays: true,
   });
 
   static plan(params, dataset) {
@@ -27,13 +24,12 @@ class Sum extends sdk.Udf {
   }
 
   processTile(tile, results) {
-    const part = xp.sum(tile.data, { axis: 0 }); // the tile's part of the frame
-    results.get('intensity').iadd(part);
-    part.dispose(); // a host array lives until the partition ends unless disposed
+    const acc = results.get('intensity'); // the tile's part of the frame
+    for (let f = 0; f < tile.frames; f++) sdk.iadd(acc, tile.data.sub(f));
   }
 
   static merge(ctx, dest, src) {
-    dest.get('intensity').iadd(src.get('intensity'));
+    sdk.iadd(dest.get('intensity'), src.get('intensity'));
   }
 }
 
