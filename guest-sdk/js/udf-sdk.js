@@ -124,7 +124,7 @@ export class UdfError extends Error {
   }
 }
 
-import { log as hostLog } from 'udf:plugin/host@0.1.0';
+import { log as hostLog } from 'udf:plugin/host@0.1.1';
 
 /** Send a log line to the host (level: trace, debug, info, warn, error). */
 export function log(level, message) {

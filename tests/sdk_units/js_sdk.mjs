@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 
 const hooks = `
 export async function resolve(specifier, context, next) {
-  if (specifier === 'udf:plugin/host@0.1.0') {
+  if (specifier === 'udf:plugin/host@0.1.1') {
     return { shortCircuit: true, url: 'data:text/javascript,export function log() {}' };
   }
   return next(specifier, context);
