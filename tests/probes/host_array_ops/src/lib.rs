@@ -162,13 +162,15 @@ impl Udf for HostArrayOps {
             }
             Op::Masks { masks, count, by_slice } => {
                 let key = tile.scheme_index();
-                if !by_slice.contains_key(&key) {
-                    let mut index = vec![IndexItem::Slice(Slice { start: None, stop: None, step: None })];
-                    index.extend(sig_index(tile));
-                    let part = masks.get(&index)?.reshape(&[*count as i64, -1])?;
-                    by_slice.insert(key, part.permute_dims(None)?.astype(DType::Float32)?);
-                }
-                let matrix = &by_slice[&key];
+                let matrix = match by_slice.entry(key) {
+                    std::collections::hash_map::Entry::Occupied(slot) => slot.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(slot) => {
+                        let mut index = vec![IndexItem::Slice(Slice { start: None, stop: None, step: None })];
+                        index.extend(sig_index(tile));
+                        let part = masks.get(&index)?.reshape(&[*count as i64, -1])?;
+                        slot.insert(part.permute_dims(None)?.astype(DType::Float32)?)
+                    }
+                };
                 let product = data.reshape(&[frames as i64, -1])?.matmul(matrix)?.to_vec::<f32>()?;
                 for (o, v) in results.view_mut::<f32>("intensity")?.iter_mut().zip(product) {
                     *o += v;
