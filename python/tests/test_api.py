@@ -67,7 +67,7 @@ def test_bad_input_raises_the_cli_messages(ctx, tmp_path):
         ctx.run_udf(dataset=ds, udf=udf_host.BuiltinUDF("sum"), roi=np.ones(5, bool))
     with pytest.raises(ValueError, match="there is no built-in 'summ'"):
         udf_host.BuiltinUDF("summ")
-    with pytest.raises(TypeError, match="expected a udf_host.WasmUDF"):
+    with pytest.raises(TypeError, match=r"expected a udf_host\.UDF subclass, udf_host\.WasmUDF or udf_host\.BuiltinUDF, got object"):
         ctx.run_udf(dataset=ds, udf=object())
 
 
