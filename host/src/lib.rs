@@ -13,6 +13,8 @@
 //! | [`wasm`] | wasmtime engine, compile cache, limits, plugins as `Udf`s |
 //! | [`builtins`] | native built-in UDFs (LiberTEM's), the same `Udf`s |
 //! | [`conformance`] | the plugin conformance kit (`udf-host conformance`) |
+//! | [`report`] | what the host reports: dataset, plugin and run summaries (`results.json`), for every front end |
+//! | [`interrupt`] | Ctrl-C: the first stops a run (its results are written), a second quits |
 //! | [`output`] | writing results (`.npy`, `results.json`, `index.html`) atomically; live snapshots |
 //! | [`preview`] | PNG previews of image results (colour maps, robust scaling, colour bar) |
 //! | [`dtype`], [`array`], [`npy`] | element types, arrays, the `.npy` format |
@@ -23,6 +25,7 @@
 
 pub mod array;
 pub mod builtins;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod conformance;
 pub mod cuda;
@@ -31,12 +34,14 @@ pub mod dtype;
 pub mod exec;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod interrupt;
 pub mod loader;
 pub mod log;
 pub mod npy;
 pub mod output;
 pub mod params;
 pub mod preview;
+pub mod report;
 pub mod roi;
 pub mod sample;
 pub mod serve;

@@ -5,10 +5,15 @@
 //! This is the one module that knows both kinds of UDF; the executor sees only the
 //! [`UdfLoader`] trait.
 
+use crate::builtins::UnknownBuiltin;
 use crate::exec::{Limits, Plan, UdfLoader};
+use crate::report::{LoadCache, PluginLoad};
 use crate::udf::{Udf, UdfOrigin};
-use crate::wasm::{ComponentCache, RuntimeError, RuntimeOptions, WasmRuntime, sha256_hex};
+use crate::wasm::{
+    CacheOutcome, ComponentCache, LoadError, LoadErrorKind, RuntimeError, RuntimeOptions, WasmRuntime, sha256_hex,
+};
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -114,4 +119,61 @@ pub fn runtime_options(limits: &Limits, instances: u32) -> RuntimeOptions {
         max_instances: instances,
         ..RuntimeOptions::default()
     }
+}
+
+/// Whether `path` names a UDF rather than a dataset: `builtin:NAME` or a `.wasm` file.
+pub fn names_a_udf(path: &Path) -> bool {
+    path.to_str().is_some_and(|p| p.starts_with(crate::builtins::PREFIX))
+        || path.extension().is_some_and(|e| e.eq_ignore_ascii_case("wasm"))
+}
+
+/// Why a UDF named by its source could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// `builtin:NAME` with no such built-in.
+    #[error(transparent)]
+    Builtin(#[from] UnknownBuiltin),
+    /// A wasm plugin that cannot be read or loaded.
+    #[error(transparent)]
+    Wasm(#[from] LoadError),
+}
+
+impl SourceError {
+    /// Whether the plugin is at fault (it was read, but is not a usable plugin) rather
+    /// than the name given.
+    pub fn is_plugin_failure(&self) -> bool {
+        matches!(self, SourceError::Wasm(e) if e.kind != LoadErrorKind::Read)
+    }
+}
+
+/// UDFs loaded from their sources, and how each was loaded (for `results.json`).
+pub struct LoadedUdfs {
+    pub udfs: Vec<Arc<dyn Udf>>,
+    pub loads: Vec<PluginLoad>,
+}
+
+/// Load the UDFs named as the command line names them — `builtin:NAME` or the path of a
+/// `.wasm` plugin — into `runtime`.
+///
+/// # Errors
+/// The first UDF that cannot be loaded.
+pub fn load_sources(runtime: &WasmRuntime, sources: &[PathBuf]) -> Result<LoadedUdfs, SourceError> {
+    let mut udfs: Vec<Arc<dyn Udf>> = Vec::with_capacity(sources.len());
+    let mut loads = Vec::with_capacity(sources.len());
+    for path in sources {
+        let source = path.display().to_string();
+        if let Some(builtin) = path.to_str().and_then(crate::builtins::from_source) {
+            udfs.push(builtin?);
+            loads.push(PluginLoad { source, cache: LoadCache::Builtin, load_seconds: 0.0 });
+            continue;
+        }
+        let (udf, stats) = runtime.load(path)?;
+        let cache = match stats.cache {
+            CacheOutcome::Hit => LoadCache::Hit,
+            CacheOutcome::Compiled => LoadCache::Compiled,
+        };
+        loads.push(PluginLoad { source, cache, load_seconds: stats.load_time.as_secs_f64() });
+        udfs.push(Arc::new(udf));
+    }
+    Ok(LoadedUdfs { udfs, loads })
 }

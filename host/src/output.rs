@@ -1,21 +1,24 @@
 //! Writing results: `<dir>/<udf>/<buffer>.npy` (+ `<buffer>.valid.npy` when not every
 //! element is valid), the PNG previews (`<buffer>.png`, see [`crate::preview`]),
-//! `<dir>/results.json` and the report page `<dir>/index.html` ([`report`]), all-or-nothing.
+//! `<dir>/results.json` (a [`RunSummary`]) and the report page `<dir>/index.html`
+//! ([`page`]), all-or-nothing.
 //!
 //! Everything is written into a temporary directory next to the destination and
 //! renamed into place at the end, so a failed or interrupted run never leaves a
 //! half-written output directory, and an existing one is only replaced with `force`.
 //! While a run goes on, [`snapshot::Snapshots`] keeps `<dir>/partial/` up to date; the
 //! final rename replaces the directory with it, so finished results have no `partial/`.
+//! [`record::record`] runs a planned run to its end and writes it this way.
 
 pub mod cleanup;
-pub mod report;
+pub mod page;
+pub mod record;
 pub mod snapshot;
 
-use crate::exec::{ResultBuffer, RunResults, UdfResults};
+use crate::exec::RunResults;
 use crate::npy;
 use crate::preview::Preview;
-use serde_json::{Value, json};
+use crate::report::{self, RunSummary};
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
@@ -31,117 +34,6 @@ pub enum OutputError {
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> OutputError + '_ {
     move |source| OutputError::Io { path: path.to_owned(), source }
-}
-
-/// The relative file names of each UDF's buffers: `(udf, buffer, data file, valid file)`.
-pub fn file_names(results: &RunResults) -> Vec<(String, String, String, Option<String>)> {
-    results
-        .udfs
-        .iter()
-        .flat_map(|u| {
-            u.buffers.iter().map(move |b| {
-                let (data, valid) = buffer_files(u, b);
-                (u.name.clone(), b.name.clone(), data, valid)
-            })
-        })
-        .collect()
-}
-
-/// The relative data file of a buffer and its valid mask's (when not all valid).
-fn buffer_files(u: &UdfResults, b: &ResultBuffer) -> (String, Option<String>) {
-    let data = format!("{}/{}.npy", u.name, b.name);
-    let valid = (!b.all_valid).then(|| format!("{}/{}.valid.npy", u.name, b.name));
-    (data, valid)
-}
-
-/// The per-UDF part of `results.json`: params, method, and every buffer with kind,
-/// dtype, shape, file names, the fraction of valid elements, and its `previews`.
-pub fn udfs_json(results: &RunResults, previews: &[Preview]) -> Value {
-    let udfs: Vec<Value> = results
-        .udfs
-        .iter()
-        .map(|u| {
-            let params: serde_json::Map<String, Value> =
-                u.params.iter().map(|p| (p.name.clone(), p.value.to_json())).collect();
-            let buffers: Vec<Value> = u
-                .buffers
-                .iter()
-                .map(|b| {
-                    let (data, valid) = buffer_files(u, b);
-                    json!({
-                        "name": b.name,
-                        "kind": b.kind,
-                        "dtype": b.dtype().name(),
-                        "shape": b.data.shape(),
-                        "raw_shape": b.raw.shape(),
-                        "file": data,
-                        "valid_file": valid,
-                        "all_valid": b.all_valid,
-                        "valid_fraction": valid_fraction(&b.valid),
-                        "previews": previews
-                            .iter()
-                            .filter(|p| p.udf == u.name && p.buffer == b.name)
-                            .map(preview_json)
-                            .collect::<Vec<_>>(),
-                    })
-                })
-                .collect();
-            let resources = (!u.instances.is_empty()).then(|| {
-                let process_calls: u64 = u.instances.iter().map(|(_, s)| s.process_calls).sum();
-                let process_seconds: f64 = u.instances.iter().map(|(_, s)| s.process_seconds).sum();
-                json!({
-                    "peak_memory_bytes": u.instances.iter().map(|(_, s)| s.peak_memory).max(),
-                    "calls": u.instances.iter().map(|(_, s)| s.calls).sum::<u64>(),
-                    "call_seconds": u.instances.iter().map(|(_, s)| s.call_seconds).sum::<f64>(),
-                    "process_calls": process_calls,
-                    "seconds_per_process_call": if process_calls > 0 { process_seconds / process_calls as f64 } else { 0.0 },
-                })
-            });
-            json!({
-                "name": u.name,
-                "source": u.source,
-                "resources": resources,
-                "version": u.version,
-                "method": u.method.name(),
-                "params": params,
-                "buffers": buffers,
-            })
-        })
-        .collect();
-    Value::Array(udfs)
-}
-
-/// The fraction of `true` elements of a valid mask (1 for an empty one).
-fn valid_fraction(valid: &crate::array::NdArray) -> f64 {
-    let bytes = valid.bytes();
-    if bytes.is_empty() { 1.0 } else { bytes.iter().filter(|&&b| b != 0).count() as f64 / bytes.len() as f64 }
-}
-
-/// A preview's entry in `results.json`.
-fn preview_json(p: &Preview) -> Value {
-    let r = &p.rendered;
-    json!({
-        "file": p.file,
-        "slice": (!p.index.is_empty()).then_some(&p.index),
-        "slices": p.slices,
-        "width": r.width,
-        "height": r.height,
-        "image_shape": r.image_shape,
-        "upscale": r.upscale,
-        "scale": r.scale,
-        "colormap": r.colormap,
-        "range": r.range,
-        "extent": r.extent,
-        "invalid_pixels": r.invalid,
-    })
-}
-
-/// Add the fields of the JSON object `more` to the object `summary` (replacing those
-/// with the same name).
-pub fn extend_summary(summary: &mut Value, more: Value) {
-    if let (Some(into), Value::Object(from)) = (summary.as_object_mut(), more) {
-        into.extend(from);
-    }
 }
 
 /// Results written into a temporary directory beside their destination, not yet in
@@ -167,7 +59,7 @@ pub struct Staged {
 pub fn stage(
     dir: &Path,
     results: &RunResults,
-    summary: &Value,
+    summary: &RunSummary,
     previews: &[Preview],
     previews_on: bool,
     force: bool,
@@ -189,7 +81,7 @@ pub fn stage(
     })?;
     let registration = Some(cleanup::Registration::from_id(staged.1));
     let staged = Staged { dir: dir.to_owned(), staged: staged.0, parent, force, registration };
-    let page = report::page(summary, previews, previews_on, None);
+    let page = page::page(summary, previews, previews_on, None);
     write_tree(&staged.staged, results, summary, previews, &page, false)?;
     Ok(staged)
 }
@@ -259,7 +151,7 @@ impl Drop for Staged {
 fn write_tree(
     dir: &Path,
     results: &RunResults,
-    summary: &Value,
+    summary: &RunSummary,
     previews: &[Preview],
     page: &str,
     all_masks: bool,
@@ -268,9 +160,9 @@ fn write_tree(
         let udf_dir = dir.join(&u.name);
         std::fs::create_dir(&udf_dir).map_err(io(&udf_dir))?;
         for b in &u.buffers {
-            write_npy(&udf_dir.join(format!("{}.npy", b.name)), &b.data)?;
+            write_npy(&dir.join(report::data_file(&u.name, &b.name)), &b.data)?;
             if all_masks || !b.all_valid {
-                write_npy(&udf_dir.join(format!("{}.valid.npy", b.name)), &b.valid)?;
+                write_npy(&dir.join(report::valid_file(&u.name, &b.name)), &b.valid)?;
             }
         }
     }
@@ -279,9 +171,9 @@ fn write_tree(
         std::fs::write(&path, &p.rendered.png).map_err(io(&path))?;
     }
     let json_path = dir.join("results.json");
-    let text = serde_json::to_string_pretty(summary)
+    let text = report::json_text(summary)
         .map_err(|e| OutputError::Io { path: json_path.clone(), source: std::io::Error::other(e) })?;
-    std::fs::write(&json_path, text + "\n").map_err(io(&json_path))?;
+    std::fs::write(&json_path, text).map_err(io(&json_path))?;
     let page_path = dir.join("index.html");
     std::fs::write(&page_path, page).map_err(io(&page_path))?;
     Ok(())

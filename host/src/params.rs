@@ -1,7 +1,8 @@
-//! Parameters: parsing command-line values and checking them against a UDF's specs.
+//! Parameters: parsing command-line values, checking them against a UDF's specs, and
+//! giving `NAME=VALUE` texts to the UDFs of a run ([`assign`]).
 
 use crate::array::NdArray;
-use crate::udf::{Param, ParamSpec, ParamType, ParamValue, Params};
+use crate::udf::{Param, ParamSpec, ParamType, ParamValue, Params, Udf};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -94,6 +95,72 @@ fn coerce(udf: &str, spec: &ParamSpec, value: ParamValue) -> Result<ParamValue, 
     }
 }
 
+/// `--param` values that cannot be given to the UDFs of a run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct AssignError(String);
+
+/// Give parameters written `NAME=VALUE` (as `--param` takes them) to the UDFs of a run:
+/// `UDF.NAME=VALUE` gives one UDF its value, named as in the run (`NAME`, `NAME-2`, ...
+/// for repeats, as the output directories; see [`unique_names`](crate::udf::rules::unique_names)),
+/// or every UDF of that name when none is named so; `NAME=VALUE` gives every UDF that
+/// declares `NAME` its value. One [`Params`] per UDF, in order.
+///
+/// # Errors
+/// [`AssignError`] for text that is not `NAME=VALUE`, a value of the wrong type, a UDF
+/// that is not in the run, or a parameter no UDF (or not the named one) declares.
+pub fn assign(udfs: &[Arc<dyn Udf>], given: &[String]) -> Result<Vec<Params>, AssignError> {
+    let fail = |message: String| Err(AssignError(message));
+    let run_names = crate::udf::rules::unique_names(udfs.iter().map(|u| u.description().name.as_str()));
+    let mut assigned: Vec<Params> = vec![Params::default(); udfs.len()];
+    for flag in given {
+        let Some((key, value)) = flag.split_once('=') else {
+            return fail(format!("--param '{flag}' must be NAME=VALUE (or UDF.NAME=VALUE)"));
+        };
+        let (target, name) = match key.split_once('.') {
+            Some((udf, name)) => (Some(udf), name),
+            None => (None, key),
+        };
+        let by_run_name = target.is_some_and(|t| run_names.iter().any(|n| n == t));
+        let mut matched = false;
+        for ((udf, params), run_name) in udfs.iter().zip(assigned.iter_mut()).zip(&run_names) {
+            let desc = udf.description();
+            let named = if by_run_name { run_name } else { &desc.name };
+            if target.is_some_and(|t| t != named) {
+                continue;
+            }
+            let Some(spec) = desc.params.iter().find(|s| s.name == name) else {
+                if target.is_some() {
+                    return fail(format!("'{named}' has no parameter '{name}' (it accepts: {})", param_names(udf)));
+                }
+                continue;
+            };
+            let value = parse_value(spec, value).map_err(|e| AssignError(format!("--param {flag}: {e}")))?;
+            params.0.push(Param { name: name.to_owned(), value });
+            matched = true;
+        }
+        if !matched {
+            return fail(match target {
+                Some(t) => {
+                    format!("--param {flag}: no plugin named '{t}' in this run (plugins: {})", run_names.join(", "))
+                }
+                None => {
+                    let all: Vec<String> =
+                        udfs.iter().map(|u| format!("{}: {}", u.description().name, param_names(u))).collect();
+                    format!("no plugin has a parameter '{name}' (parameters: {})", all.join("; "))
+                }
+            });
+        }
+    }
+    Ok(assigned)
+}
+
+/// A UDF's parameter names, comma-separated (`none` when it has none).
+fn param_names(udf: &Arc<dyn Udf>) -> String {
+    let names: Vec<&str> = udf.description().params.iter().map(|s| s.name.as_str()).collect();
+    if names.is_empty() { "none".into() } else { names.join(", ") }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,5 +197,30 @@ mod tests {
         assert!(err.contains("needs parameter 'n'"), "{err}");
         let wrong = Params(vec![Param { name: "n".into(), value: ParamValue::Text("a".into()) }]);
         assert!(resolve("x", &specs, &wrong).unwrap_err().contains("must be int"));
+    }
+
+    #[test]
+    fn assigned_values_go_to_the_udfs_named_by_their_run_names() {
+        let ring = || crate::builtins::get("ring").unwrap();
+        let udfs = vec![ring(), crate::builtins::get("sum").unwrap(), ring()];
+        let given: Vec<String> = ["ri=2", "ring-2.ro=9", "sum.dtype=float64"].map(String::from).to_vec();
+        let params = assign(&udfs, &given).unwrap();
+        let names = |p: &Params| p.iter().map(|p| p.name.clone()).collect::<Vec<String>>();
+        // `ri` for both rings, `ro` for the second only, `dtype` for sum only.
+        assert_eq!(names(&params[0]), ["ri"]);
+        assert_eq!(names(&params[1]), ["dtype"]);
+        assert_eq!(names(&params[2]), ["ri", "ro"]);
+        assert!(matches!(params[2].get("ro"), Some(ParamValue::Float(f)) if *f == 9.0));
+        assert!(matches!(params[1].get("dtype"), Some(ParamValue::Text(t)) if t == "float64"));
+    }
+
+    #[test]
+    fn assigning_what_no_udf_takes_says_what_they_take() {
+        let udfs = vec![crate::builtins::get("sum").unwrap()];
+        let error = |flag: &str| assign(&udfs, &[flag.to_owned()]).unwrap_err().to_string();
+        assert!(error("dtype").contains("must be NAME=VALUE"));
+        assert!(error("bogus=1").contains("no plugin has a parameter 'bogus'"));
+        assert!(error("sum.bogus=1").contains("'sum' has no parameter 'bogus'"));
+        assert!(error("nope.dtype=float32").contains("no plugin named 'nope'"));
     }
 }

@@ -16,23 +16,10 @@ use udf_host::cuda::Device;
 use udf_host::dataset::{DatasetSpec, Format, OpenOptions, OpenedDataset};
 use udf_host::exec::{Limits, Progress, Run, RunIter, RunOptions, RunResults, UdfLoader, UdfSpec};
 use udf_host::loader::{Loader, runtime_options};
+use udf_host::report::DatasetSummary;
 use udf_host::roi::Roi;
-use udf_host::udf::{BufferKind, Udf, UdfOrigin};
+use udf_host::udf::{Udf, UdfOrigin};
 use udf_host::wasm::{ComponentCache, WasmRuntime};
-
-/// The open options a dataset accepts from Python (`Context.load(..., **options)`).
-const OPTIONS: &[&str] = &[
-    "dtype",
-    "nav_shape",
-    "sig_shape",
-    "offset",
-    "sync_offset",
-    "dark",
-    "gain",
-    "excluded_pixels",
-    "dataset_path",
-    "sig_axes",
-];
 
 /// Runs UDFs in this process: one wasm runtime (limits, compile cache) and a loader that
 /// keeps every compiled plugin for the next run.
@@ -204,27 +191,19 @@ impl Engine {
     }
 }
 
-/// A `DatasetSpec` for a file from the Python layer's arguments.
+/// A `DatasetSpec` for a file from the Python layer's arguments: `filetype` a format
+/// name or `auto`, the options as JSON keyed by their names.
 fn file_spec(filetype: &str, path: PathBuf, options_json: &str) -> PyResult<DatasetSpec> {
-    let mut value: serde_json::Value =
+    let value: serde_json::Value =
         serde_json::from_str(options_json).map_err(|e| PyValueError::new_err(format!("options: {e}")))?;
-    let object = value.as_object_mut().ok_or_else(|| PyValueError::new_err("options must be keyword arguments"))?;
-    if let Some(unknown) = object.keys().find(|k| !OPTIONS.contains(&k.as_str())) {
-        return Err(PyValueError::new_err(format!(
-            "unknown dataset option '{unknown}' (options: {})",
-            OPTIONS.join(", ")
-        )));
-    }
     let format = match filetype.to_ascii_lowercase().as_str() {
         "auto" => None,
         name => Some(Format::parse(name).ok_or_else(|| {
             PyValueError::new_err(format!("unknown filetype '{filetype}' (auto, {}, memory)", Format::NAMES))
         })?),
     };
-    let mut options: OpenOptions =
-        serde_json::from_value(value).map_err(|e| PyValueError::new_err(format!("dataset options: {e}")))?;
-    options.format = format;
-    Ok(DatasetSpec::file(path, options))
+    let options = OpenOptions::from_named(value).map_err(PyValueError::new_err)?;
+    Ok(DatasetSpec::file(path, OpenOptions { format, ..options }))
 }
 
 /// An open dataset; pickles as its open spec (a file path and options, or the frames).
@@ -263,10 +242,11 @@ impl Dataset {
 
     /// What `udf-host info` prints for this dataset, and the same as JSON.
     #[pyo3(signature = (threads=None))]
-    fn info(&self, threads: Option<usize>) -> (String, String) {
+    fn info(&self, threads: Option<usize>) -> PyResult<(String, String)> {
         let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        let summary = udf_host::cli::info::describe_dataset(self.opened.dataset.as_ref(), threads);
-        (udf_host::cli::info::text(&summary), summary.to_string())
+        let summary = DatasetSummary::of(self.opened.dataset.as_ref(), threads);
+        let json = udf_host::report::json_line(&summary).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok((summary.to_text(), json))
     }
 
     /// How to open it again, as JSON.
@@ -409,11 +389,7 @@ impl Buffer {
     /// `nav`, `sig` or `single`.
     #[getter]
     fn kind(&self) -> &'static str {
-        match self.inner.kind {
-            BufferKind::Nav => "nav",
-            BufferKind::Sig => "sig",
-            BufferKind::Single => "single",
-        }
+        self.inner.kind.name()
     }
 
     #[getter]

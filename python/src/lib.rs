@@ -12,6 +12,7 @@ use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use std::path::PathBuf;
 use std::sync::OnceLock;
+use udf_host::report::{Loaded, PluginSummary};
 use udf_host::udf::Udf;
 use udf_host::wasm::{ComponentCache, RuntimeOptions, WasmRuntime};
 
@@ -43,8 +44,8 @@ fn describe_wasm(py: Python<'_>, path: PathBuf, wasm: Vec<u8>) -> PyResult<Strin
     let runtime = describe_runtime()?;
     let (udf, stats) =
         py.detach(|| runtime.load_bytes(&path, &wasm)).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    let loaded = format!("  loaded in     {:.1} ms ({:?})", stats.load_time.as_secs_f64() * 1e3, stats.cache);
-    Ok(udf_host::cli::inspect::description_text(udf.description(), &[udf_host::cli::inspect::contract_line(), loaded]))
+    let loaded = Loaded::Wasm { time: stats.load_time, cache: stats.cache };
+    Ok(PluginSummary::of(udf.description(), loaded).to_text())
 }
 
 /// What `udf-host inspect builtin:NAME` prints.
@@ -53,7 +54,7 @@ fn describe_builtin(name: &str) -> PyResult<String> {
     let udf = udf_host::builtins::get(name).ok_or_else(|| {
         PyValueError::new_err(udf_host::builtins::UnknownBuiltin { name: name.to_owned() }.to_string())
     })?;
-    Ok(udf_host::cli::inspect::description_text(udf.description(), &[udf_host::cli::inspect::BUILTIN_KIND.to_owned()]))
+    Ok(PluginSummary::of(udf.description(), Loaded::Builtin).to_text())
 }
 
 /// The names of the built-ins.
@@ -65,8 +66,7 @@ fn builtin_names() -> Vec<&'static str> {
 /// The contract this host implements, `udf:plugin@x.y.z`.
 #[pyfunction]
 fn contract_version() -> String {
-    let (a, b, c) = udf_host::wasm::WIT_VERSION;
-    format!("{}@{a}.{b}.{c}", udf_host::wasm::WIT_PACKAGE)
+    udf_host::report::contract_id()
 }
 
 #[pymodule]

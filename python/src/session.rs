@@ -25,9 +25,9 @@ use udf_host::dtype::DType;
 use udf_host::exec::{FailurePoint, Limits, RunError, UdfLoader};
 use udf_host::loader::{Loader, runtime_options};
 use udf_host::udf::{
-    BufferKind, BufferUse, BufferViewMut, CallError, DTypePreference, DatasetMeta, DeviceClass, InitContext,
-    MergeContext, Method, NamedBuffer, ParamType, Params, PartitionMeta, PartitionRunner, ResultsContext, SigSlice,
-    Tile, TileDepth, TileSize, TilingScheme, Udf, UdfOrigin,
+    BufferViewMut, CallError, DTypePreference, DatasetMeta, DeviceClass, InitContext, MergeContext, Method,
+    NamedBuffer, ParamType, Params, PartitionMeta, PartitionRunner, ResultsContext, SigSlice, Tile, TileDepth,
+    TileSize, TilingScheme, Udf, UdfOrigin,
 };
 use udf_host::wasm::WasmRuntime;
 
@@ -294,22 +294,7 @@ impl Plugin {
         let decls = py
             .detach(|| self.udf.result_buffers(&params, &meta))
             .map_err(|e| self.site("result_buffers").error(py, e))?;
-        Ok(decls
-            .into_iter()
-            .map(|d| {
-                let kind = match d.kind {
-                    BufferKind::Nav => "nav",
-                    BufferKind::Sig => "sig",
-                    BufferKind::Single => "single",
-                };
-                let usage = match d.usage {
-                    BufferUse::Normal => "normal",
-                    BufferUse::Private => "private",
-                    BufferUse::ResultOnly => "result-only",
-                };
-                (d.name, kind, d.dtype.name(), d.extra_shape, usage)
-            })
-            .collect())
+        Ok(decls.into_iter().map(|d| (d.name, d.kind.name(), d.dtype.name(), d.extra_shape, d.usage.name())).collect())
     }
 
     /// Start an instance: `init` with the params, dataset meta and partition meta

@@ -49,6 +49,22 @@ fn run_writes_npy_and_results_json() {
     assert_eq!(summary["udfs"][1]["buffers"][0]["shape"], serde_json::json!([6, 5]));
     assert!(summary["timings"]["process_seconds"].as_f64().is_some());
     assert!(summary["throughput_gb_per_s"].as_f64().is_some());
+    // The file is the library's run summary: it reads back as one and writes the same
+    // fields (numbers aside: a float may come back one unit in the last place off).
+    let typed: udf_host::report::RunSummary = serde_json::from_value(summary.clone()).unwrap();
+    assert_eq!(typed.status, udf_host::report::RunStatus::Complete);
+    assert_eq!(without_numbers(&serde_json::to_value(&typed).unwrap()), without_numbers(&summary));
+}
+
+/// `value` with every number replaced by 0.
+fn without_numbers(value: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::Number(_) => Value::from(0),
+        Value::Array(items) => Value::Array(items.iter().map(without_numbers).collect()),
+        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), without_numbers(v))).collect()),
+        other => other.clone(),
+    }
 }
 
 #[test]
@@ -247,4 +263,36 @@ fn roi_options_select_frames_and_write_valid_masks() {
             .unwrap_err();
     assert_eq!(code, exit::USER_ERROR);
     assert!(msg.contains("--roi-rect") && msg.contains("outside"), "{msg}");
+}
+
+/// What `udf-host run` does after planning is a library call a second front end makes
+/// too: record a planned run into a results directory.
+#[test]
+fn the_library_records_a_run_as_the_command_line_does() {
+    use udf_host::exec::{Run, RunOptions, UdfSpec};
+    use udf_host::output::record::{Destination, record};
+    use udf_host::report::{RunStatus, RunSummary};
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.npy");
+    let values: Vec<f32> = (0..24).map(|i| i as f32).collect();
+    fixtures::write_npy_f32(&input, &[2, 3], &[2, 2], &values);
+    let data = udf_host::dataset::DatasetSpec::file(&input, Default::default()).open().unwrap();
+    let spec = UdfSpec { udf: udf_host::builtins::get("sumsig").unwrap(), params: Default::default() };
+    let run = Run::plan(data, vec![spec], RunOptions::default()).unwrap();
+    let summary = RunSummary::planned(&run, Vec::new(), Default::default());
+    let out = dir.path().join("out");
+    let to = Destination { dir: out.clone(), force: false, previews: true, snapshot_every: None };
+    let recorded = record(run, summary, &to, std::time::Instant::now(), &mut ()).unwrap();
+    assert_eq!(recorded.summary.status, RunStatus::Complete);
+    assert!(recorded.stopped_by.is_none());
+    let written: RunSummary =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(written.status, RunStatus::Complete);
+    assert_eq!(written.failures.as_deref(), Some(&[][..]));
+    let buffer = &written.udfs[0].buffers[0];
+    assert_eq!((buffer.file.as_str(), buffer.shape.as_slice()), ("sumsig/intensity.npy", &[2, 3][..]));
+    assert_eq!(buffer.previews.len(), 1, "a 2-D scan's nav buffer is an image");
+    // Each frame's sum, from a plain loop over the values written.
+    let expected: Vec<f64> = values.chunks(4).map(|frame| frame.iter().map(|&v| f64::from(v)).sum()).collect();
+    assert_eq!(to_f64(&udf_host::npy::read_array(&out.join(&buffer.file)).unwrap()), expected);
 }

@@ -2,10 +2,11 @@
 //! a plain reference, sync offsets on formats that shape themselves, and `info`.
 
 use std::sync::Arc;
-use udf_host::cli::{execute, exit, info};
+use udf_host::cli::{execute, exit};
 use udf_host::dataset::{ExcludedPixels, OpenOptions, SigSlice};
 use udf_host::dtype::DType;
 use udf_host::exec::RunOptions;
+use udf_host::report::DatasetSummary;
 use udf_host::udf::{Params, Udf};
 use udf_host_tests::fixture_formats::mib::{self, MibKind, MibSet, counts};
 use udf_host_tests::fixture_formats::read::{open, open_error, read_all, read_tile};
@@ -179,18 +180,21 @@ fn info_reports_format_shape_and_tiling() {
     let data = counts(&[8, 8], &[32, 64], 4095, 2);
     let paths = mib::write_mib(dir.path(), "info", &data, MibSet { files: 2, ..MibSet::new(MibKind::U16) });
     mib::write_hdr(&dir.path().join("info.hdr"), &[8, 8], true);
-    let summary = info::describe(&paths[0], &OpenOptions::default(), 2).unwrap();
-    assert_eq!(summary["format"], "mib");
-    assert_eq!(summary["nav_shape"], serde_json::json!([8, 8]));
-    assert_eq!(summary["sig_shape"], serde_json::json!([32, 64]));
-    assert_eq!(summary["dtype"], ">u2");
-    assert_eq!(summary["details"]["files"], "2");
-    assert_eq!(summary["partitions"]["count"], 4);
-    assert_eq!(summary["tile_udf"]["input_dtype"], "float32");
+    let summary = DatasetSummary::open(&paths[0], &OpenOptions::default(), 2).unwrap();
+    assert_eq!(summary.format, "mib");
+    assert_eq!(summary.nav_shape, [8, 8]);
+    assert_eq!(summary.sig_shape, [32, 64]);
+    assert_eq!(summary.dtype, ">u2");
+    assert_eq!(summary.details["files"], "2");
+    assert_eq!(summary.partitions.count, 4);
+    assert_eq!(summary.tile_udf.input_dtype, "float32");
     // 16 frames per partition; 16 KiB of native data per slice at least, ~1 MiB tiles.
-    let tile = summary["tile_udf"]["tile_shape"].as_array().unwrap();
+    let tile = &summary.tile_udf.tile_shape;
     assert_eq!(tile.len(), 3);
-    assert!(tile[0].as_u64().unwrap() <= 16 && tile[2] == 64, "{tile:?}");
+    assert!(tile[0] <= 16 && tile[2] == 64, "{tile:?}");
+    // The JSON the front ends print reads back as the same summary.
+    let json = udf_host::report::json_text(&summary).unwrap();
+    assert_eq!(serde_json::from_str::<DatasetSummary>(&json).unwrap(), summary);
     // Through the command line, with --format overriding detection.
     let cli = |args: &[&str]| execute(std::iter::once("udf-host").chain(args.iter().copied()));
     let hdr = dir.path().join("info.hdr").display().to_string();

@@ -161,11 +161,13 @@ fn snapshots_replace_each_other_and_are_removed_when_no_results_follow() {
     let input = dir.path().join("in.npy");
     write_npy_f32(&input, &[2, 3], &[2, 2], &[2.0; 24]);
     let udf = udf_host::builtins::from_source("builtin:sumsig").unwrap().unwrap();
-    let results =
-        udf_host_tests::run_on(&input, &Default::default(), vec![(udf, Default::default())], Default::default())
-            .unwrap();
+    let data = udf_host::dataset::open(&input, &Default::default()).unwrap();
+    let spec = udf_host::exec::UdfSpec { udf, params: Default::default() };
+    let run = udf_host::exec::Run::plan(data, vec![spec], Default::default()).unwrap();
+    let summary = udf_host::report::RunSummary::planned(&run, Vec::new(), Default::default());
+    let results = run.execute().unwrap();
     let out = dir.path().join("out");
-    let mut snapshots = udf_host::output::snapshot::Snapshots::new(&out, Duration::from_secs(1), serde_json::json!({}));
+    let mut snapshots = udf_host::output::snapshot::Snapshots::new(&out, Duration::from_secs(1), summary);
     snapshots.write(&results).unwrap();
     assert!(snapshots.made_output_dir());
     assert_eq!(std::fs::read_link(out.join("partial")).unwrap(), Path::new(".partial-1"));

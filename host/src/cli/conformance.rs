@@ -1,43 +1,30 @@
 //! `udf-host conformance PLUGIN`: run the conformance kit ([`crate::conformance`]) on a
 //! plugin and print the report; `--vectors DIR` runs test vectors instead.
 
-use super::{Failure, RuntimeArgs, Shape, exit};
+use super::dataset::DatasetArgs;
+use super::{Failure, RuntimeArgs, exit};
 use crate::conformance::{self, Config, DataSource, Group, Synthetic, Tolerance};
-use crate::dataset::{self, Format, OpenOptions};
-use crate::dtype::{DType, StoredDType};
-use crate::udf::Udf;
-use crate::wasm::{LoadErrorKind, WasmRuntime};
+use crate::dataset;
+use crate::dtype::DType;
 use anyhow::anyhow;
 use clap::Args;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 #[derive(Args)]
 pub struct ConformanceArgs {
-    /// The plugin (.wasm component); with --vectors, one or more.
+    /// The plugin (.wasm component or builtin:NAME); with --vectors, one or more.
     #[arg(required = true, value_name = "PLUGIN")]
     plugins: Vec<PathBuf>,
     /// A parameter for the plugin: NAME=VALUE or NAME=@array.npy.
     #[arg(long = "param", short = 'p', value_name = "NAME=VALUE")]
     params: Vec<String>,
-    /// Check on this dataset instead of synthetic data.
+    /// Check on this dataset instead of synthetic data (opened with the options below;
+    /// without it, --dtype, --nav-shape and --sig-shape shape the synthetic data:
+    /// float32, 4,6 and 16,16 by default).
     #[arg(long, value_name = "FILE")]
     data: Option<PathBuf>,
-    /// Dataset format of --data (default: detected).
-    #[arg(long, value_name = "raw|npy|mib|...", requires = "data")]
-    format: Option<String>,
-    /// Element type: of the synthetic data (default float32), or of raw --data ('>u2'...).
-    #[arg(long)]
-    dtype: Option<String>,
-    /// Nav shape: of the synthetic data (default 4,6), or of --data.
-    #[arg(long)]
-    nav_shape: Option<Shape>,
-    /// Sig (frame) shape: of the synthetic data (default 16,16), or of --data.
-    #[arg(long)]
-    sig_shape: Option<Shape>,
-    /// Bytes to skip at the start of a raw --data file.
-    #[arg(long, default_value_t = 0, requires = "data")]
-    offset: u64,
+    #[command(flatten)]
+    dataset: DatasetArgs,
     /// Seed of the synthetic data, random ROIs and shuffled merge orders.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -98,41 +85,45 @@ impl ConformanceArgs {
         }))
     }
 
+    /// `--data` opened with the dataset options, or synthetic data of the dtype and
+    /// shapes given.
     fn data(&self) -> anyhow::Result<DataSource> {
-        let Some(path) = &self.data else {
-            let d = Synthetic::default();
-            let dtype = match &self.dtype {
-                Some(name) => DType::parse(name)
-                    .ok_or_else(|| anyhow!("--dtype '{name}' is not a dtype (float32, uint16, ...)"))?,
-                None => d.dtype,
-            };
-            return Ok(DataSource::Synthetic(Synthetic {
-                nav: self.nav_shape.clone().map_or(d.nav, |s| s.0),
-                sig: self.sig_shape.clone().map_or(d.sig, |s| s.0),
-                dtype,
-                seed: self.seed,
-            }));
+        if let Some(path) = &self.data {
+            let dataset = dataset::open(path, &self.dataset.open_options()?)?;
+            return Ok(DataSource::Dataset { name: path.display().to_string(), dataset });
+        }
+        if let Some(flag) = self.dataset.names_a_file_option() {
+            anyhow::bail!("{flag} is an option of the --data file; the synthetic data takes --dtype and the shapes");
+        }
+        let d = Synthetic::default();
+        let dtype = match &self.dataset.dtype {
+            Some(name) => {
+                DType::parse(name).ok_or_else(|| anyhow!("--dtype '{name}' is not a dtype (float32, uint16, ...)"))?
+            }
+            None => d.dtype,
         };
-        let options = OpenOptions {
-            format: self
-                .format
-                .as_deref()
-                .map(|f| Format::parse(f).ok_or_else(|| anyhow!("unknown --format '{f}' ({})", Format::NAMES)))
-                .transpose()?,
-            dtype: self
-                .dtype
-                .as_deref()
-                .map(|d| {
-                    StoredDType::parse(d).ok_or_else(|| anyhow!("--dtype '{d}' is not a dtype (try float32, '>u2')"))
-                })
-                .transpose()?,
-            nav_shape: self.nav_shape.clone().map(|s| s.0),
-            sig_shape: self.sig_shape.clone().map(|s| s.0),
-            offset: self.offset,
-            ..OpenOptions::default()
+        Ok(DataSource::Synthetic(Synthetic {
+            nav: self.dataset.nav_shape.clone().map_or(d.nav, |s| s.0),
+            sig: self.dataset.sig_shape.clone().map_or(d.sig, |s| s.0),
+            dtype,
+            seed: self.seed,
+        }))
+    }
+
+    /// `--check` groups (`None`: all).
+    fn groups(&self) -> anyhow::Result<Option<Vec<Group>>> {
+        if self.checks.is_empty() {
+            return Ok(None);
+        }
+        let group = |g: &String| {
+            Group::parse(g).filter(|g| *g != Group::Vectors && *g != Group::Run).ok_or_else(|| {
+                anyhow!(
+                    "--check '{g}' is not a check group (invariance, roi, merge, declarations, determinism, \
+                     robustness, resources)"
+                )
+            })
         };
-        let dataset = dataset::open(path, &options)?;
-        Ok(DataSource::Dataset { name: path.display().to_string(), dataset })
+        self.checks.iter().map(group).collect::<anyhow::Result<Vec<_>>>().map(Some)
     }
 }
 
@@ -145,58 +136,27 @@ pub fn conformance(args: ConformanceArgs) -> Result<(), Failure> {
     }
     let tolerance = args.tolerance()?;
     let logger = if args.verbose { crate::log::stderr(crate::log::LogLevel::Warn) } else { crate::log::discard() };
-    let instances = ((args.threads + 2) * args.plugins.len()).max(4) as u32;
-    let runtime = WasmRuntime::new(args.runtime.options(logger, instances)?)?;
-    let mut udfs: Vec<Arc<dyn Udf>> = Vec::new();
-    for path in &args.plugins {
-        let (udf, _) = runtime.load(path).map_err(|e| Failure {
-            code: if e.kind == LoadErrorKind::Read { exit::USER_ERROR } else { exit::PLUGIN_FAILURE },
-            error: e.into(),
-        })?;
-        udfs.push(Arc::new(udf));
-    }
-
+    let runtime = args.runtime.build(logger, args.threads, args.plugins.len())?;
+    let udfs = crate::loader::load_sources(&runtime, &args.plugins).map_err(super::load_failure)?.udfs;
     let report = match &args.vectors {
         Some(dir) => conformance::check_vectors(dir, &udfs, args.threads.min(2), tolerance)?,
         None => {
-            let specs = super::run::assign_params(&udfs, &args.params)?;
-            let groups = if args.checks.is_empty() {
-                None
-            } else {
-                Some(
-                    args.checks
-                        .iter()
-                        .map(|g| {
-                            Group::parse(g).filter(|g| *g != Group::Vectors && *g != Group::Run).ok_or_else(|| {
-                                anyhow!(
-                                    "--check '{g}' is not a check group (invariance, roi, merge, declarations, \
-                                     determinism, robustness, resources)"
-                                )
-                            })
-                        })
-                        .collect::<anyhow::Result<Vec<_>>>()?,
-                )
-            };
             let config = Config {
-                params: specs[0].params.clone(),
+                params: crate::params::assign(&udfs, &args.params)?.remove(0),
                 data: args.data()?,
                 tolerance: tolerance.unwrap_or_default(),
                 threads: args.threads,
-                groups,
+                groups: args.groups()?,
                 seed: args.seed,
             };
             conformance::check_plugin(udfs[0].clone(), &config)?
         }
     };
-    let json = serde_json::to_string_pretty(&report)?;
+    let json = format!("{}\n", serde_json::to_string_pretty(&report)?);
     if let Some(path) = &args.report {
-        std::fs::write(path, format!("{json}\n")).map_err(|e| anyhow!("cannot write {}: {e}", path.display()))?;
+        std::fs::write(path, &json).map_err(|e| anyhow!("cannot write {}: {e}", path.display()))?;
     }
-    if args.json {
-        super::print(format!("{json}\n"))?;
-    } else {
-        super::print(report.to_text(args.verbose))?;
-    }
+    super::print(if args.json { json } else { report.to_text(args.verbose) })?;
     if report.passed {
         Ok(())
     } else {

@@ -1,7 +1,7 @@
 //! `udf-host list`: the native built-ins and their parameters.
 
 use super::Failure;
-use super::inspect::{description_json, params_text};
+use crate::report::{self, Loaded, PluginSummary};
 use clap::Args;
 
 #[derive(Args)]
@@ -12,18 +12,17 @@ pub struct ListArgs {
 }
 
 pub fn list(args: ListArgs) -> Result<(), Failure> {
-    let all = crate::builtins::all();
+    let all: Vec<PluginSummary> =
+        crate::builtins::all().iter().map(|u| PluginSummary::of(u.description(), Loaded::Builtin)).collect();
     if args.json {
-        let list: Vec<serde_json::Value> = all.iter().map(|u| description_json(u.description())).collect();
-        super::print(format!("{}\n", serde_json::to_string_pretty(&list)?))?;
+        super::print(report::json_text(&all)?)?;
         return Ok(());
     }
     let mut text =
         format!("Built-ins (run them as {}NAME, e.g. `udf-host run builtin:sum data.npy`):\n", crate::builtins::PREFIX);
-    for udf in &all {
-        let d = udf.description();
-        text.push_str(&format!("\n{} — {}\n", d.name, d.summary));
-        text.push_str(&params_text(d));
+    for summary in &all {
+        text.push_str(&format!("\n{} — {}\n", summary.name, summary.summary));
+        text.push_str(&summary.params_text());
     }
     super::print(text)?;
     Ok(())

@@ -4,16 +4,17 @@
 
 mod completions;
 mod conformance;
+mod dataset;
 mod generate;
-pub mod info;
-pub mod inspect;
+mod info;
+mod inspect;
 mod list;
 mod new;
 mod partition;
 mod progress;
 mod run;
 
-use crate::wasm::{ComponentCache, MAX_WASM_MEMORY, RuntimeOptions, WIT_PACKAGE, WIT_VERSION};
+use crate::wasm::{ComponentCache, MAX_WASM_MEMORY, RuntimeOptions, WasmRuntime};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
@@ -72,10 +73,10 @@ fn features_text(list: &[(&str, bool)]) -> String {
 pub fn version_text() -> &'static str {
     static TEXT: OnceLock<String> = OnceLock::new();
     TEXT.get_or_init(|| {
-        let (major, minor, patch) = WIT_VERSION;
         format!(
-            "{}\ncontract: {WIT_PACKAGE}@{major}.{minor}.{patch}\nfeatures: {}",
+            "{}\ncontract: {}\nfeatures: {}",
             env!("CARGO_PKG_VERSION"),
+            crate::report::contract_id(),
             features_text(FEATURES)
         )
     })
@@ -131,6 +132,13 @@ impl RuntimeArgs {
             max_memory_total: self.max_memory_total,
             trusted: self.trusted,
         }
+    }
+
+    /// A runtime with these options for runs of `udfs` UDFs on `threads` threads,
+    /// plugin logs to `logger`.
+    fn build(&self, logger: crate::log::Logger, threads: usize, udfs: usize) -> anyhow::Result<WasmRuntime> {
+        let instances = ((threads + 2) * udfs).max(4) as u32;
+        Ok(WasmRuntime::new(self.options(logger, instances)?)?)
     }
 
     fn options(&self, logger: crate::log::Logger, instances: u32) -> anyhow::Result<RuntimeOptions> {
@@ -231,6 +239,13 @@ impl<E: Into<anyhow::Error>> From<E> for Failure {
     fn from(e: E) -> Self {
         Failure { code: exit::USER_ERROR, error: e.into() }
     }
+}
+
+/// A UDF that could not be loaded: the user's to fix when the name or file is wrong, the
+/// plugin's when it was read but is not a usable plugin.
+fn load_failure(e: crate::loader::SourceError) -> Failure {
+    let code = if e.is_plugin_failure() { exit::PLUGIN_FAILURE } else { exit::USER_ERROR };
+    Failure { code, error: e.into() }
 }
 
 /// Parse `args` (including the program name) and run the command.

@@ -83,14 +83,6 @@ fn terms(kind: BufferKind, frames: usize, sig_len: usize) -> usize {
     .max(1)
 }
 
-fn kind_name(kind: BufferKind) -> &'static str {
-    match kind {
-        BufferKind::Nav => "nav",
-        BufferKind::Sig => "sig",
-        BufferKind::Single => "single",
-    }
-}
-
 /// The tolerance applied to one float result buffer.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Bound {
@@ -198,9 +190,9 @@ impl Bounds {
             return Some(Bound { scale: self.scale, ..fixed });
         }
         let per = match n.1 {
-            Some(kind @ BufferKind::Nav) => format!(" (a frame's pixels, {} buffer)", kind_name(kind)),
-            Some(kind @ BufferKind::Sig) => format!(" (the frames, {} buffer)", kind_name(kind)),
-            Some(kind @ BufferKind::Single) => format!(" (frames × pixels, {} buffer)", kind_name(kind)),
+            Some(kind @ BufferKind::Nav) => format!(" (a frame's pixels, {} buffer)", kind.name()),
+            Some(kind @ BufferKind::Sig) => format!(" (the frames, {} buffer)", kind.name()),
+            Some(kind @ BufferKind::Single) => format!(" (frames × pixels, {} buffer)", kind.name()),
             None => String::new(),
         };
         let basis = format!("{} accumulation ({source}) over {} terms{per}", coarse.name(), n.0);

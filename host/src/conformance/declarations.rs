@@ -81,11 +81,7 @@ pub(crate) fn check(ctx: &Ctx<'_>) -> Vec<Check> {
         if b.raw.shape() != raw.as_slice() {
             problems.push(format!("raw shape {:?} instead of {raw:?}", b.raw.shape()));
         }
-        let kind = match d.kind {
-            BufferKind::Nav => "nav",
-            BufferKind::Sig => "sig",
-            BufferKind::Single => "single",
-        };
+        let kind = d.kind.name();
         let usage = if d.usage == BufferUse::ResultOnly { ", result-only" } else { "" };
         evidence.push(if problems.is_empty() {
             Evidence::pass(&variant, format!("{kind} {} {expected:?}{usage}, as declared", b.dtype()))

@@ -112,7 +112,7 @@ pub enum Unavailable {
 }
 
 /// A usable GPU: what [`available`] found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpuInfo {
     pub name: String,
     /// Compute capability (major, minor).

@@ -178,6 +178,36 @@ pub struct OpenOptions {
     pub sig_axes: Option<Vec<usize>>,
 }
 
+impl OpenOptions {
+    /// The options by name, as keyword arguments and JSON keys give them
+    /// (`Context.load(path, **options)`); the format is chosen apart.
+    pub const NAMES: [&str; 10] = [
+        "dtype",
+        "nav_shape",
+        "sig_shape",
+        "offset",
+        "sync_offset",
+        "dark",
+        "gain",
+        "excluded_pixels",
+        "dataset_path",
+        "sig_axes",
+    ];
+
+    /// Options from a JSON object keyed by [`OpenOptions::NAMES`] (values as the
+    /// options' serde forms: `"<u2"`, `[64, 64]`, `{"coordinates": [[1, 2]]}`).
+    ///
+    /// # Errors
+    /// A name that is not an option (naming those that are), or a value of the wrong form.
+    pub fn from_named(options: serde_json::Value) -> Result<OpenOptions, String> {
+        let object = options.as_object().ok_or("dataset options must be given by name")?;
+        if let Some(unknown) = object.keys().find(|k| !Self::NAMES.contains(&k.as_str())) {
+            return Err(format!("unknown dataset option '{unknown}' (options: {})", Self::NAMES.join(", ")));
+        }
+        serde_json::from_value(options).map_err(|e| format!("dataset options: {e}"))
+    }
+}
+
 /// Open a dataset file: the format's reader (from `options.format`, else detected),
 /// then the common shape options and corrections as wrappers.
 ///
@@ -239,4 +269,20 @@ pub(crate) fn reshape(
         ));
     }
     Ok(DatasetShape { nav, sig })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_given_by_name_are_read_and_unknown_names_refused() {
+        let options = OpenOptions::from_named(serde_json::json!({"nav_shape": [4, 8], "sync_offset": -2})).unwrap();
+        assert_eq!(options.nav_shape, Some(vec![4, 8]));
+        assert_eq!(options.sync_offset, Some(-2));
+        assert_eq!(options.format, None);
+        let e = OpenOptions::from_named(serde_json::json!({"nav_shap": [4]})).unwrap_err();
+        assert!(e.contains("unknown dataset option 'nav_shap'") && e.contains("nav_shape"), "{e}");
+        assert!(OpenOptions::from_named(serde_json::json!({"format": "raw"})).is_err(), "the format is chosen apart");
+    }
 }

@@ -134,6 +134,11 @@ impl RunIter {
         &self.failures
     }
 
+    /// Whether the run goes on with the other partitions when one fails (`keep_going`).
+    pub fn keeps_going(&self) -> bool {
+        self.policy.keep_going
+    }
+
     /// Whether the run was interrupted with [`Progress::interrupt`].
     pub fn interrupted(&self) -> bool {
         self.live.interrupted.load(Ordering::Relaxed)

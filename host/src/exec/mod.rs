@@ -57,14 +57,14 @@ mod wire;
 pub use iter::{MergeStep, Progress, RunIter};
 pub use merge::{MergeState, Merger};
 pub use partition::{Control, PartitionOutput, UdfOutput, Worker, check_exported};
-pub use plan::{Limits, PLAN_VERSION, Plan, PlannedUdf, UdfLoader, unique_names};
+pub use plan::{Limits, PLAN_VERSION, Plan, PlannedUdf, UdfLoader};
 pub use results::{ResultBuffer, RunResults, UdfResults};
 pub use wire::WireError;
 
 use crate::dataset::{DatasetError, OpenedDataset, Partition, TilingScheme};
 use crate::dtype::DType;
 use crate::roi::Roi;
-use crate::udf::{BufferDecl, CallError, ErrorKind, Method, Params, RunPlan, Udf};
+use crate::udf::{BufferDecl, CallError, DTypePreference, ErrorKind, Method, Params, RunPlan, Udf};
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -201,6 +201,33 @@ impl RunError {
             RunError::Udf { error: CallError::Returned { kind, .. }, .. } => *kind == ErrorKind::BadParam,
             _ => false,
         }
+    }
+
+    /// When a UDF failed in a run whose input dtype another UDF of `plan` raised above
+    /// its own preference, a note saying so: its error ("the tile holds float64, not
+    /// float32") is about a dtype it never asked for.
+    pub fn dtype_note(&self, plan: &Plan) -> Option<String> {
+        let RunError::Udf { udf, .. } = self else { return None };
+        let (stored, input) = (plan.stored_dtype.dtype, plan.meta.input_dtype);
+        let wanted = |preference: DTypePreference| match preference {
+            DTypePreference::Native => stored,
+            DTypePreference::Prefer(d) => crate::dtype::result_type(d, stored),
+        };
+        let own = wanted(plan.udfs.iter().find(|u| u.name == *udf)?.plan.input_dtype);
+        let raisers: Vec<String> = plan
+            .udfs
+            .iter()
+            .filter(|u| u.name != *udf && matches!(u.plan.input_dtype, DTypePreference::Prefer(_)))
+            .filter(|u| wanted(u.plan.input_dtype) == input)
+            .map(|u| format!("'{}'", u.name))
+            .collect();
+        (own != input && !raisers.is_empty()).then(|| {
+            format!(
+                "'{udf}' asks for {own} input, but {} raised the run's input dtype to {input}; run '{udf}' in a run \
+                 of its own if it cannot take {input}",
+                raisers.join(", ")
+            )
+        })
     }
 }
 

@@ -9,11 +9,10 @@
 use super::{DEFAULT_MAX_RESULT_BYTES, RunError, RunOptions, UdfSpec};
 use crate::dataset::{Dataset, DatasetShape, DatasetSpec, OpenedDataset, Partition, TileRequest, TilingScheme};
 use crate::dtype::{DType, StoredDType, result_type};
-use crate::log::escape_control;
 use crate::roi::Roi;
 use crate::udf::{
-    BufferDecl, BufferKind, BufferUse, CallError, DTypePreference, DatasetMeta, Description, DeviceClass, FUSED_STORED,
-    Method, ParamSpec, ParamValue, Params, RunPlan, Udf, UdfOrigin, rules,
+    BufferDecl, BufferUse, CallError, DTypePreference, DatasetMeta, Description, DeviceClass, FUSED_STORED, Method,
+    ParamSpec, ParamValue, Params, RunPlan, Udf, UdfOrigin, rules,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -161,7 +160,7 @@ impl Plan {
             device_class: DeviceClass::Cpu,
             threads_per_worker: 1,
         };
-        let names = unique_names(udfs.iter().map(|s| s.udf.description().name.as_str()));
+        let names = rules::unique_names(udfs.iter().map(|s| s.udf.description().name.as_str()));
         let (params, choices) = resolve_and_choose(udfs, &names, &meta, options.force_method)?;
         meta.input_dtype = agree_input_dtype(stored.dtype, &choices);
         let mut planned = Vec::with_capacity(udfs.len());
@@ -225,24 +224,6 @@ fn check_roi(roi: Option<&Roi>, shape: &DatasetShape) -> Result<(), RunError> {
     }
 }
 
-/// Step: a unique name per UDF, `NAME`, `NAME-2`, ... for repeats (unique also
-/// ignoring case: they are directories). The names the output and `--param NAME.x=` use.
-pub fn unique_names<'a>(bases: impl IntoIterator<Item = &'a str>) -> Vec<String> {
-    let mut taken = std::collections::HashSet::new();
-    let mut names = Vec::new();
-    for base in bases {
-        let mut name = base.to_owned();
-        let mut k = 2;
-        while taken.contains(&name.to_ascii_lowercase()) {
-            name = format!("{base}-{k}");
-            k += 1;
-        }
-        taken.insert(name.to_ascii_lowercase());
-        names.push(name);
-    }
-    names
-}
-
 /// Step: resolve each UDF's params against its description and ask it for its choices
 /// (method, preferred dtype, tiling).
 fn resolve_and_choose(
@@ -296,7 +277,7 @@ fn declare_buffers(
 ) -> Result<Vec<BufferDecl>, RunError> {
     let decls = udf.result_buffers(params, meta).map_err(|e| main_call_error(udf, name, "result_buffers", e))?;
     // Breaking the rules is the UDF's fault (exit 2), reported at the call that declared.
-    check_declarations(udf.description(), &decls, meta.frames(), &meta.sig_shape)
+    rules::check_declarations(udf.description(), &decls, meta.frames(), &meta.sig_shape)
         .map_err(|e| main_call_error(udf, name, "result_buffers", e))?;
     Ok(decls)
 }
@@ -465,49 +446,4 @@ pub(crate) fn resolve_params(
         params.set(&spec.name, ParamValue::Array(Arc::new(reshaped)));
     }
     Ok(params)
-}
-
-/// Check declarations against the rules of API.md §5 and [`rules`]: at most
-/// [`rules::MAX_BUFFERS`], names usable as files and unique (also ignoring case), sizes
-/// that can be allocated. One pass over the declarations.
-fn check_declarations(desc: &Description, decls: &[BufferDecl], frames: usize, sig: &[usize]) -> Result<(), CallError> {
-    let contract = |m: String| Err(CallError::Contract(m));
-    if decls.len() > rules::MAX_BUFFERS {
-        return contract(format!("it declares {} buffers; at most {}", decls.len(), rules::MAX_BUFFERS));
-    }
-    for d in decls {
-        if let Err(e) = rules::check_buffer_name(&d.name) {
-            return contract(format!("buffer name {:?} is not usable: {e}", escape_control(&d.name)));
-        }
-        if d.extra_shape.len() > rules::MAX_DIMS {
-            return contract(format!(
-                "buffer '{}' has an extra shape of {} axes; at most {}",
-                d.name,
-                d.extra_shape.len(),
-                rules::MAX_DIMS
-            ));
-        }
-        let shape = d.storage_shape(frames, sig);
-        if shape.iter().try_fold(d.dtype.size(), |acc, &n| acc.checked_mul(n)).is_none_or(|b| b > isize::MAX as usize) {
-            return contract(format!("buffer '{}' of shape {shape:?} ({}) is too large to allocate", d.name, d.dtype));
-        }
-        if d.usage == BufferUse::ResultOnly && !desc.custom_results {
-            return contract(format!(
-                "result-only buffer '{}' is declared, but there is no get_results to produce it",
-                d.name
-            ));
-        }
-        if d.usage != BufferUse::ResultOnly && d.kind != BufferKind::Nav && !desc.custom_merge {
-            return contract(format!(
-                "{} buffer '{}' is declared, but there is no custom merge; only nav buffers can be merged by default",
-                if d.kind == BufferKind::Sig { "sig" } else { "single" },
-                d.name
-            ));
-        }
-    }
-    match rules::first_clash(decls.iter().map(|d| d.name.as_str())) {
-        Some((a, b)) if a == b => contract(format!("buffer '{a}' is declared twice")),
-        Some((a, b)) => contract(format!("buffers '{a}' and '{b}' differ only in case: one file on some file systems")),
-        None => Ok(()),
-    }
 }

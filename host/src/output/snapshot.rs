@@ -24,10 +24,10 @@
 //! Ctrl-C ([`super::cleanup`]).
 
 use super::cleanup::{self, Registration, Undo};
-use super::{OutputError, io, udfs_json, write_tree};
+use super::{OutputError, io, write_tree};
 use crate::exec::{RunIter, RunResults};
 use crate::preview::{self, PreviewOptions};
-use serde_json::{Value, json};
+use crate::report::RunSummary;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -36,8 +36,8 @@ use std::time::{Duration, Instant};
 pub struct Snapshots {
     out: PathBuf,
     every: Duration,
-    /// The fields of `results.json` that do not change during the run.
-    base: Value,
+    /// What `results.json` says before the first merge (dataset, plan, plugins).
+    base: RunSummary,
     options: PreviewOptions,
     started: Instant,
     last: Instant,
@@ -52,9 +52,9 @@ pub struct Snapshots {
 }
 
 impl Snapshots {
-    /// Snapshots into `out/partial/` every `every`; `base` is the part of `results.json`
-    /// that does not change during the run (dataset, plugins, ...).
-    pub fn new(out: &Path, every: Duration, base: Value) -> Snapshots {
+    /// Snapshots into `out/partial/` every `every`; `base` is the run's summary as
+    /// planned (dataset, plan, plugins, ...).
+    pub fn new(out: &Path, every: Duration, base: RunSummary) -> Snapshots {
         let now = Instant::now();
         Snapshots {
             out: out.to_owned(),
@@ -119,24 +119,10 @@ impl Snapshots {
         let previews = preview::run_previews(results, &self.options)
             .map_err(|e| OutputError::Io { path: self.out.clone(), source: std::io::Error::other(e) })?;
         let n = self.count + 1;
-        let stats = &results.stats;
-        let mut summary = self.base.clone();
-        super::extend_summary(
-            &mut summary,
-            json!({
-                "status": "running",
-                "snapshot": n,
-                "elapsed_seconds": self.started.elapsed().as_secs_f64(),
-                "input_dtype": results.input_dtype.name(),
-                "partitions": {"count": stats.partitions, "merged": stats.partitions_merged, "failed": stats.partitions_failed},
-                "frames": stats.frames,
-                "bytes_read": stats.bytes_read,
-                "throughput_gb_per_s": stats.throughput_gbps(),
-                "udfs": udfs_json(results, &previews),
-            }),
-        );
+        let mut summary = self.base.snapshot(n, self.started.elapsed().as_secs_f64());
+        summary.record_results(results, &previews);
         let refresh = self.every.as_secs_f64().ceil().max(1.0) as u64;
-        let page = super::report::page(&summary, &previews, true, Some(refresh));
+        let page = super::page::page(&summary, &previews, true, Some(refresh));
         let dir = self.out.join(format!(".partial-{n}"));
         if dir.exists() {
             std::fs::remove_dir_all(&dir).map_err(io(&dir))?;

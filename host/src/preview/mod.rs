@@ -224,14 +224,6 @@ fn magnitudes(array: &NdArray) -> Vec<f64> {
     parts.chunks_exact(2).map(|c| c[0].hypot(c[1])).collect()
 }
 
-fn kind_name(kind: BufferKind) -> &'static str {
-    match kind {
-        BufferKind::Nav => "nav",
-        BufferKind::Sig => "sig",
-        BufferKind::Single => "single",
-    }
-}
-
 /// One image of a buffer.
 #[derive(Debug, Clone)]
 pub struct BufferImage {
@@ -273,7 +265,7 @@ pub fn buffer_previews(buffer: &ResultBuffer, options: &PreviewOptions) -> Resul
 pub fn png_bytes(buffer: &ResultBuffer, slice: usize, options: &PreviewOptions) -> Result<Vec<u8>, PreviewError> {
     let layout = Layout::of(buffer).ok_or_else(|| PreviewError::NotAnImage {
         buffer: buffer.name.clone(),
-        kind: kind_name(buffer.kind),
+        kind: buffer.kind.name(),
         shape: buffer.data.shape().to_vec(),
     })?;
     if slice >= layout.slices() {

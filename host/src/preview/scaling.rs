@@ -2,10 +2,10 @@
 //! the two colour maps.
 
 use super::{ImageKind, PreviewOptions};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How values map to the colour map between the ends of the range.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Scale {
     Linear,
@@ -23,7 +23,7 @@ impl Scale {
 }
 
 /// A perceptually uniform colour map.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ColorMap {
     /// Matplotlib's viridis: dark blue-violet (low) to yellow (high).

@@ -5,8 +5,9 @@
 
 use super::lane::Finished;
 use super::wire::Message;
-use crate::output::report;
+use crate::output::page;
 use crate::preview::{PreviewOptions, run_previews};
+use crate::report::RunStatus;
 use serde_json::{Value, json};
 
 /// Why an export failed.
@@ -16,43 +17,6 @@ pub enum ExportError {
     Preview(#[from] crate::preview::PreviewError),
     #[error("cannot write the .npy file: {0}")]
     Npy(#[from] std::io::Error),
-}
-
-/// What `index.html` says about the run (the fields of `results.json` the report page
-/// shows).
-fn summary(finished: &Finished, previews: &[crate::preview::Preview]) -> Value {
-    let data = &finished.dataset.dataset;
-    let info = data.info();
-    let shape = data.shape();
-    let results = &finished.results;
-    let stats = &results.stats;
-    let (major, minor, patch) = crate::wasm::WIT_VERSION;
-    json!({
-        "udf_host_version": env!("CARGO_PKG_VERSION"),
-        "contract": format!("{}@{major}.{minor}.{patch}", crate::wasm::WIT_PACKAGE),
-        "status": "complete",
-        "dataset": {
-            "path": info.path.display().to_string(),
-            "format": info.format,
-            "nav_shape": shape.nav,
-            "sig_shape": shape.sig,
-            "dtype": data.stored_dtype().descr(),
-            "details": info.details.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
-        },
-        "input_dtype": results.input_dtype.name(),
-        "threads": stats.threads,
-        "partitions": {"count": stats.partitions, "merged": stats.partitions_merged, "failed": stats.partitions_failed},
-        "udfs": crate::output::udfs_json(results, previews),
-        "frames": stats.frames,
-        "bytes_read": stats.bytes_read,
-        "throughput_gb_per_s": stats.throughput_gbps(),
-        "timings": {
-            "process_seconds": stats.process_seconds,
-            "merge_seconds": stats.merge_seconds,
-            "results_seconds": stats.results_seconds,
-        },
-        "failures": [],
-    })
 }
 
 /// An `export` message (see [`super::wire`]): `files`, each `{name, part}`.
@@ -77,7 +41,11 @@ pub fn export_message(lane: &str, id: u64, finished: &Finished) -> Result<Vec<u8
             }
         }
     }
-    let page = report::page(&summary(finished, &previews), &previews, true, None);
+    // The run's summary (the library's, as results.json has it) with these results.
+    let mut summary = finished.summary.clone();
+    summary.record_results(results, &previews);
+    summary.finish(RunStatus::Complete, &[], 0, &results.stats, finished.started);
+    let page = page::page(&summary, &previews, true, None);
     files.push(json!({"name": "index.html", "part": message.part(page.as_bytes())}));
     *message.header_mut() = json!({"type": "export", "lane": lane, "id": id, "files": files});
     Ok(message.finish())

@@ -15,6 +15,7 @@ use super::analysis::{Analysis, partitions_for};
 use super::catalog::{Catalog, CatalogError};
 use super::export::export_message;
 use super::lane::{Lane, Outgoing, Request};
+use crate::report::{DatasetSummary, Loaded, PluginSummary};
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -156,27 +157,15 @@ struct PathQuery {
     path: String,
 }
 
-/// What the info panel shows about a dataset.
+/// What the info panel shows about a dataset: the library's summary (as `udf-host
+/// info` prints it) and the partitions the server runs it in.
 fn dataset_summary(shared: &Shared, path: &str) -> Result<Value, CatalogError> {
     let opened = shared.catalog.dataset(path)?;
-    let data = &opened.dataset;
-    let (shape, stored, info) = (data.shape(), data.stored_dtype(), data.info());
-    let frame_bytes = shape.sig_len() * stored.dtype.size();
-    let bytes = (shape.nav_len() * frame_bytes) as u64;
-    Ok(json!({
-        "path": shared.catalog.access().relative(&info.path),
-        "format": info.format,
-        "nav_shape": shape.nav,
-        "sig_shape": shape.sig,
-        "frames": shape.nav_len(),
-        "frame_bytes": frame_bytes,
-        "bytes": bytes,
-        "dtype": stored.descr(),
-        "dtype_name": stored.to_string(),
-        "details": info.details.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
-        "threads": shared.threads,
-        "partitions": partitions_for(bytes, shape.nav_len(), shared.threads),
-    }))
+    let summary = DatasetSummary::of(opened.dataset.as_ref(), shared.threads);
+    let serve_partitions = partitions_for(summary.bytes as u64, summary.frames, shared.threads);
+    let mut value = serde_json::to_value(summary).map_err(|e| CatalogError::Internal(e.to_string()))?;
+    value["serve_partitions"] = json!(serve_partitions);
+    Ok(value)
 }
 
 async fn info(State(shared): AppState, Query(query): Query<PathQuery>) -> Response {
@@ -187,24 +176,14 @@ async fn info(State(shared): AppState, Query(query): Query<PathQuery>) -> Respon
     }
 }
 
-/// A plugin's description for its form.
+/// A plugin's description for its form: the library's summary (as `udf-host inspect
+/// --json` prints it) and the path it was asked for.
 fn plugin_summary(shared: &Shared, path: &str) -> Result<Value, CatalogError> {
     let udf = shared.catalog.plugin(path)?;
-    let d = udf.description();
-    let params: Vec<Value> = d
-        .params
-        .iter()
-        .map(|p| {
-            json!({
-                "name": p.name,
-                "type": p.ty.name(),
-                "doc": p.doc,
-                "default": p.default.as_ref().map(|v| v.to_json()),
-                "nav_aux": p.nav_aux,
-            })
-        })
-        .collect();
-    Ok(json!({"path": path, "name": d.name, "version": d.version, "summary": d.summary, "params": params}))
+    let summary = PluginSummary::of(udf.description(), Loaded::default());
+    let mut value = serde_json::to_value(summary).map_err(|e| CatalogError::Internal(e.to_string()))?;
+    value["path"] = json!(path);
+    Ok(value)
 }
 
 async fn plugin(State(shared): AppState, Query(query): Query<PathQuery>) -> Response {

@@ -12,6 +12,7 @@ use super::analysis::{Analysis, Job};
 use super::catalog::Catalog;
 use super::wire::{self, Progress as WireProgress};
 use crate::exec::{Progress, Run, RunError, RunResults};
+use crate::report::{LoadCache, PluginLoad, RunSummary};
 use serde_json::json;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -45,10 +46,13 @@ pub struct Request {
 
 /// The last complete run of a lane, for exports.
 pub struct Finished {
-    pub dataset: crate::dataset::OpenedDataset,
     pub analysis: Analysis,
+    /// What the library reports about the run as planned.
+    pub summary: RunSummary,
     pub results: RunResults,
     pub show: Option<Vec<String>>,
+    /// When the run started.
+    pub started: Instant,
 }
 
 /// A lane: send it requests; it answers through the channel it was made with.
@@ -163,6 +167,20 @@ impl Worker {
                 return None;
             }
         };
+        let plugins = specs
+            .iter()
+            .map(|s| PluginLoad {
+                source: s.udf.source().to_owned(),
+                cache: if s.udf.source().starts_with(crate::builtins::PREFIX) {
+                    LoadCache::Builtin
+                } else {
+                    LoadCache::Hit
+                },
+                load_seconds: 0.0,
+            })
+            .collect();
+        let summary = RunSummary::planned(&run, plugins, crate::cuda::Device::Cpu);
+        let started = Instant::now();
         let mut iter = run.iter();
         let progress = iter.progress();
         if let Ok(mut current) = self.current.lock() {
@@ -207,7 +225,7 @@ impl Worker {
                     break;
                 }
                 Poll::Ready(None) => {
-                    self.complete(&request, &job, &iter, (merged, total));
+                    self.complete(&request, &iter, (merged, total), show.clone(), (summary, started));
                     break;
                 }
             }
@@ -218,8 +236,15 @@ impl Worker {
         newer
     }
 
-    /// Send the complete results and keep them for exports.
-    fn complete(&self, request: &Request, job: &Job, iter: &crate::exec::RunIter, (merged, total): (usize, usize)) {
+    /// Send the complete results and keep them (in `finished`) for exports.
+    fn complete(
+        &self,
+        request: &Request,
+        iter: &crate::exec::RunIter,
+        (merged, total): (usize, usize),
+        show: Option<Vec<String>>,
+        (summary, started): (RunSummary, Instant),
+    ) {
         let results = match iter.results() {
             Ok(results) => results,
             Err(e) => return self.error(request.id, e.to_string()),
@@ -232,18 +257,13 @@ impl Worker {
             done: true,
             elapsed_ms: request.received.elapsed().as_secs_f64() * 1e3,
         };
-        match wire::results_message(&progress, &results, job.show.as_deref()) {
+        match wire::results_message(&progress, &results, show.as_deref()) {
             Ok(bytes) => {
                 let _ = self.out.send(Outgoing::Binary(bytes));
             }
             Err(e) => self.error(request.id, e.to_string()),
         }
-        let finished = Finished {
-            dataset: job.dataset.clone(),
-            analysis: request.analysis.clone(),
-            results,
-            show: job.show.clone(),
-        };
+        let finished = Finished { analysis: request.analysis.clone(), summary, results, show, started };
         if let Ok(mut slot) = self.finished.lock() {
             *slot = Some(Arc::new(finished));
         }

@@ -20,6 +20,8 @@
 //! extra shape. LiberTEM's UDFs have a handful of each; the caps keep a plugin from
 //! making the host spend minutes on its declarations.
 
+use super::{BufferDecl, BufferKind, BufferUse, CallError, Description};
+use crate::log::escape_control;
 use std::collections::HashSet;
 
 /// The longest name, in bytes.
@@ -110,6 +112,74 @@ pub fn first_clash<'a>(names: impl IntoIterator<Item = &'a str>) -> Option<(&'a 
 pub fn first_duplicate<'a>(names: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let mut seen = HashSet::new();
     names.into_iter().find(|&n| !seen.insert(n))
+}
+
+/// A unique name per UDF of a run, `NAME`, `NAME-2`, ... for repeats (unique also
+/// ignoring case: they are directories). The names the output and `--param NAME.x=` use.
+pub fn unique_names<'a>(bases: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut taken = std::collections::HashSet::new();
+    let mut names = Vec::new();
+    for base in bases {
+        let mut name = base.to_owned();
+        let mut k = 2;
+        while taken.contains(&name.to_ascii_lowercase()) {
+            name = format!("{base}-{k}");
+            k += 1;
+        }
+        taken.insert(name.to_ascii_lowercase());
+        names.push(name);
+    }
+    names
+}
+
+/// Check a UDF's buffer declarations against the rules of API.md §5 and this module: at most
+/// [`MAX_BUFFERS`], names usable as files and unique (also ignoring case), sizes
+/// that can be allocated. One pass over the declarations.
+pub fn check_declarations(
+    desc: &Description,
+    decls: &[BufferDecl],
+    frames: usize,
+    sig: &[usize],
+) -> Result<(), CallError> {
+    let contract = |m: String| Err(CallError::Contract(m));
+    if decls.len() > MAX_BUFFERS {
+        return contract(format!("it declares {} buffers; at most {}", decls.len(), MAX_BUFFERS));
+    }
+    for d in decls {
+        if let Err(e) = check_buffer_name(&d.name) {
+            return contract(format!("buffer name {:?} is not usable: {e}", escape_control(&d.name)));
+        }
+        if d.extra_shape.len() > MAX_DIMS {
+            return contract(format!(
+                "buffer '{}' has an extra shape of {} axes; at most {}",
+                d.name,
+                d.extra_shape.len(),
+                MAX_DIMS
+            ));
+        }
+        let shape = d.storage_shape(frames, sig);
+        if shape.iter().try_fold(d.dtype.size(), |acc, &n| acc.checked_mul(n)).is_none_or(|b| b > isize::MAX as usize) {
+            return contract(format!("buffer '{}' of shape {shape:?} ({}) is too large to allocate", d.name, d.dtype));
+        }
+        if d.usage == BufferUse::ResultOnly && !desc.custom_results {
+            return contract(format!(
+                "result-only buffer '{}' is declared, but there is no get_results to produce it",
+                d.name
+            ));
+        }
+        if d.usage != BufferUse::ResultOnly && d.kind != BufferKind::Nav && !desc.custom_merge {
+            return contract(format!(
+                "{} buffer '{}' is declared, but there is no custom merge; only nav buffers can be merged by default",
+                if d.kind == BufferKind::Sig { "sig" } else { "single" },
+                d.name
+            ));
+        }
+    }
+    match first_clash(decls.iter().map(|d| d.name.as_str())) {
+        Some((a, b)) if a == b => contract(format!("buffer '{a}' is declared twice")),
+        Some((a, b)) => contract(format!("buffers '{a}' and '{b}' differ only in case: one file on some file systems")),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -251,6 +251,28 @@ pub enum BufferUse {
     ResultOnly,
 }
 
+impl BufferKind {
+    /// `nav`, `sig` or `single` (as the contract and `results.json` name it).
+    pub fn name(self) -> &'static str {
+        match self {
+            BufferKind::Nav => "nav",
+            BufferKind::Sig => "sig",
+            BufferKind::Single => "single",
+        }
+    }
+}
+
+impl BufferUse {
+    /// `normal`, `private` or `result-only` (as the contract names it).
+    pub fn name(self) -> &'static str {
+        match self {
+            BufferUse::Normal => "normal",
+            BufferUse::Private => "private",
+            BufferUse::ResultOnly => "result-only",
+        }
+    }
+}
+
 /// Declaration of a result buffer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BufferDecl {

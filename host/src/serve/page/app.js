@@ -391,7 +391,7 @@ function showInfo(info) {
     ["path", info.path], ["format", info.format],
     ["nav shape", info.nav_shape.join(" × ")], ["sig shape", info.sig_shape.join(" × ")],
     ["dtype", info.dtype_name], ["size", `${(info.bytes / 1e6).toFixed(1)} MB (${info.frames} frames)`],
-    ["partitions", `${info.partitions} on ${info.threads} threads`],
+    ["partitions", `${info.serve_partitions} here on ${info.threads} threads (udf-host run: ${info.partitions.count})`],
     ...Object.entries(info.details),
   ];
   $("info-table").replaceChildren(...rows.map(([key, value]) => {

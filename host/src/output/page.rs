@@ -5,6 +5,7 @@
 //! errors, paths) is HTML-escaped.
 
 use crate::preview::{Preview, short_number};
+use crate::report::RunSummary;
 use base64::Engine;
 use serde_json::Value;
 use std::fmt::Write;
@@ -68,10 +69,12 @@ figcaption { font-size: 85%; color: #444; max-width: 420px; }
 .none { color: #777; font-style: italic; } .error { color: #b00020; white-space: pre-wrap; }
 ";
 
-/// The page for `summary` (the content of `results.json`) with `previews` inlined.
+/// The page for `summary` (what `results.json` holds) with `previews` inlined.
 /// `refresh`: reload every so many seconds (the live page of `partial/`). `previews_on`:
 /// whether previews were asked for (otherwise the page says how to get them).
-pub fn page(summary: &Value, previews: &[Preview], previews_on: bool, refresh: Option<u64>) -> String {
+pub fn page(summary: &RunSummary, previews: &[Preview], previews_on: bool, refresh: Option<u64>) -> String {
+    // The page reads the summary in its JSON form, field by field as results.json has it.
+    let summary = &serde_json::to_value(summary).unwrap_or_default();
     let status = summary["status"].as_str().unwrap_or("unknown");
     let dataset = &summary["dataset"];
     let name = dataset["path"].as_str().and_then(|p| p.rsplit(['/', '\\']).next()).unwrap_or("results");
