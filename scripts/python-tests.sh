@@ -14,6 +14,8 @@ fi
 # array-api-strict (test_xp.py skips without it); the wheel itself without dependencies,
 # so pip builds it exactly once.
 "$venv/bin/python" -m pip install --quiet pytest "numpy>=1.23" "distributed==2026.8.0" array-api-strict
+# The notebook test (python/tests/test_notebook.py: plots=True, sync=False in a kernel).
+"$venv/bin/python" -m pip install --quiet nbclient nbformat ipykernel matplotlib
 # LiberTEM for udf_host.libertem's tests (python/tests/test_libertem.py). It brings numba,
 # scipy, scikit-image, ...: about 4 minutes and 1 GB the first time, nothing once
 # installed. Where it cannot be installed those tests skip, saying so.

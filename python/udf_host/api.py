@@ -403,27 +403,60 @@ class Context:
     def _start(self, dataset: DataSet, udfs: list, roi, partitions):
         return self._engine.start(dataset._native, _specs(udfs, roi), _roi_array(roi), partitions)
 
-    def run_udf(self, dataset: DataSet, udf, roi=None, progress: bool = False, partitions: int | None = None):
+    def run_udf(
+        self,
+        dataset: DataSet,
+        udf,
+        roi=None,
+        progress: bool = False,
+        partitions: int | None = None,
+        plots=None,
+        sync: bool = True,
+    ):
         """Run one UDF (or a list of UDFs, in one pass over the data) and return its results:
         a dict of buffer name -> `Buffer` (a list of such dicts for a list).
 
         `roi`: a boolean array of the nav shape (or flat) selecting scan positions.
         `partitions`: how many (default: ~512 MiB each, at least two per thread).
+        `plots`: `True` draws every image-shaped result and redraws it as partitions merge
+        (matplotlib; in a notebook, in place); a list of buffer names, or one list per UDF,
+        draws those (LiberTEM's `plots=`; `udf_host.plots`).
+        `sync=False`: return an awaitable instead (`await ctx.run_udf(..., sync=False)`);
+        the event loop stays free while the run goes on.
         Raises `UDFError` when a UDF fails, `DatasetError` when the data cannot be read,
         `ValueError` for bad parameters or ROI; Ctrl-C stops the run (KeyboardInterrupt).
         """
         it = self.run_udf_iter(dataset, udf, roi=roi, progress=progress, partitions=partitions)
+        live = _live_plots(plots, udf)
+        if not sync:
+            from .asynchronous import run_to_end
+
+            return run_to_end(it, live)
         last = None
         with it:
             for last in it:
-                pass
+                if live is not None:
+                    live.update(last)
             if last is None:  # nothing to merge (an empty ROI): the zero results
                 last = it.results()
+        if live is not None:
+            live.finish(last)
         return last.buffers
 
-    def run_udf_iter(self, dataset: DataSet, udf, roi=None, progress: bool = False, partitions: int | None = None):
+    def run_udf_iter(
+        self,
+        dataset: DataSet,
+        udf,
+        roi=None,
+        progress: bool = False,
+        partitions: int | None = None,
+        plots=None,
+        sync: bool = True,
+    ):
         """Like `run_udf`, yielding a `UDFResults` (`.buffers`, `.damage`) after each merged
-        partition. Returns a `ResultIterator` (`update_parameters_experimental`, `close`)."""
+        partition. Returns a `ResultIterator` (`update_parameters_experimental`, `close`);
+        with `sync=False` an asynchronous iterator
+        (`async for part in ctx.run_udf_iter(..., sync=False)`). `plots` as for `run_udf`."""
         single = not isinstance(udf, (list, tuple))
         udfs = [udf] if single else list(udf)
         if not udfs:
@@ -434,6 +467,56 @@ class Context:
             )
             return ResultIterator(handle, single, progress)
         if self.executor is not None:
-            return self.executor.run_udf_iter(self, dataset, udfs, single, roi, progress, partitions)
-        handle = self._start(dataset, udfs, roi, partitions)
-        return ResultIterator(handle, single, progress)
+            it = self.executor.run_udf_iter(self, dataset, udfs, single, roi, progress, partitions)
+        else:
+            it = ResultIterator(self._start(dataset, udfs, roi, partitions), single, progress)
+        live = _live_plots(plots, udf)
+        if not sync:
+            from .asynchronous import AsyncResultIterator
+
+            return AsyncResultIterator(it, live)
+        if live is None:
+            return it
+        return _Plotted(it, live)
+
+
+def _live_plots(plots, udf):
+    """`plots=` as a `LivePlots`, or None."""
+    if plots is None or plots is False:
+        return None
+    from .plots import LivePlots
+
+    udfs = list(udf) if isinstance(udf, (list, tuple)) else [udf]
+    names = [getattr(u, "name", None) or os.path.basename(str(getattr(u, "path", type(u).__name__))) for u in udfs]
+    return LivePlots(plots, names)
+
+
+class _Plotted:
+    """A result iterator that redraws its plots after each merge."""
+
+    def __init__(self, iterator, live):
+        self._iterator = iterator
+        self._live = live
+        self._last = None
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            self._last = next(self._iterator)
+        except StopIteration:
+            if self._last is not None:
+                self._live.finish(self._last)
+            raise
+        self._live.update(self._last)
+        return self._last
+
+    def __getattr__(self, name):
+        return getattr(self._iterator, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._iterator.close()
