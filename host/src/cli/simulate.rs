@@ -110,9 +110,7 @@ pub fn simulate(args: SimulateArgs) -> Result<(), Failure> {
                 sim.address()
             );
             let stop = sim.stopper();
-            crate::output::interrupt::listen_to_ctrl_c();
-            let _routing = crate::output::interrupt::Routing::to(Arc::new(move || stop.stop()));
-            sim.wait()?
+            until_ctrl_c(move || stop.stop(), || sim.wait())?
         }
         Detector::Dectris { file, port, api_port, stream_format, no_compression, nav_shape, common } => {
             let format = match stream_format {
@@ -131,13 +129,18 @@ pub fn simulate(args: SimulateArgs) -> Result<(), Failure> {
                 sim.address()
             );
             let stop = sim.stopper();
-            crate::output::interrupt::listen_to_ctrl_c();
-            let _routing = crate::output::interrupt::Routing::to(Arc::new(move || stop.stop()));
-            sim.wait()?
+            until_ctrl_c(move || stop.stop(), || sim.wait())?
         }
     };
     print_report(&report);
     Ok(())
+}
+
+/// Serve until the replay ends (`wait`) or Ctrl-C stops it (`stop`).
+fn until_ctrl_c<R>(stop: impl Fn() + Send + Sync + 'static, wait: impl FnOnce() -> R) -> R {
+    crate::output::interrupt::listen_to_ctrl_c();
+    let _routing = crate::output::interrupt::Routing::to(Arc::new(stop));
+    wait()
 }
 
 fn print_report(report: &SimReport) {
