@@ -634,7 +634,7 @@ mod tests {
         bytemuck::pod_collect_to_vec(&x.to_bytes(memory, "t").unwrap())
     }
 
-    /// Found by the `host_arrays` fuzz target's hostile values: a step beyond the axis
+    /// Found writing the `host_arrays` fuzz target (its hostile values): a step beyond the axis
     /// (`x[::2**63-1]`, `x[::-2**63]`) overflowed the slice length and the view's stride.
     /// Expected values: NumPy, `np.arange(12).reshape(3, 4)[::2**63-1]` and `[::-2**63]`.
     #[test]
@@ -649,7 +649,7 @@ mod tests {
         assert_eq!(ints(&memory, &cols.unwrap()), [3, 7, 11]);
     }
 
-    /// Found by the `host_arrays` fuzz target: an empty array whose other axes are huge
+    /// Found writing the `host_arrays` fuzz target: an empty array whose other axes are huge
     /// (`zeros((0, 2**62, 2**62))`) has strides that saturate; indexing it, checking its
     /// layout and reading it overflowed (or failed with an internal error).
     #[test]
@@ -671,7 +671,7 @@ mod tests {
         assert_eq!(negated.shape(), view.shape());
     }
 
-    /// Found by the `host_arrays` fuzz target: a broadcast view claims bytes it does
+    /// Found writing the `host_arrays` fuzz target: a broadcast view claims bytes it does
     /// not hold, and `to_bytes` copied them all, outside the plugin's memory limit (up
     /// to an allocation failure that aborts the host). A view of more than `isize::MAX`
     /// bytes is refused (NumPy: "array is too big"); a copy counts against the limit.
@@ -689,7 +689,7 @@ mod tests {
         assert_eq!(fits.to_bytes(&memory, "to_bytes").unwrap().len(), 16 * 1024 * 4);
     }
 
-    /// Found by the `host_arrays` fuzz target: the product of the lengths asked of
+    /// Found writing the `host_arrays` fuzz target: the product of the lengths asked of
     /// `reshape` overflowed u128.
     #[test]
     fn reshape_to_lengths_whose_product_overflows_is_refused() {
