@@ -130,6 +130,13 @@ impl ArrayMemory {
         self.limit.give_back(bytes);
     }
 
+    /// Take `bytes` from the limit while the returned guard lives: memory the arrays
+    /// need outside a [`Storage`] (a copy handed out by `to_bytes`).
+    pub fn reserve(&self, op: &str, shape: &[usize], bytes: usize) -> Result<Reservation<'_>, ArrayError> {
+        self.charge(op, shape, bytes)?;
+        Ok(Reservation { memory: self, bytes })
+    }
+
     /// A buffer for `len` elements of `dtype` (`shape` for messages); zeroed if asked,
     /// else with unspecified contents.
     pub fn allocate(
@@ -192,6 +199,29 @@ impl Drop for ArrayMemory {
     fn drop(&mut self) {
         self.trim();
     }
+}
+
+/// Bytes taken from an [`ArrayMemory`]'s limit until dropped ([`ArrayMemory::reserve`]).
+pub struct Reservation<'a> {
+    memory: &'a ArrayMemory,
+    bytes: usize,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        self.memory.release(self.bytes);
+    }
+}
+
+/// The bytes of an array of `dtype` and `shape` — a new one or a view — or an error
+/// when they are more than an allocation can hold (`isize::MAX`, NumPy's "array is too
+/// big"): a broadcast view claims them without taking them, and whatever copies it
+/// does.
+pub fn array_bytes(op: &str, dtype: DType, shape: &[usize]) -> Result<usize, ArrayError> {
+    element_count(op, shape)?
+        .checked_mul(dtype.size())
+        .filter(|&bytes| isize::try_from(bytes).is_ok())
+        .ok_or_else(|| ArrayError::Memory { op: op.into(), shape: shape.to_vec(), bytes: u128::MAX, available: 0 })
 }
 
 /// The number of elements of `shape`, or an error when it overflows.
