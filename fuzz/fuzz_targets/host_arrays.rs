@@ -126,7 +126,11 @@ impl Input<'_> {
                 0 => IndexItem::At(self.int()),
                 1 => IndexItem::NewAxis,
                 2 => IndexItem::Ellipsis,
-                _ => IndexItem::Slice { start: self.optional_int(), stop: self.optional_int(), step: self.optional_int() },
+                _ => IndexItem::Slice {
+                    start: self.optional_int(),
+                    stop: self.optional_int(),
+                    step: self.optional_int(),
+                },
             })
             .collect()
     }
@@ -201,7 +205,8 @@ fn run(data: &[u8]) {
     let cx = Ctx { memory: &memory, stop: &stop };
     let mut input = Input { data };
     // The tile's bytes, aligned for every dtype as a tile read for `process` is.
-    let tile_words: Vec<u128> = (0..256u128).map(|i| i.wrapping_mul(0x0123_4567_89ab_cdef_0f1e_2d3c_4b5a_6978)).collect();
+    let tile_words: Vec<u128> =
+        (0..256u128).map(|i| i.wrapping_mul(0x0123_4567_89ab_cdef_0f1e_2d3c_4b5a_6978)).collect();
     // SAFETY: 256 `u128` are 4096 initialised bytes, borrowed as long as `tile_words`.
     let tile_bytes: &[u8] = unsafe { std::slice::from_raw_parts(tile_words.as_ptr().cast::<u8>(), 4096) };
     let mut leases = vec![Lease::new()];

@@ -282,7 +282,8 @@ pub fn resolve_shape(op: &str, from: &[usize], shape: &[i64]) -> Result<Vec<usiz
         ));
     }
     // Past u128 it is no shape of `len` elements either.
-    let known: u128 = shape.iter().filter(|&&d| d >= 0).try_fold(1u128, |n, &d| n.checked_mul(d as u128)).unwrap_or(u128::MAX);
+    let known: u128 =
+        shape.iter().filter(|&&d| d >= 0).try_fold(1u128, |n, &d| n.checked_mul(d as u128)).unwrap_or(u128::MAX);
     let mut out: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
     if let [i] = unknown[..] {
         if known == 0 || !(len as u128).is_multiple_of(known) {
