@@ -73,7 +73,13 @@ impl Engine {
         let cache = ComponentCache::new(if cache { cache_dir.or_else(ComponentCache::default_dir) } else { None });
         let setup = RuntimeSetup { cache, ..RuntimeSetup::new(limits, workers, UDFS_PER_SHARED_RUN) };
         let runtime = setup.build().map_err(|e| PyValueError::new_err(e.to_string()))?;
-        Ok(Engine { loader: Arc::new(Loader::new(runtime)), threads, limits, device, max_result_bytes: max_result_memory })
+        Ok(Engine {
+            loader: Arc::new(Loader::new(runtime)),
+            threads,
+            limits,
+            device,
+            max_result_bytes: max_result_memory,
+        })
     }
 
     /// Open a file: `filetype` is a `--format` name or `auto`; `options_json` the open
