@@ -9,7 +9,7 @@
 //! has a kernel.
 
 use super::error::{ArrayError, normalize_axes, normalize_axis, shape_text};
-use super::memory::{ArrayMemory, Lease, Storage, array_bytes, element_count};
+use super::memory::{ArrayMemory, Lease, Storage, array_bytes, check_ndim, element_count};
 use crate::dtype::DType;
 use ndarray::{ArrayViewD, ArrayViewMutD, IxDyn, ShapeBuilder};
 use std::sync::Arc;
@@ -238,6 +238,7 @@ impl HostArray {
         let d = self.dense("expand_dims")?;
         let mut widened = d.shape.clone();
         widened.push(1);
+        check_ndim("expand_dims", &widened)?;
         let at = normalize_axis("expand_dims", axis, &widened)?;
         let mut out = d.clone();
         out.shape.insert(at, 1);
@@ -273,6 +274,9 @@ impl HostArray {
 
 /// Resolve a shape with at most one `-1` for `len` elements of `from`.
 pub fn resolve_shape(op: &str, from: &[usize], shape: &[i64]) -> Result<Vec<usize>, ArrayError> {
+    if shape.len() > super::memory::MAX_NDIM {
+        return Err(ArrayError::value(op, format!("{} dimensions are more than an array can have", shape.len())));
+    }
     let len: usize = from.iter().product();
     let unknown: Vec<usize> = (0..shape.len()).filter(|&i| shape[i] == -1).collect();
     if unknown.len() > 1 || shape.iter().any(|&d| d < -1) {
@@ -563,6 +567,7 @@ impl Dense {
                 IndexItem::Ellipsis => {}
             }
         }
+        check_ndim(op, &shape)?;
         let offset = if shape.contains(&0) { self.offset } else { offset as usize };
         Ok(Dense { shape, strides, offset, ..self.clone() })
     }
@@ -688,6 +693,27 @@ mod tests {
         assert!(matches!(copy, Err(ArrayError::Memory { .. })), "{:?}", copy.map(|c| c.len()));
         let fits = one.broadcast_to(&[16, 1024]).unwrap();
         assert_eq!(fits.to_bytes(&memory, "to_bytes").unwrap().len(), 16 * 1024 * 4);
+    }
+
+    /// Found writing the `host_arrays` fuzz target: new axes could be added without
+    /// end, and `fftshift` over 65 axes shifted `1 << 65` (and looped over 2^axes
+    /// blocks). Arrays have at most 64 dimensions, as in NumPy 2.
+    #[test]
+    fn arrays_have_at_most_64_dimensions() {
+        let memory = ArrayMemory::with_limit(1 << 20);
+        let mut a = int_array(&memory, &[1]);
+        for _ in 1..64 {
+            a = a.get(&[IndexItem::NewAxis]).unwrap();
+        }
+        assert_eq!(a.ndim(), 64);
+        assert!(a.get(&[IndexItem::NewAxis]).is_err());
+        assert!(a.expand_dims(0).is_err());
+        assert!(a.reshape(&memory, &[1; 65]).is_err());
+        assert!(a.broadcast_to(&[1; 65]).is_err());
+        assert!(HostArray::zeros(&memory, DType::U8, &[1; 65]).is_err());
+        let cx = crate::arrays::Ctx { memory: &memory, stop: &|| None };
+        let shifted = crate::arrays::fft::fft(&cx, crate::arrays::ops::FftOp::Fftshift, &a, None).unwrap();
+        assert_eq!(ints(&memory, &shifted), [0]);
     }
 
     /// Found writing the `host_arrays` fuzz target: the product of the lengths asked of

@@ -88,7 +88,9 @@ fn lanes<F: FftNum + num_traits::Float>(
     inverse: bool,
 ) -> Result<(), ArrayError> {
     let n = view.shape()[axis];
-    if n == 0 {
+    if view.is_empty() {
+        // No lane to transform: no plan either (an empty array's other axes can be
+        // 2**62 long, and a plan's tables as long as its axis).
         return Ok(());
     }
     let mut planner = FftPlanner::<F>::new();
@@ -126,12 +128,15 @@ where
         transform_axis(cx, op, &data, a, true, single)?;
     }
     let half = data.shape[last];
-    let n = 2 * half.saturating_sub(1);
+    let n = half.saturating_sub(1).checked_mul(2).ok_or_else(|| {
+        ArrayError::shape(op, &[&data.shape], "the output's last axis is longer than an array can be")
+    })?;
     let mut out_shape = data.shape.clone();
     out_shape[last] = n;
     let real = if single { DType::F32 } else { DType::F64 };
     let out = Dense::alloc(cx.memory, op, real, &out_shape, true)?;
-    if n == 0 {
+    if out.is_empty() {
+        // No lane: no plan (whose tables are as long as the axis).
         return Ok(HostArray::Dense(out));
     }
     {
@@ -176,12 +181,15 @@ fn shift(cx: &Ctx<'_>, d: &Dense, axes: &[usize], inverse: bool) -> Result<HostA
         let src = d.view_in::<T>(&r, op)?;
         let mut dst = out.view_mut_in::<T>(&mut w, op)?;
         cx.check(op)?;
-        // Build the result by copying the 2^k blocks the rolls move.
+        // Build the result by copying the 2^k blocks the rolls move: only axes of 2 or
+        // more move (and an array has at least 2^k elements then; an empty one none).
         let mut plans: Vec<(usize, usize)> = Vec::new();
         for &a in axes {
             let n = d.shape[a];
             let k = if inverse { n - n / 2 } else { n / 2 };
-            plans.push((a, k));
+            if n >= 2 && !out.is_empty() {
+                plans.push((a, k));
+            }
         }
         let blocks = 1usize << plans.len();
         for b in 0..blocks {
@@ -204,4 +212,28 @@ fn shift(cx: &Ctx<'_>, d: &Dense, axes: &[usize], inverse: bool) -> Result<HostA
     }, return Err(ArrayError::value(op, "internal error: dtype")));
     }
     Ok(HostArray::Dense(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arrays::ArrayMemory;
+
+    /// Found writing the `host_arrays` fuzz target: an empty array whose other axis is
+    /// 2**62 long planned a transform of that length (tables as long as the axis: an
+    /// allocation that aborts the host), and `irfft2` doubled it past usize.
+    #[test]
+    fn transforms_of_empty_arrays_with_huge_axes_plan_nothing() {
+        let memory = ArrayMemory::with_limit(1 << 20);
+        let cx = Ctx { memory: &memory, stop: &|| None };
+        let empty = HostArray::zeros(&memory, DType::F32, &[0, 1 << 62]).unwrap();
+        for op in [FftOp::Fft2, FftOp::Ifft2, FftOp::Rfft2] {
+            let out = fft(&cx, op, &empty, None).unwrap();
+            assert_eq!(out.shape()[0], 0, "{op}");
+        }
+        let wide = HostArray::zeros(&memory, DType::C64, &[0, (1 << 63) + 2]).unwrap();
+        assert!(fft(&cx, FftOp::Irfft2, &wide, None).is_err());
+        let long = HostArray::zeros(&memory, DType::C64, &[0, 1 << 62]).unwrap();
+        assert_eq!(fft(&cx, FftOp::Irfft2, &long, None).unwrap().shape(), &[0, (1 << 63) - 2]);
+    }
 }

@@ -224,8 +224,25 @@ pub fn array_bytes(op: &str, dtype: DType, shape: &[usize]) -> Result<usize, Arr
         .ok_or_else(|| ArrayError::Memory { op: op.into(), shape: shape.to_vec(), bytes: u128::MAX, available: 0 })
 }
 
-/// The number of elements of `shape`, or an error when it overflows.
+/// The most dimensions an array has (NumPy 2's limit): operations that loop over
+/// combinations of axes (`fftshift`'s 2^axes blocks) stay bounded.
+pub const MAX_NDIM: usize = 64;
+
+/// An error unless `shape` has at most [`MAX_NDIM`] dimensions.
+pub fn check_ndim(op: &str, shape: &[usize]) -> Result<(), ArrayError> {
+    if shape.len() > MAX_NDIM {
+        return Err(ArrayError::value(
+            op,
+            format!("{} dimensions are more than the {MAX_NDIM} an array can have", shape.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// The number of elements of `shape`, or an error when it overflows (or has more than
+/// [`MAX_NDIM`] dimensions).
 pub fn element_count(op: &str, shape: &[usize]) -> Result<usize, ArrayError> {
+    check_ndim(op, shape)?;
     shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d)).ok_or_else(|| ArrayError::Memory {
         op: op.into(),
         shape: shape.to_vec(),
