@@ -62,8 +62,17 @@ pub fn reduce(cx: &Ctx<'_>, op: ReduceOp, x: &HostArray, options: ReduceOptions<
     } else {
         kept.iter().map(|&a| d.shape[a]).collect()
     };
-    let n_red: usize = axes.iter().map(|&a| d.shape[a]).product();
-    let n_out: usize = kept.iter().map(|&a| d.shape[a]).product();
+    // The elements reduced into each result and the results; `None` when the product
+    // overflows, which only an empty array's other axes can do (then there are no
+    // results: the allocation of `out` refuses the other case).
+    let count = |axes: &[usize]| {
+        if axes.iter().any(|&a| d.shape[a] == 0) {
+            Some(0)
+        } else {
+            axes.iter().try_fold(1usize, |n, &a| n.checked_mul(d.shape[a]))
+        }
+    };
+    let (n_red, n_out) = (count(&axes), count(&kept));
     let complex = kind == Kind::Complex;
     let nan_op = matches!(op, Nansum | Nanmean | Nanmin | Nanmax | Nanvar | Nanstd);
     let requested = |what: DType| options.dtype.unwrap_or(what);
@@ -82,7 +91,7 @@ pub fn reduce(cx: &Ctx<'_>, op: ReduceOp, x: &HostArray, options: ReduceOptions<
         if complex {
             return Err(ArrayError::dtype(name, &[dtype], "complex numbers have no order"));
         }
-        if n_red == 0 {
+        if n_red == Some(0) {
             return Err(ArrayError::value(name, "zero-size array to a reduction which has no identity"));
         }
     }
@@ -98,6 +107,9 @@ pub fn reduce(cx: &Ctx<'_>, op: ReduceOp, x: &HostArray, options: ReduceOptions<
         return Err(ArrayError::dtype(name, &[dtype], "needs a numeric dtype"));
     }
     let out = Dense::alloc(cx.memory, name, out_dtype, &out_shape, false)?;
+    let (Some(n_red), Some(n_out)) = (n_red, n_out) else {
+        return Ok(HostArray::Dense(out));
+    };
     // Integer sums and products accumulate in the result dtype: cast first.
     let source = if matches!(op, Sum | Nansum | Prod)
         && !matches!(out_dtype.kind(), Kind::Float | Kind::Complex)
@@ -107,14 +119,27 @@ pub fn reduce(cx: &Ctx<'_>, op: ReduceOp, x: &HostArray, options: ReduceOptions<
     } else {
         d.clone()
     };
+    // A layout that is not a (kept, reduced) matrix yet is copied into one, charged to
+    // the arrays' memory (a broadcast view's copy can be far larger than the view).
+    let (source, order) = match matrix_order(&source, &axes) {
+        (Some(order), false) => {
+            let permuted = Dense {
+                shape: order.iter().map(|&a| source.shape[a]).collect(),
+                strides: order.iter().map(|&a| source.strides[a]).collect(),
+                ..source
+            };
+            let identity = (0..order.len()).collect();
+            (permuted.to_c_order(cx.memory, name)?, Some(identity))
+        }
+        (order, _) => (source, order),
+    };
     let bytes = source.storage.read(name)?;
     let mut w = out.storage.write(name)?;
     let src_data = if source.dtype == DType::Bool { DType::U8 } else { source.dtype };
     let out_data = if out_dtype == DType::Bool { DType::U8 } else { out_dtype };
-    let (order, trailing) = matrix_order(&source, &axes);
     crate::with_dtype!(src_data, S => {
         let full = source.view_in::<S>(&bytes, name)?;
-        let m = as_matrix(full, &order, trailing, n_out, n_red);
+        let m = as_matrix(full, &order, n_out, n_red, name)?;
         match op {
             Sum | Nansum | Mean | Nanmean => {
                 let mean = matches!(op, Mean | Nanmean);
@@ -159,7 +184,8 @@ fn unreachable<T>(op: &str) -> Result<T, ArrayError> {
 }
 
 /// The axes order `(kept..., reduced...)` and whether the source is already a C-order
-/// matrix in that order (`trailing`); `None` order: reduced axes lead (a transposed view).
+/// matrix in that order (`trailing`); `None` order: reduced axes lead (a transposed view
+/// of a C-order matrix).
 fn matrix_order(d: &Dense, axes: &[usize]) -> (Option<Vec<usize>>, bool) {
     let ndim = d.shape.len();
     let mut sorted = axes.to_vec();
@@ -178,29 +204,20 @@ fn matrix_order(d: &Dense, axes: &[usize]) -> (Option<Vec<usize>>, bool) {
     (Some(order), false)
 }
 
-/// The source as an `(n_out, n_red)` matrix (a view, or a C-order copy).
-fn as_matrix<'a, S: Copy + Default>(
+/// The source, C-contiguous in the axes order `order` (`None`: reduced axes first), as
+/// an `(n_out, n_red)` matrix view.
+fn as_matrix<'a, S>(
     full: ndarray::ArrayViewD<'a, S>,
     order: &Option<Vec<usize>>,
-    ready: bool,
     n_out: usize,
     n_red: usize,
-) -> CowArray<'a, S, Ix2> {
-    match (order, ready) {
-        (Some(_), true) => match full.into_shape_with_order((n_out, n_red)) {
-            Ok(m) => CowArray::from(m),
-            Err(_) => CowArray::from(ndarray::Array2::default((n_out, n_red))),
-        },
-        (None, _) => match full.into_shape_with_order((n_red, n_out)) {
-            Ok(m) => CowArray::from(m.reversed_axes()),
-            Err(_) => CowArray::from(ndarray::Array2::default((n_out, n_red))),
-        },
-        (Some(order), false) => {
-            let permuted = full.permuted_axes(order.clone());
-            let owned = permuted.as_standard_layout().into_owned();
-            CowArray::from(owned.into_shape_with_order((n_out, n_red)).unwrap_or_default())
-        }
-    }
+    op: &str,
+) -> Result<CowArray<'a, S, Ix2>, ArrayError> {
+    let broken = |e: ndarray::ShapeError| ArrayError::value(op, format!("internal error: {e}"));
+    Ok(match order {
+        Some(_) => CowArray::from(full.into_shape_with_order((n_out, n_red)).map_err(broken)?),
+        None => CowArray::from(full.into_shape_with_order((n_red, n_out)).map_err(broken)?.reversed_axes()),
+    })
 }
 
 /// Fill `out[i]` with `f(row i)`, checking for interruption every [`CHECK_EVERY`] elements.
@@ -494,5 +511,47 @@ fn extremes<S: bytemuck::Pod + CastTo>(
             let o: &mut [S] = bytemuck::cast_slice_mut(out);
             fold_rows(cx, name, m, o, |row| row[pick(row)])
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arrays::{ArrayMemory, to_vec};
+
+    /// Found writing the `host_arrays` fuzz target: a reduction over a layout that is
+    /// not a matrix yet copied it with ndarray, outside the arrays' memory limit — a
+    /// broadcast view of 2**40 bytes asked for 1 TiB. The copy is charged: refused.
+    /// Expected values of the small case: NumPy, `np.broadcast_to([1, 2, 3, 4], (3, 4))`
+    /// summed over axis 0 and axis 1.
+    #[test]
+    fn reducing_a_broadcast_view_copies_it_within_the_memory_limit() {
+        let memory = ArrayMemory::with_limit(1 << 20);
+        let cx = Ctx { memory: &memory, stop: &|| None };
+        let row = HostArray::from_bytes(&memory, DType::U8, &[4], &[1, 2, 3, 4]).unwrap();
+        let rows = row.broadcast_to(&[3, 4]).unwrap();
+        let sum = |x: &HostArray, axis: i64| {
+            reduce(&cx, ReduceOp::Sum, x, ReduceOptions { axes: Some(&[axis]), ..Default::default() })
+        };
+        assert_eq!(to_vec::<u64>(&sum(&rows, 0).unwrap()).unwrap(), [3, 6, 9, 12]);
+        assert_eq!(to_vec::<u64>(&sum(&rows, 1).unwrap()).unwrap(), [10, 10, 10]);
+        let huge = row.get(&[crate::arrays::IndexItem::NewAxis]).unwrap().broadcast_to(&[1 << 38, 4]).unwrap();
+        let refused = sum(&huge, 0);
+        assert!(matches!(refused, Err(ArrayError::Memory { .. })), "{refused:?}");
+    }
+
+    /// Found writing the `host_arrays` fuzz target: the reduced and kept lengths of an
+    /// empty array with huge other axes overflowed their products.
+    #[test]
+    fn reductions_of_empty_arrays_with_huge_axes_do_not_overflow() {
+        let memory = ArrayMemory::with_limit(1 << 20);
+        let cx = Ctx { memory: &memory, stop: &|| None };
+        let empty = HostArray::zeros(&memory, DType::F32, &[0, 1 << 62, 1 << 62]).unwrap();
+        for op in [ReduceOp::Sum, ReduceOp::Min, ReduceOp::Var, ReduceOp::Any] {
+            let out = reduce(&cx, op, &empty, ReduceOptions { axes: Some(&[1, 2]), ..Default::default() }).unwrap();
+            assert_eq!(out.shape(), &[0], "{op}");
+        }
+        let kept = reduce(&cx, ReduceOp::Sum, &empty, ReduceOptions { axes: Some(&[0]), ..Default::default() });
+        assert!(matches!(kept, Err(ArrayError::Memory { .. })), "{kept:?}");
     }
 }
