@@ -297,6 +297,8 @@ pub fn resolve_shape(op: &str, from: &[usize], shape: &[i64]) -> Result<Vec<usiz
     } else if known != len as u128 {
         return Err(ArrayError::shape(op, &[from, &out], format!("cannot reshape {len} elements to {known}")));
     }
+    // `(0, 2**62, 2**62)` holds 0 elements, but is too big an array (as in NumPy).
+    element_count(op, &out)?;
     Ok(out)
 }
 
@@ -655,13 +657,22 @@ mod tests {
         assert_eq!(ints(&memory, &cols.unwrap()), [3, 7, 11]);
     }
 
-    /// Found writing the `host_arrays` fuzz target: an empty array whose other axes are huge
-    /// (`zeros((0, 2**62, 2**62))`) has strides that saturate; indexing it, checking its
-    /// layout and reading it overflowed (or failed with an internal error).
+    /// Found writing the `host_arrays` fuzz target: an empty array whose other axes are
+    /// huge (`zeros((3, 0, 2**62, 2**62))`, or an empty array reshaped to that) was
+    /// accepted, and its strides saturated: indexing it, checking its layout and reading
+    /// it overflowed or failed with an internal error. As in NumPy ("array is too big"),
+    /// the non-zero lengths multiplied must fit an allocation; empty arrays that do are
+    /// indexed and read.
     #[test]
-    fn empty_arrays_with_huge_axes_can_be_indexed_and_read() {
+    fn empty_arrays_whose_other_axes_are_too_big_are_refused() {
         let memory = ArrayMemory::with_limit(1 << 20);
-        let empty = HostArray::zeros(&memory, DType::F64, &[3, 0, 1 << 62, 1 << 62]).unwrap();
+        let huge = HostArray::zeros(&memory, DType::F64, &[3, 0, 1 << 62, 1 << 62]);
+        assert!(matches!(huge, Err(ArrayError::Memory { .. })), "{huge:?}");
+        let none = HostArray::zeros(&memory, DType::F64, &[0]).unwrap();
+        let reshaped = none.reshape(&memory, &[0, 1 << 62, 1 << 62]);
+        assert!(matches!(reshaped, Err(ArrayError::Memory { .. })), "{reshaped:?}");
+
+        let empty = HostArray::zeros(&memory, DType::F64, &[3, 0, 1 << 20, 1 << 38]).unwrap();
         let view = empty
             .get(&[
                 IndexItem::Slice { start: None, stop: None, step: Some(2) },
@@ -670,7 +681,7 @@ mod tests {
                 IndexItem::Slice { start: Some(1), stop: None, step: Some(3) },
             ])
             .unwrap();
-        assert_eq!(view.shape(), &[2, 0, (1 << 62) / 3]);
+        assert_eq!(view.shape(), &[2, 0, (1 << 38) / 3]);
         assert_eq!(view.to_bytes(&memory, "t").unwrap(), Vec::<u8>::new());
         let cx = crate::arrays::Ctx { memory: &memory, stop: &|| None };
         let negated = crate::arrays::unary(&cx, crate::arrays::ops::UnaryOp::Negative, &view).unwrap();

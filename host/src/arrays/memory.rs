@@ -146,11 +146,13 @@ impl ArrayMemory {
         shape: &[usize],
         zeroed: bool,
     ) -> Result<Arc<Storage>, ArrayError> {
-        let len = element_count(op, shape)?;
-        let bytes = (len as u128) * dtype.size() as u128;
-        let too_big =
-            || ArrayError::Memory { op: op.into(), shape: shape.to_vec(), bytes, available: self.limit.available() };
-        let bytes = usize::try_from(bytes).map_err(|_| too_big())?;
+        let bytes = array_bytes(op, dtype, shape)?;
+        let too_big = || ArrayError::Memory {
+            op: op.into(),
+            shape: shape.to_vec(),
+            bytes: bytes as u128,
+            available: self.limit.available(),
+        };
         let words_needed = bytes.div_ceil(16);
         let reused = self.pool.lock().ok().and_then(|mut pool| {
             let i = pool.iter().position(|w| w.capacity() >= words_needed && w.capacity() <= words_needed * 2 + 64)?;
@@ -214,14 +216,25 @@ impl Drop for Reservation<'_> {
 }
 
 /// The bytes of an array of `dtype` and `shape` — a new one or a view — or an error
-/// when they are more than an allocation can hold (`isize::MAX`, NumPy's "array is too
-/// big"): a broadcast view claims them without taking them, and whatever copies it
-/// does.
+/// when they are more than an allocation can hold: as NumPy ("array is too big"), the
+/// non-zero lengths multiplied by the item size must fit in `isize::MAX`, even when
+/// another length is 0. A broadcast view claims them without taking them, and
+/// whatever copies it does.
 pub fn array_bytes(op: &str, dtype: DType, shape: &[usize]) -> Result<usize, ArrayError> {
-    element_count(op, shape)?
-        .checked_mul(dtype.size())
+    check_ndim(op, shape)?;
+    let too_big = || ArrayError::Memory {
+        op: op.into(),
+        shape: shape.to_vec(),
+        bytes: shape.iter().filter(|&&d| d != 0).fold(dtype.size() as u128, |n, &d| n.saturating_mul(d as u128)),
+        available: 0,
+    };
+    let bytes = shape
+        .iter()
+        .filter(|&&d| d != 0)
+        .try_fold(dtype.size(), |n, &d| n.checked_mul(d))
         .filter(|&bytes| isize::try_from(bytes).is_ok())
-        .ok_or_else(|| ArrayError::Memory { op: op.into(), shape: shape.to_vec(), bytes: u128::MAX, available: 0 })
+        .ok_or_else(too_big)?;
+    Ok(if shape.contains(&0) { 0 } else { bytes })
 }
 
 /// The most dimensions an array has (NumPy 2's limit): operations that loop over
@@ -239,16 +252,11 @@ pub fn check_ndim(op: &str, shape: &[usize]) -> Result<(), ArrayError> {
     Ok(())
 }
 
-/// The number of elements of `shape`, or an error when it overflows (or has more than
-/// [`MAX_NDIM`] dimensions).
+/// The number of elements of `shape`, or an error when its non-zero lengths multiplied
+/// overflow (NumPy refuses `zeros((0, 2**62, 2**62))` too) or it has more than
+/// [`MAX_NDIM`] dimensions.
 pub fn element_count(op: &str, shape: &[usize]) -> Result<usize, ArrayError> {
-    check_ndim(op, shape)?;
-    shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d)).ok_or_else(|| ArrayError::Memory {
-        op: op.into(),
-        shape: shape.to_vec(),
-        bytes: u128::MAX,
-        available: 0,
-    })
+    array_bytes(op, DType::U8, shape)
 }
 
 /// A borrow of memory the host holds for the duration of one call.
