@@ -209,7 +209,7 @@ pub fn tensordot(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arrays::{ArrayMemory, to_vec};
+    use crate::arrays::ArrayMemory;
     use std::cell::Cell;
 
     /// Found writing the `host_arrays` fuzz target: a product over an inner axis of
