@@ -424,9 +424,11 @@ impl Dense {
             return Err(broken());
         }
         if self.shape.contains(&0) {
-            // No element is reached: the strides (which can be anything for an empty
-            // array, up to `isize::MAX` from `c_strides`) do not matter.
-            return Ok((0, self.shape.clone(), vec![0; self.shape.len()], Vec::new()));
+            // No element is reached: C-order strides of the shape (ndarray refuses
+            // strides under which elements overlap, even of an empty view) instead of
+            // the view's, which a reversed or stepped slice of an empty axis scales.
+            let strides = c_strides(&self.shape).iter().map(|s| s.unsigned_abs()).collect();
+            return Ok((0, self.shape.clone(), strides, Vec::new()));
         }
         let mut low = self.offset as isize;
         let mut high = self.offset as isize;
