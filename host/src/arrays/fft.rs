@@ -26,6 +26,9 @@ pub fn fft(cx: &Ctx<'_>, op: FftOp, x: &HostArray, axes: Option<&[i64]>) -> Resu
         return Err(ArrayError::shape(name, &[&d.shape], "needs at least 2 dimensions"));
     }
     let axes = normalize_axes(name, Some(axes.unwrap_or(&default_axes)), &d.shape)?;
+    if axes.is_empty() && !matches!(op, FftOp::Fftshift | FftOp::Ifftshift) {
+        return Err(ArrayError::value(name, "needs at least one axis to transform"));
+    }
     match op {
         FftOp::Fftshift | FftOp::Ifftshift => shift(cx, d, &axes, op == FftOp::Ifftshift),
         _ => {
@@ -218,6 +221,21 @@ fn shift(cx: &Ctx<'_>, d: &Dense, axes: &[usize], inverse: bool) -> Result<HostA
 mod tests {
     use super::*;
     use crate::arrays::ArrayMemory;
+
+    /// Found by the `host_arrays` fuzz target (its first run): a transform over no axes
+    /// (`axes=()`) took the last of them, and underflowed. It is refused; `fftshift`
+    /// over no axes is a copy, as in NumPy.
+    #[test]
+    fn transforms_over_no_axes_are_refused() {
+        let memory = ArrayMemory::with_limit(1 << 20);
+        let cx = Ctx { memory: &memory, stop: &|| None };
+        let x = HostArray::zeros(&memory, DType::F32, &[2, 3]).unwrap();
+        for op in [FftOp::Fft2, FftOp::Ifft2, FftOp::Rfft2, FftOp::Irfft2] {
+            let refused = fft(&cx, op, &x, Some(&[]));
+            assert!(matches!(refused, Err(ArrayError::Value { .. })), "{op}: {refused:?}");
+        }
+        assert_eq!(fft(&cx, FftOp::Fftshift, &x, Some(&[])).unwrap().shape(), &[2, 3]);
+    }
 
     /// Found writing the `host_arrays` fuzz target: an empty array whose other axis is
     /// 2**40 long planned a transform of that length (tables as long as the axis: an
