@@ -690,6 +690,38 @@ mod tests {
         assert_eq!(negated.shape(), view.shape());
     }
 
+    /// Found by the `host_arrays` fuzz target (timeouts): an empty array whose other axis
+    /// is long (`zeros((2**40, 0))`, which NumPy allows) made ndarray's `assign` and
+    /// `Zip` walk its 2**40 outer lanes — hours in `concat`, elementwise functions,
+    /// `where`, writes, `take`, `fftshift`, `matmul`. Empty results return at once.
+    #[test]
+    fn operations_on_empty_arrays_with_long_axes_return_at_once() {
+        use crate::arrays::ops::{BinaryOp, FftOp};
+        use crate::arrays::{Operand, Scalar, WriteMode};
+        let memory = ArrayMemory::with_limit(1 << 20);
+        let cx = crate::arrays::Ctx { memory: &memory, stop: &|| None };
+        let empty = HostArray::zeros(&memory, DType::U8, &[1 << 40, 0]).unwrap();
+        let shape = empty.shape().to_vec();
+        let sum = crate::arrays::binary(&cx, BinaryOp::Add, Operand::Array(&empty), Operand::Scalar(Scalar::Int(1)));
+        assert_eq!(sum.unwrap().shape(), shape);
+        assert_eq!(crate::arrays::astype(&cx, &empty, DType::F32).unwrap().shape(), shape);
+        let chosen = crate::arrays::where_(&cx, &empty, Operand::Array(&empty), Operand::Scalar(Scalar::Int(2)));
+        assert_eq!(chosen.unwrap().shape(), shape);
+        let joined = crate::arrays::construct::concat(&cx, &[&empty, &empty], Some(1)).unwrap();
+        assert_eq!(joined.shape(), shape);
+        assert_eq!(
+            crate::arrays::construct::take(&cx, &empty, &[0, 1], Some(1)).map(|t| t.shape().to_vec()).ok(),
+            None
+        );
+        let written = crate::arrays::write(&cx, &empty, &[], Operand::Scalar(Scalar::Int(3)), WriteMode::Add);
+        assert!(written.is_ok(), "{written:?}");
+        let shifted = crate::arrays::fft::fft(&cx, FftOp::Fftshift, &empty, None).unwrap();
+        assert_eq!(shifted.shape(), shape);
+        // (0, 2**40) @ (2**40, 0): an empty (0, 0) result, no loop over the long axis.
+        let wide = empty.permute_dims(None).unwrap();
+        assert_eq!(crate::arrays::linalg::matmul(&cx, &wide, &empty).unwrap().shape(), &[0, 0]);
+    }
+
     /// Found writing the `host_arrays` fuzz target: a broadcast view claims bytes it does
     /// not hold, and `to_bytes` copied them all, outside the plugin's memory limit (up
     /// to an allocation failure that aborts the host). A view of more than `isize::MAX`

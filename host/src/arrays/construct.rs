@@ -142,6 +142,11 @@ pub fn concat(cx: &Ctx<'_>, arrays: &[&HostArray], axis: Option<i64>) -> Result<
     let mut shape = base.clone();
     shape[axis] = total;
     let out = Dense::alloc(cx.memory, op, dtype, &shape, false)?;
+    if out.is_empty() {
+        // ndarray's `assign` walks the outer lanes of an empty array: (2**40, 0) would
+        // take hours.
+        return Ok(HostArray::Dense(out));
+    }
     let data = if dtype == DType::Bool { DType::U8 } else { dtype };
     let mut at = 0;
     for a in &arrays {
@@ -212,6 +217,9 @@ pub fn take(cx: &Ctx<'_>, x: &HostArray, indices: &[i64], axis: Option<i64>) -> 
     let mut shape = d.shape.clone();
     shape[axis] = resolved.len();
     let out = Dense::alloc(cx.memory, op, d.dtype, &shape, false)?;
+    if out.is_empty() {
+        return Ok(HostArray::Dense(out));
+    }
     let data = if d.dtype == DType::Bool { DType::U8 } else { d.dtype };
     {
         let r = d.storage.read(op)?;
@@ -239,6 +247,9 @@ pub fn select(cx: &Ctx<'_>, x: &HostArray, mask: &HostArray) -> Result<HostArray
         return Err(ArrayError::shape(op, &[&d.shape, &m.shape], "a boolean mask must have the array's shape"));
     }
     broadcast_shapes(op, &[&d.shape, &m.shape])?;
+    if d.is_empty() {
+        return Ok(HostArray::Dense(Dense::alloc(cx.memory, op, d.dtype, &[0], false)?));
+    }
     let rm = m.storage.read(op)?;
     let mask_view = m.view_in::<u8>(&rm, op)?;
     let count = mask_view.iter().filter(|&&v| v != 0).count();

@@ -156,6 +156,9 @@ pub fn cast_dense(cx: &Ctx<'_>, x: &Dense, dtype: DType, op: &str) -> Result<Den
         return x.to_c_order(cx.memory, op);
     }
     let out = Dense::alloc(cx.memory, op, dtype, &x.shape, false)?;
+    if out.is_empty() {
+        return Ok(out);
+    }
     {
         let src = x.storage.read(op)?;
         let mut dst = out.storage.write(op)?;
@@ -254,6 +257,10 @@ fn chunked3<O, A, B>(
     b: ArrayViewD<'_, B>,
     f: impl Fn(ArrayViewMutD<'_, O>, ArrayViewD<'_, A>, ArrayViewD<'_, B>),
 ) -> Result<(), ArrayError> {
+    if out.is_empty() {
+        // ndarray walks the outer lanes of an empty array: (2**40, 0) would take hours.
+        return Ok(());
+    }
     if out.ndim() == 0 || out.len() <= CHECK_EVERY {
         f(out, a, b);
         return Ok(());
@@ -766,7 +773,8 @@ pub fn where_(cx: &Ctx<'_>, cond: &HostArray, a: Operand<'_>, b: Operand<'_>) ->
         let vy = vy.broadcast(shape.clone()).ok_or_else(|| ArrayError::shape(op, &[&y.shape, &shape], "broadcast"))?;
         let vo = out.view_mut_in::<T>(&mut w, op)?;
         cx.check(op)?;
-        Zip::from(vo).and(&vc).and(&vx).and(&vy).for_each(|o, &c, &x, &y| *o = if c != 0 { x } else { y });
+        // An empty result: ndarray would walk its outer lanes.
+        if !vo.is_empty() { Zip::from(vo).and(&vc).and(&vx).and(&vy).for_each(|o, &c, &x, &y| *o = if c != 0 { x } else { y }); }
     }, unreachable_dtype(op)?);
     Ok(HostArray::Dense(out))
 }

@@ -176,6 +176,9 @@ where
 fn shift(cx: &Ctx<'_>, d: &Dense, axes: &[usize], inverse: bool) -> Result<HostArray, ArrayError> {
     let op = if inverse { "ifftshift" } else { "fftshift" };
     let out = Dense::alloc(cx.memory, op, d.dtype, &d.shape, false)?;
+    if out.is_empty() {
+        return Ok(HostArray::Dense(out));
+    }
     let data = if d.dtype == DType::Bool { DType::U8 } else { d.dtype };
     {
         let r = d.storage.read(op)?;

@@ -56,6 +56,10 @@ pub fn matmul(cx: &Ctx<'_>, a: &HostArray, b: &HostArray) -> Result<HostArray, A
     let xc = if xv.dtype == dtype { xv } else { cast_dense(cx, &xv, dtype, op)? };
     let yc = if yv.dtype == dtype { yv } else { cast_dense(cx, &yv, dtype, op)? };
     let out = Dense::alloc(cx.memory, op, dtype, &out_shape, true)?;
+    if out.is_empty() {
+        // No product to compute (the batch loop would still walk its indices).
+        return Ok(HostArray::Dense(out));
+    }
     {
         let (rx, ry) = (xc.storage.read(op)?, yc.storage.read(op)?);
         let mut w = out.storage.write(op)?;

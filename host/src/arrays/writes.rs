@@ -55,6 +55,10 @@ pub fn write(
     };
     let shape = t.shape.clone();
     let value = value.broadcast(op, &shape)?;
+    if t.is_empty() {
+        // Nothing to write (ndarray would walk the outer lanes of the empty view).
+        return Ok(());
+    }
     cx.check(op)?;
     let r = value.storage.read(op)?;
     let mut w = t.storage.write(op)?;
