@@ -301,6 +301,11 @@ fn parse_time(text: &str) -> Option<i128> {
     {
         return None;
     }
+    // A clock's fields (an hour of 10**15 overflowed `hh * 3600`; found by the
+    // acquisition_text fuzz target), and a year the day count holds.
+    if !(0..=9999).contains(&y) || !(0..=23).contains(&hh) || !(0..=59).contains(&mm) || !(0..=60).contains(&ss) {
+        return None;
+    }
     let nanos: i64 = if frac.is_empty() { 0 } else { frac.parse::<i64>().ok()? * 10i64.pow(9 - frac.len() as u32) };
     // Days from the civil date (Howard Hinnant's algorithm).
     let y = if m <= 2 { y - 1 } else { y };
@@ -340,6 +345,23 @@ pub fn flyback_width(times: &[i128]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the `acquisition_text` fuzz target: a Merlin timestamp with an hour of
+    /// `000010` digits past i64 / 3600 overflowed `hh * 3600`. Fields out of a clock's
+    /// range are no time.
+    #[test]
+    fn timestamps_with_fields_out_of_range_are_no_time() {
+        assert_eq!(parse_time("2026-11-27T1000000000000000:00:00"), None);
+        assert_eq!(parse_time("2026-11-27T24:00:00"), None);
+        assert_eq!(parse_time("9223372036854775807-11-27T10:00:00"), None);
+        let crash = include_bytes!(
+            "../../../../tests/fuzz_regressions/acquisition_text/crash-27527f42b32581889dfd5abe3e6a6530e4188aed"
+        );
+        for line in crash.split(|b| *b == b'\n') {
+            let _ = frame_time_ns(line);
+        }
+        assert!(parse_time("2026-11-27T10:00:00").is_some());
+    }
 
     const QUAD: &str = "MQ1,000001,00768,04,0514,0514,U16,  2x2G,0F,2024-06-14 11:31:30.060732,0.001000,0,0,0,\
         3.500000E+1,5.110000E+2,0.000000E+0,0.000000E+0,0.000000E+0,0.000000E+0,0.000000E+0,0.000000E+0,3RX,052,\
