@@ -160,8 +160,10 @@ def start_mib_sim_waiting_for_trigger(tmp_path: Path, frames: np.ndarray) -> tup
          "--data-port", str(data_port), "--control-port", str(control_port), "--trigger-port", str(trigger_port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
-    wait_listening(data_port, process)
-    wait_listening(control_port, process)
+    # Probe the trigger port only: the simulator serves its data and control ports one
+    # connection at a time, and a probe of the data port can take the start meant for
+    # udf-host's connection. The three ports listen before the simulator serves any.
+    wait_listening(trigger_port, process)
     return process, data_port, control_port
 
 
