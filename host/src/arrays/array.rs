@@ -108,12 +108,6 @@ impl HostArray {
         Dense::alloc(memory, "zeros", dtype, shape, true).map(HostArray::Dense)
     }
 
-    /// A new C-order array whose every byte the caller overwrites next: a buffer reused
-    /// from the memory's pool is not zeroed first (a fresh one is).
-    pub fn for_overwrite(memory: &Arc<ArrayMemory>, dtype: DType, shape: &[usize]) -> Result<HostArray, ArrayError> {
-        Dense::alloc(memory, "tile", dtype, shape, false).map(HostArray::Dense)
-    }
-
     /// A new C-order array from little-endian bytes.
     pub fn from_bytes(
         memory: &Arc<ArrayMemory>,

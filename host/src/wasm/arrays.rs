@@ -117,11 +117,9 @@ impl PluginArrays {
         self.tile = Some(tile);
     }
 
-    /// An array in the instance's memory for a tile that is read into it right away: a
-    /// buffer reused from the pool keeps its old bytes (not zeroed: every byte is
-    /// overwritten by the read, and a failed read drops the array).
-    pub fn for_tile(&self, dtype: DType, shape: &[usize]) -> Result<HostArray, ArrayError> {
-        HostArray::for_overwrite(&self.memory, dtype, shape)
+    /// A fresh zeroed array in the instance's memory (tiles read for the plugin).
+    pub fn zeros(&self, dtype: DType, shape: &[usize]) -> Result<HostArray, ArrayError> {
+        HostArray::zeros(&self.memory, dtype, shape)
     }
 
     /// The most bytes the arrays held at once.

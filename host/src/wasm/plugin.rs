@@ -711,8 +711,7 @@ impl PartitionRunner for WasmPartition<'_> {
             // Read the tile into an array of the instance (the one copy), then pass it
             // as a host array.
             let arrays = &mut self.instance.store.data_mut().arrays;
-            let array =
-                arrays.for_tile(tile.dtype, &tile_shape(tile)).map_err(|e| CallError::internal(e.to_string()))?;
+            let array = arrays.zeros(tile.dtype, &tile_shape(tile)).map_err(|e| CallError::internal(e.to_string()))?;
             {
                 let dense = array.dense("tile").map_err(|e| CallError::internal(e.to_string()))?;
                 let mut bytes = dense.storage.write("tile").map_err(|e| CallError::internal(e.to_string()))?;
