@@ -42,15 +42,10 @@ MASKS = 16
 
 
 def dataset(folder: Path, dtype) -> Path:
-    path = folder / f"udf-host-bench-classes-{np.dtype(dtype).name}-{NAV[0]}x{NAV[1]}.npy"
-    if not path.exists():
-        rng = np.random.default_rng(0)
-        out = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=NAV + SIG)
-        for i in range(NAV[0]):
-            out[i] = rng.integers(0, 1000, size=NAV[1:] + SIG).astype(dtype)
-        out.flush()
-        del out
-    return path
+    """The benchmark's `.npy` (written as python/benchmarks/throughput.py writes its own)."""
+    from throughput import dataset as write
+
+    return write(folder, f"udf-host-bench-classes-{np.dtype(dtype).name}-{NAV[0]}x{NAV[1]}.npy", dtype, NAV, SIG)
 
 
 def load_classes(folder: Path):
