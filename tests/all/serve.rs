@@ -367,9 +367,13 @@ fn a_libertem_udf_class_runs_from_the_page_and_a_broken_one_is_reported_there() 
     let data = root.join("scan.npy");
     cli(&["generate", &s(&data), "--nav-shape", "4,6", "--sig-shape", "8,8", "--dtype", "uint16"]).unwrap();
     std::fs::write(root.join("classes.py"), CLASSES).unwrap();
-    std::fs::write(root.join("broken.py"), "from udf_host import UDF\n\nclass Broken(UDF):\n    def oops(self:\n").unwrap();
-    std::fs::write(root.join("importer.py"), "import scipy\nfrom udf_host import UDF\n\nclass Importer(UDF):\n    pass\n")
+    std::fs::write(root.join("broken.py"), "from udf_host import UDF\n\nclass Broken(UDF):\n    def oops(self:\n")
         .unwrap();
+    std::fs::write(
+        root.join("importer.py"),
+        "import scipy\nfrom udf_host import UDF\n\nclass Importer(UDF):\n    pass\n",
+    )
+    .unwrap();
     let (mut child, url) = serve_process(&root, &runner);
     let base = url.split("/?").next().unwrap().to_owned();
 

@@ -69,7 +69,8 @@ impl Udf for Max {
     }
 
     fn merge(&self, _: MergeContext<'_>, dest: &mut [BufferViewMut<'_>], src: &[NamedBuffer]) -> Result<(), CallError> {
-        let d = dest.iter_mut().find(|b| b.name == "intensity").ok_or_else(|| CallError::internal("merge: intensity"))?;
+        let d =
+            dest.iter_mut().find(|b| b.name == "intensity").ok_or_else(|| CallError::internal("merge: intensity"))?;
         let s = src.iter().find(|b| b.name == "intensity").ok_or_else(|| CallError::internal("merge: intensity"))?;
         if s.array.dtype() != d.dtype || s.array.bytes().len() != d.bytes.len() {
             return Err(CallError::internal(format!(
@@ -90,7 +91,7 @@ impl Udf for Max {
             let acc = cast_mut::<T>(d.bytes, "intensity")?;
             let from = s.array.as_slice::<T>().ok_or_else(|| CallError::internal("merge: dtype"))?;
             for (a, &x) in acc.iter_mut().zip(from) {
-                *a = a.maximum(x);
+                *a = a.max_numpy(x);
             }
             Ok(())
         }, Err(CallError::internal("merge: dtype")))
@@ -99,11 +100,11 @@ impl Udf for Max {
 
 /// An element with NumPy's maximum and the lowest value it can take.
 pub trait Maximum: Element {
-    /// The identity of [`maximum`](Self::maximum): `MIN` for integers, `-inf` for floats.
+    /// The identity of [`max_numpy`](Self::max_numpy): `MIN` for integers, `-inf` for floats.
     const LOWEST: Self;
 
     /// The larger of the two as NumPy's `maximum` says (NaN wins).
-    fn maximum(self, other: Self) -> Self;
+    fn max_numpy(self, other: Self) -> Self;
 }
 
 macro_rules! integer_maximum {
@@ -112,7 +113,7 @@ macro_rules! integer_maximum {
             const LOWEST: Self = <$t>::MIN;
 
             #[inline(always)]
-            fn maximum(self, other: Self) -> Self {
+            fn max_numpy(self, other: Self) -> Self {
                 Ord::max(self, other)
             }
         }
@@ -127,7 +128,7 @@ macro_rules! float_maximum {
             const LOWEST: Self = <$t>::NEG_INFINITY;
 
             #[inline(always)]
-            fn maximum(self, other: Self) -> Self {
+            fn max_numpy(self, other: Self) -> Self {
                 // A NaN in `self` stays (no comparison is true), one in `other` is taken.
                 if self < other || other.is_nan() { other } else { self }
             }
@@ -143,7 +144,7 @@ macro_rules! complex_maximum {
             const LOWEST: Self = <$t>::new(<$f>::NEG_INFINITY, <$f>::NEG_INFINITY);
 
             #[inline(always)]
-            fn maximum(self, other: Self) -> Self {
+            fn max_numpy(self, other: Self) -> Self {
                 if self.is_nan() {
                     return self;
                 }
@@ -192,7 +193,7 @@ fn max_column_block<T: Maximum>(block: &mut [T], tile: &[T], stride: usize, offs
     let len = block.len();
     for frame in tile.chunks_exact(stride) {
         for (a, &x) in block.iter_mut().zip(&frame[offset..offset + len]) {
-            *a = a.maximum(x);
+            *a = a.max_numpy(x);
         }
     }
 }
@@ -237,13 +238,13 @@ mod tests {
 
     #[test]
     fn maximum_propagates_nan_like_numpy() {
-        assert!(f32::NAN.maximum(1.0).is_nan());
-        assert!(1.0f32.maximum(f32::NAN).is_nan());
-        assert_eq!(f64::LOWEST.maximum(-3.0), -3.0);
+        assert!(f32::NAN.max_numpy(1.0).is_nan());
+        assert!(1.0f32.max_numpy(f32::NAN).is_nan());
+        assert_eq!(f64::LOWEST.max_numpy(-3.0), -3.0);
         let c = |re, im| Complex32::new(re, im);
-        assert_eq!(c(1.0, 5.0).maximum(c(2.0, -1.0)), c(2.0, -1.0));
-        assert_eq!(c(2.0, 5.0).maximum(c(2.0, -1.0)), c(2.0, 5.0));
-        assert!(c(1.0, f32::NAN).maximum(c(2.0, 0.0)).is_nan());
-        assert_eq!(i16::LOWEST.maximum(-7), -7);
+        assert_eq!(c(1.0, 5.0).max_numpy(c(2.0, -1.0)), c(2.0, -1.0));
+        assert_eq!(c(2.0, 5.0).max_numpy(c(2.0, -1.0)), c(2.0, 5.0));
+        assert!(c(1.0, f32::NAN).max_numpy(c(2.0, 0.0)).is_nan());
+        assert_eq!(i16::LOWEST.max_numpy(-7), -7);
     }
 }

@@ -61,7 +61,13 @@ fn max_keeps_every_stored_dtype() {
     for v in &mut data.values {
         *v = *v * 250.0 - 100.0;
     }
-    for (ty, dtype) in [(Ty::U8, DType::U8), (Ty::I16, DType::I16), (Ty::I32, DType::I32), (Ty::U32, DType::U32), (Ty::F64, DType::F64)] {
+    for (ty, dtype) in [
+        (Ty::U8, DType::U8),
+        (Ty::I16, DType::I16),
+        (Ty::I32, DType::I32),
+        (Ty::U32, DType::U32),
+        (Ty::F64, DType::F64),
+    ] {
         let path = dir.path().join(format!("{dtype}.npy"));
         fixtures::write_npy(&path, &data, ty);
         let options = RunOptions { partitions: Some(3), ..RunOptions::default() };
