@@ -125,6 +125,11 @@ fn dragging_a_ring_gives_builtin_ring_and_clicking_the_scan_gives_the_frame() {
         }
     }
     assert_eq!(max_pattern, expected, "the max pattern");
+    browser.evaluate(
+        &tab,
+        "(() => { const s = document.getElementById('pattern-stat'); s.value = 'mean'; \
+         s.dispatchEvent(new Event('change')); })()",
+    );
 
     // Drag the ring by its inside: its centre moves by the drag.
     let before = browser.evaluate(&tab, "udfHost.detectorAnalysis()");

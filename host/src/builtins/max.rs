@@ -12,7 +12,7 @@
 //! leaves a partition empty merges nothing into the result.
 
 use super::element::{cast_mut, tile_data, with_dtype};
-use super::kernels::{CHUNK, SliceRuns, parallel};
+use super::kernels::{CHUNK, SliceRuns, by_column_blocks};
 use super::spec;
 use super::spec::sig_buffer;
 use crate::array::NdArray;
@@ -22,7 +22,6 @@ use crate::udf::{
     NamedBuffer, Params, PartitionRunner, RunPlan, Tile, Udf,
 };
 use num_complex::{Complex32, Complex64};
-use rayon::prelude::*;
 
 /// The element-wise maximum of all frames.
 pub struct Max {
@@ -172,21 +171,7 @@ fn fill_lowest(array: &mut NdArray) -> Result<(), CallError> {
 /// `acc[p] = max(acc[p], max_f tile[f, p])` over the frames of a tile covering `runs`, in
 /// column blocks of [`CHUNK`] so that the accumulators stay in cache.
 pub fn max_frames<T: Maximum>(acc: &mut [T], tile: &[T], runs: &SliceRuns) {
-    let stride = runs.slice_len;
-    if stride == 0 {
-        return;
-    }
-    if runs.starts.len() == 1 && parallel(std::mem::size_of_val(tile)) {
-        let start = runs.starts[0];
-        acc[start..start + runs.run_len]
-            .par_chunks_mut(CHUNK)
-            .enumerate()
-            .for_each(|(c, block)| max_column_block(block, tile, stride, c * CHUNK));
-        return;
-    }
-    for (in_slice, in_frame, len) in runs.blocks_of(CHUNK) {
-        max_column_block(&mut acc[in_frame..in_frame + len], tile, stride, in_slice);
-    }
+    by_column_blocks(acc, tile, runs, CHUNK, max_column_block::<T>);
 }
 
 fn max_column_block<T: Maximum>(block: &mut [T], tile: &[T], stride: usize, offset: usize) {

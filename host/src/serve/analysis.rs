@@ -8,7 +8,7 @@
 //! | `frame` | `builtin:pick` with a ROI of the one scan position `(y, x)` |
 //! | `region` | `builtin:sum` with a ROI of scan rows `y0..y1`, columns `x0..x1` |
 //! | `com` | `builtin:com` (field, divergence, curl, ...) with the centre and radii |
-//! | `plugin` | a `.wasm` under the root, its params given as text as `--param` takes them |
+//! | `plugin` | a `.wasm` or a `FILE.py:Class` under the root, its params given as text as `--param` takes them |
 
 use super::catalog::{Catalog, CatalogError};
 use crate::array::NdArray;
