@@ -293,7 +293,10 @@ impl Storage {
     /// `bytes` must stay valid and unchanged until `lease` is revoked, and the lease
     /// must be revoked before the memory is freed or written.
     pub unsafe fn borrowed(bytes: &[u8], lease: Arc<Lease>) -> Arc<Storage> {
-        Arc::new(Storage { bytes: StorageBytes::Borrowed { ptr: bytes.as_ptr(), len: bytes.len(), lease }, read_only: true })
+        Arc::new(Storage {
+            bytes: StorageBytes::Borrowed { ptr: bytes.as_ptr(), len: bytes.len(), lease },
+            read_only: true,
+        })
     }
 
     /// Bytes held.

@@ -16,8 +16,8 @@ use super::convert::{dtype_from_wit, dtype_to_wit};
 use super::state::{HostState, Interrupted};
 use crate::arrays::ops::{BinaryOp, FftOp, ReduceOp, UnaryOp};
 use crate::arrays::{
-    self, ArrayError, ArrayMemory, Ctx, Dense, FixedLimit, HostArray, IndexItem, Lease, MemoryLimit, Operand, ReduceOptions,
-    Scalar, WriteMode,
+    self, ArrayError, ArrayMemory, Ctx, Dense, FixedLimit, HostArray, IndexItem, Lease, MemoryLimit, Operand,
+    ReduceOptions, Scalar, WriteMode,
 };
 use crate::dtype::DType;
 use std::sync::Arc;
