@@ -613,7 +613,9 @@ mod tests {
     /// A `2 × 3 × 4` tile of stored `u16` (values up to 65535) lent as `float32`, and
     /// the same values converted by a plain loop (the reference).
     fn converting_tile(memory: &Arc<ArrayMemory>, lease: &Arc<Lease>, values: &[u16]) -> HostArray {
-        let bytes: &'static [u8] = Box::leak(bytemuck::cast_slice::<u16, u8>(values).to_vec().into_boxed_slice());
+        // Leaked as u16 (aligned for the view, which otherwise copies and never expires).
+        let values: &'static [u16] = Box::leak(values.to_vec().into_boxed_slice());
+        let bytes: &'static [u8] = bytemuck::cast_slice(values);
         // SAFETY: the bytes are leaked (never freed nor written).
         unsafe { HostArray::borrowed_converting(memory, DType::U16, DType::F32, &[2, 3, 4], bytes, lease.clone()) }
             .unwrap()
