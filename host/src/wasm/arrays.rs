@@ -114,10 +114,11 @@ impl PluginArrays {
     ) -> Result<(), ArrayError> {
         let lease = Lease::new();
         let memory = &self.memory;
-        // SAFETY (both): passed on to our caller, who calls `end_call` before the bytes go.
         let tile = if stored == dtype {
+            // SAFETY: passed on to our caller, who calls `end_call` before the bytes go.
             unsafe { HostArray::borrowed(memory, dtype, shape, bytes, lease.clone())? }
         } else {
+            // SAFETY: as above.
             unsafe { HostArray::borrowed_converting(memory, stored, dtype, shape, bytes, lease.clone())? }
         };
         self.tile = Some(tile);
