@@ -109,8 +109,10 @@ impl DictParser<'_> {
         Err(NpyError::Syntax { offset: self.base + self.pos, message: message.into() })
     }
 
+    /// Python's whitespace between tokens is ASCII (a non-ASCII space such as U+00A0,
+    /// two bytes long, is a syntax error there; stepping one byte over it cut a char).
     fn skip_ws(&mut self) {
-        while self.rest().starts_with(|c: char| c.is_whitespace()) {
+        while self.rest().starts_with(|c: char| c.is_ascii_whitespace()) {
             self.pos += 1;
         }
     }

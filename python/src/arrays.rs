@@ -133,7 +133,7 @@ impl PyHostArray {
     }
 
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let bytes = self.0.to_bytes("to_bytes").map_err(to_py)?;
+        let bytes = self.0.to_bytes(memory(), "to_bytes").map_err(to_py)?;
         Ok(PyBytes::new(py, &bytes))
     }
 

@@ -30,6 +30,9 @@ pub struct Engine {
     limits: Limits,
     /// Where built-ins with a CUDA kernel compute (docs/gpu.md).
     device: Device,
+    /// The cap on a run's results in host memory (`--max-result-memory`; `None`: half the
+    /// machine's memory).
+    max_result_bytes: Option<u64>,
 }
 
 #[pymethods]
@@ -37,7 +40,7 @@ impl Engine {
     #[new]
     // One argument per keyword of `udf_host.Context` (the Python layer names them).
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (threads=None, timeout=300.0, max_memory=4u64 << 30, max_memory_total=None, trusted=false, cache_dir=None, cache=true, device="cpu"))]
+    #[pyo3(signature = (threads=None, timeout=300.0, max_memory=4u64 << 30, max_memory_total=None, trusted=false, cache_dir=None, cache=true, device="cpu", max_result_memory=None))]
     fn new(
         threads: Option<usize>,
         timeout: f64,
@@ -47,6 +50,7 @@ impl Engine {
         cache_dir: Option<PathBuf>,
         cache: bool,
         device: &str,
+        max_result_memory: Option<u64>,
     ) -> PyResult<Self> {
         let device = Device::parse(device)
             .ok_or_else(|| PyValueError::new_err(format!("device must be 'cpu', 'cuda' or 'auto', got '{device}'")))?;
@@ -69,7 +73,13 @@ impl Engine {
         let cache = ComponentCache::new(if cache { cache_dir.or_else(ComponentCache::default_dir) } else { None });
         let setup = RuntimeSetup { cache, ..RuntimeSetup::new(limits, workers, UDFS_PER_SHARED_RUN) };
         let runtime = setup.build().map_err(|e| PyValueError::new_err(e.to_string()))?;
-        Ok(Engine { loader: Arc::new(Loader::new(runtime)), threads, limits, device })
+        Ok(Engine {
+            loader: Arc::new(Loader::new(runtime)),
+            threads,
+            limits,
+            device,
+            max_result_bytes: max_result_memory,
+        })
     }
 
     /// Open a file: `filetype` is a `--format` name or `auto`; `options_json` the open
@@ -129,12 +139,24 @@ impl Engine {
     }
 }
 
+/// What [`Buffer::preview`] draws, counted with a run's results against its result
+/// memory cap: one image of a buffer at a time (its PNG, values, canvas and encoder).
+fn on_demand_previews() -> udf_host::exec::ResultExtra {
+    udf_host::preview::result_extra(udf_host::preview::PreviewOptions {
+        max_slices: 1,
+        ..udf_host::preview::PreviewOptions::default()
+    })
+}
+
 impl Engine {
-    /// This engine's threads, plugin limits and device, set in `options` (live runs).
+    /// This engine's threads, plugin limits, device and result memory cap, set in
+    /// `options` (live runs).
     pub(crate) fn run_options(&self, options: &mut RunOptions) {
         options.threads = self.threads;
         options.limits = self.limits;
         options.device = self.device;
+        options.max_result_bytes = self.max_result_bytes;
+        options.result_extra = Some(on_demand_previews());
     }
 
     /// Plan a run for another engine (Dask): `threads` is the parallelism the default
@@ -162,6 +184,8 @@ impl Engine {
             threads: threads.or(self.threads),
             limits: self.limits,
             device: self.device,
+            max_result_bytes: self.max_result_bytes,
+            result_extra: Some(on_demand_previews()),
             ..RunOptions::default()
         };
         let opened = dataset.opened.clone();

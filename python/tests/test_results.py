@@ -87,6 +87,21 @@ def test_preview_is_the_png_the_cli_writes(ctx, scan_file, tmp_path):
         assert udf["intensity"]._repr_png_() == png
 
 
+def test_the_previews_python_draws_count_against_the_result_memory_cap():
+    """Review of issue 33: `Buffer.preview()` drew its image outside the result memory
+    cap. A 64 x 64 frame sum is 16 KiB of results, but its preview (upscaled to 256 x 256,
+    with a colour bar) takes more than 1 MiB to draw: the run is refused before it starts,
+    naming the previews, as `udf-host run --preview --max-result-memory 1M` is."""
+    data = np.ones((4, 4, 64, 64), dtype=np.float32)
+    tight = udf_host.Context(threads=2, cache_dir=CACHE, max_result_memory="1M")
+    with pytest.raises(Exception, match="previews") as refused:
+        tight.run_udf(dataset=tight.load("memory", data=data), udf=udf_host.BuiltinUDF("sum"))
+    assert "more than the limit" in str(refused.value)
+    roomy = udf_host.Context(threads=2, cache_dir=CACHE, max_result_memory="16M")
+    result = roomy.run_udf(dataset=roomy.load("memory", data=data), udf=udf_host.BuiltinUDF("sum"))
+    assert result["intensity"].preview().startswith(b"\x89PNG")
+
+
 def test_result_views_are_read_only_and_bool_masks_stay_bool(ctx, scan_file):
     """Issue 33, finding 7: result arrays were writeable views of memory Rust holds as
     immutable (writing 2 into a bool mask made a later Rust `&[bool]` invalid). Views are

@@ -341,7 +341,9 @@ class Context:
     `timeout` (seconds per call into a plugin), `max_memory` (per plugin instance, e.g.
     "512M"), `max_memory_total` (all instances together and what their calls return;
     default half the machine's memory) and `trusted` (no timeout checks) are the limits
-    plugins run under;
+    plugins run under; `max_result_memory` caps a run's results in host memory with the
+    images `Buffer.preview()` draws of them, as `udf-host run --max-result-memory` (default
+    half the machine's memory; a run over it is refused before it starts);
     `cache_dir` holds compiled plugins (default ~/.cache/udf-host). `device`: where the
     built-ins with a CUDA kernel compute, as `udf-host run --device`: "cpu" (default),
     "cuda" (a `ValueError` when run without a usable GPU or a package built without CUDA)
@@ -359,6 +361,7 @@ class Context:
         trusted: bool = False,
         cache_dir: str | os.PathLike | None = None,
         device: str = "cpu",
+        max_result_memory: int | str | None = None,
     ):
         self.threads = threads
         self.executor = executor
@@ -370,6 +373,7 @@ class Context:
             trusted=trusted,
             cache_dir=None if cache_dir is None else os.fspath(cache_dir),
             device=device,
+            max_result_memory=None if max_result_memory is None else _parse_size(max_result_memory),
         )
 
     def load(self, filetype: str, path: str | os.PathLike | None = None, *, data=None, sig_dims: int = 2, **options) -> DataSet:

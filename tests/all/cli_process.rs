@@ -70,6 +70,11 @@ impl Child {
         self.child.id()
     }
 
+    /// What the child wrote to stderr so far.
+    pub fn stderr_so_far(&self) -> String {
+        std::fs::read_to_string(self.stderr.path()).unwrap_or_default()
+    }
+
     /// Wait for the child to end; its exit code, peak RSS (from the kernel's resource
     /// accounting of the process) and time.
     pub fn wait(self) -> Exit {

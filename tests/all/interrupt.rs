@@ -5,6 +5,7 @@
 use crate::cli_process::{self, Child};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use udf_host_tests::fixture_formats::mib::{self, MibKind, MibSet};
 use udf_host_tests::fixtures::{self, Ty};
 use udf_host_tests::plugin;
 use udf_host_tests::reference::{sum_frames, to_f64};
@@ -129,4 +130,22 @@ fn a_second_ctrl_c_removes_the_snapshots_of_the_run() {
         std::fs::read_dir(&out).map(|d| d.count())
     );
     assert!(hidden(dir.path()).is_empty(), "{:?}", hidden(dir.path()));
+}
+
+#[test]
+fn a_ctrl_c_stops_the_simulator_without_claiming_to_write_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = fixtures::mk_random(&[4], &[8, 8], 5);
+    let file = &mib::write_mib(dir.path(), "scan", &data, MibSet::new(MibKind::U16))[0];
+    let child = cli_process::spawn(&["simulate".into(), "merlin".into(), s(file), "--port".into(), "0".into()], &[]);
+    let started = Instant::now();
+    while !child.stderr_so_far().contains("serving") {
+        assert!(started.elapsed() < Duration::from_secs(60), "the simulator never started: {}", child.stderr_so_far());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    sigint(&child);
+    let exit = child.wait();
+    assert_eq!(exit.code, Some(0), "{}", exit.stderr);
+    assert!(exit.stderr.contains("interrupted: stopping the simulator"), "{}", exit.stderr);
+    assert!(!exit.stderr.contains("merged"), "a simulator merges nothing: {}", exit.stderr);
 }

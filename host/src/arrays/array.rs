@@ -9,7 +9,7 @@
 //! has a kernel.
 
 use super::error::{ArrayError, normalize_axes, normalize_axis, shape_text};
-use super::memory::{ArrayMemory, Lease, Storage, element_count};
+use super::memory::{ArrayMemory, Lease, Storage, array_bytes, check_ndim, element_count};
 use crate::dtype::DType;
 use ndarray::{ArrayViewD, ArrayViewMutD, IxDyn, ShapeBuilder};
 use std::sync::Arc;
@@ -233,16 +233,24 @@ impl HostArray {
         }))
     }
 
-    /// The elements in C order as little-endian bytes.
-    pub fn to_bytes(&self, op: &str) -> Result<Vec<u8>, ArrayError> {
+    /// The elements in C order as little-endian bytes: a copy, charged to `memory` while
+    /// it is made (a broadcast view copies more than it holds).
+    pub fn to_bytes(&self, memory: &ArrayMemory, op: &str) -> Result<Vec<u8>, ArrayError> {
         let d = self.dense(op)?;
+        let len = array_bytes(op, d.dtype, &d.shape)?;
+        let _copy = memory.reserve(op, &d.shape, len)?;
         let bytes = d.storage.read(op)?;
         if d.is_c_contiguous() {
             let start = d.offset * d.dtype.size();
-            let len = d.len() * d.dtype.size();
             return Ok(bytes[start..start + len].to_vec());
         }
-        let mut out = Vec::with_capacity(d.len() * d.dtype.size());
+        let mut out = Vec::new();
+        out.try_reserve_exact(len).map_err(|_| ArrayError::Memory {
+            op: op.into(),
+            shape: d.shape.clone(),
+            bytes: len as u128,
+            available: 0,
+        })?;
         crate::with_dtype!(d.dtype, T => {
             let view = d.view_in::<T>(&bytes, op)?;
             for v in view.iter() {
@@ -313,6 +321,7 @@ impl HostArray {
         let d = self.dense("expand_dims")?;
         let mut widened = d.shape.clone();
         widened.push(1);
+        check_ndim("expand_dims", &widened)?;
         let at = normalize_axis("expand_dims", axis, &widened)?;
         let mut out = d.clone();
         out.shape.insert(at, 1);
@@ -348,6 +357,9 @@ impl HostArray {
 
 /// Resolve a shape with at most one `-1` for `len` elements of `from`.
 pub fn resolve_shape(op: &str, from: &[usize], shape: &[i64]) -> Result<Vec<usize>, ArrayError> {
+    if shape.len() > super::memory::MAX_NDIM {
+        return Err(ArrayError::value(op, format!("{} dimensions are more than an array can have", shape.len())));
+    }
     let len: usize = from.iter().product();
     let unknown: Vec<usize> = (0..shape.len()).filter(|&i| shape[i] == -1).collect();
     if unknown.len() > 1 || shape.iter().any(|&d| d < -1) {
@@ -356,7 +368,9 @@ pub fn resolve_shape(op: &str, from: &[usize], shape: &[i64]) -> Result<Vec<usiz
             format!("cannot reshape to {shape:?}: only one -1 and no other negative length"),
         ));
     }
-    let known: u128 = shape.iter().filter(|&&d| d >= 0).map(|&d| d as u128).product();
+    // Past u128 it is no shape of `len` elements either.
+    let known: u128 =
+        shape.iter().filter(|&&d| d >= 0).try_fold(1u128, |n, &d| n.checked_mul(d as u128)).unwrap_or(u128::MAX);
     let mut out: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
     if let [i] = unknown[..] {
         if known == 0 || !(len as u128).is_multiple_of(known) {
@@ -366,6 +380,8 @@ pub fn resolve_shape(op: &str, from: &[usize], shape: &[i64]) -> Result<Vec<usiz
     } else if known != len as u128 {
         return Err(ArrayError::shape(op, &[from, &out], format!("cannot reshape {len} elements to {known}")));
     }
+    // `(0, 2**62, 2**62)` holds 0 elements, but is too big an array (as in NumPy).
+    element_count(op, &out)?;
     Ok(out)
 }
 
@@ -417,15 +433,15 @@ impl Dense {
 
     /// Whether the elements are in C order, one after the other.
     pub fn is_c_contiguous(&self) -> bool {
+        if self.shape.contains(&0) {
+            return true;
+        }
         let mut step = 1isize;
         for (&d, &s) in self.shape.iter().zip(&self.strides).rev() {
-            if d == 0 {
-                return true;
-            }
             if d != 1 && s != step {
                 return false;
             }
-            step *= d as isize;
+            step = step.saturating_mul(d as isize);
         }
         true
     }
@@ -490,30 +506,36 @@ impl Dense {
         if size == 0 || size != self.dtype.size() {
             return Err(broken());
         }
+        if self.shape.contains(&0) {
+            // No element is reached: C-order strides of the shape (ndarray refuses
+            // strides under which elements overlap, even of an empty view) instead of
+            // the view's, which a reversed or stepped slice of an empty axis scales.
+            let strides = c_strides(&self.shape).iter().map(|s| s.unsigned_abs()).collect();
+            return Ok((0, self.shape.clone(), strides, Vec::new()));
+        }
         let mut low = self.offset as isize;
         let mut high = self.offset as isize;
         let mut flips = Vec::new();
         let mut strides = Vec::with_capacity(self.shape.len());
-        let empty = self.shape.contains(&0);
         for (axis, (&d, &s)) in self.shape.iter().zip(&self.strides).enumerate() {
             let reach = s.checked_mul(d.saturating_sub(1) as isize).ok_or_else(broken)?;
             if s < 0 {
-                low += reach;
+                low = low.checked_add(reach).ok_or_else(broken)?;
                 flips.push(axis);
             } else {
-                high += reach;
+                high = high.checked_add(reach).ok_or_else(broken)?;
             }
             strides.push(s.unsigned_abs());
         }
-        let (low, high) = if empty { (self.offset as isize, self.offset as isize - 1) } else { (low, high) };
-        if low < 0 || (high + 1) as usize * size > storage_len && !empty {
+        let end = (high as usize).checked_add(1).and_then(|n| n.checked_mul(size));
+        if low < 0 || end.is_none_or(|end| end > storage_len) {
             return Err(broken());
         }
         let start = low as usize * size;
-        if !start.is_multiple_of(size.min(16)) && !empty {
+        if !start.is_multiple_of(size.min(16)) {
             return Err(broken());
         }
-        Ok((if empty { 0 } else { start }, self.shape.clone(), strides, flips))
+        Ok((start, self.shape.clone(), strides, flips))
     }
 
     /// A C-order copy.
@@ -548,6 +570,7 @@ impl Dense {
 
     /// A read-only view broadcast to `shape`.
     pub fn broadcast(&self, op: &str, shape: &[usize]) -> Result<Dense, ArrayError> {
+        array_bytes(op, self.dtype, shape)?;
         if shape.len() < self.shape.len() {
             return Err(ArrayError::shape(op, &[&self.shape, shape], "cannot broadcast to fewer dimensions"));
         }
@@ -592,6 +615,8 @@ impl Dense {
         let used = expanded.iter().filter(|i| matches!(i, IndexItem::Slice { .. } | IndexItem::At(_))).count();
         expanded.extend(std::iter::repeat_n(IndexItem::FULL, self.shape.len() - used));
 
+        // Offsets and strides saturate: they can only overflow for an empty array (whose
+        // strides `c_strides` saturates), where no element is read through them.
         let mut offset = self.offset as isize;
         let mut shape = Vec::new();
         let mut strides = Vec::new();
@@ -612,22 +637,26 @@ impl Dense {
                             format!("index {i} is out of bounds for axis {axis} with size {n}"),
                         ));
                     }
-                    offset += pos as isize * self.strides[axis];
+                    offset = offset.saturating_add((pos as isize).saturating_mul(self.strides[axis]));
                     axis += 1;
                 }
                 IndexItem::Slice { start, stop, step } => {
                     let (first, len, step) = slice_indices(op, &self.shape, self.shape[axis], start, stop, step)?;
                     if len > 0 {
-                        offset += first as isize * self.strides[axis];
+                        offset = offset.saturating_add((first as isize).saturating_mul(self.strides[axis]));
                     }
                     shape.push(len);
-                    strides.push(self.strides[axis] * step as isize);
+                    // One element or none: the step is never taken (and may be huge).
+                    let stride = if len > 1 { self.strides[axis].saturating_mul(step as isize) } else { 0 };
+                    strides.push(stride);
                     axis += 1;
                 }
                 IndexItem::Ellipsis => {}
             }
         }
-        Ok(Dense { shape, strides, offset: offset as usize, ..self.clone() })
+        check_ndim(op, &shape)?;
+        let offset = if shape.contains(&0) { self.offset } else { offset as usize };
+        Ok(Dense { shape, strides, offset, ..self.clone() })
     }
 }
 
@@ -652,10 +681,11 @@ pub fn slice_indices(
     } else {
         (clamp(start.map_or(n - 1, norm), -1, n - 1), stop.map_or(-1, |s| clamp(norm(s), -1, n - 1)))
     };
+    // `last - first` is at most `n + 1`; the step may be anything but 0 (`i64::MIN` too).
     let len = if step > 0 {
-        if last > first { (last - first + step - 1) / step } else { 0 }
+        if last > first { (last - first - 1) / step + 1 } else { 0 }
     } else if first > last {
-        (first - last + (-step) - 1) / (-step)
+        ((first - last - 1) as u64 / step.unsigned_abs() + 1) as i64
     } else {
         0
     };
@@ -687,6 +717,111 @@ mod tests {
         }
     }
 
+    fn int_array(memory: &Arc<ArrayMemory>, shape: &[usize]) -> HostArray {
+        let n: usize = shape.iter().product();
+        let bytes: Vec<u8> = (0..n as i32).flat_map(|v| v.to_le_bytes()).collect();
+        HostArray::from_bytes(memory, DType::I32, shape, &bytes).unwrap()
+    }
+
+    fn ints(memory: &ArrayMemory, x: &HostArray) -> Vec<i32> {
+        bytemuck::pod_collect_to_vec(&x.to_bytes(memory, "t").unwrap())
+    }
+
+    /// Found writing the `host_arrays` fuzz target (its hostile values): a step beyond the axis
+    /// (`x[::2**63-1]`, `x[::-2**63]`) overflowed the slice length and the view's stride.
+    /// Expected values: NumPy, `np.arange(12).reshape(3, 4)[::2**63-1]` and `[::-2**63]`.
+    #[test]
+    fn slice_steps_as_large_as_i64_give_one_element_instead_of_overflowing() {
+        let memory = ArrayMemory::with_limit(1 << 20);
+        let a = int_array(&memory, &[3, 4]);
+        let forward = a.get(&[IndexItem::Slice { start: None, stop: None, step: Some(i64::MAX) }]).unwrap();
+        assert_eq!((forward.shape(), ints(&memory, &forward)), (&[1, 4][..], vec![0, 1, 2, 3]));
+        let back = a.get(&[IndexItem::Slice { start: None, stop: None, step: Some(i64::MIN) }]).unwrap();
+        assert_eq!((back.shape(), ints(&memory, &back)), (&[1, 4][..], vec![8, 9, 10, 11]));
+        let cols = a.get(&[IndexItem::FULL, IndexItem::Slice { start: Some(-1), stop: None, step: Some(i64::MIN) }]);
+        assert_eq!(ints(&memory, &cols.unwrap()), [3, 7, 11]);
+    }
+
+    /// Found writing the `host_arrays` fuzz target: an empty array whose other axes are
+    /// huge (`zeros((3, 0, 2**62, 2**62))`, or an empty array reshaped to that) was
+    /// accepted, and its strides saturated: indexing it, checking its layout and reading
+    /// it overflowed or failed with an internal error. As in NumPy ("array is too big"),
+    /// the non-zero lengths multiplied must fit an allocation; empty arrays that do are
+    /// indexed and read.
+    #[test]
+    fn empty_arrays_whose_other_axes_are_too_big_are_refused() {
+        let memory = ArrayMemory::with_limit(1 << 20);
+        let huge = HostArray::zeros(&memory, DType::F64, &[3, 0, 1 << 62, 1 << 62]);
+        assert!(matches!(huge, Err(ArrayError::Memory { .. })), "{huge:?}");
+        let none = HostArray::zeros(&memory, DType::F64, &[0]).unwrap();
+        let reshaped = none.reshape(&memory, &[0, 1 << 62, 1 << 62]);
+        assert!(matches!(reshaped, Err(ArrayError::Memory { .. })), "{reshaped:?}");
+
+        let empty = HostArray::zeros(&memory, DType::F64, &[3, 0, 1 << 20, 1 << 38]).unwrap();
+        let view = empty
+            .get(&[
+                IndexItem::Slice { start: None, stop: None, step: Some(2) },
+                IndexItem::FULL,
+                IndexItem::At(-1),
+                IndexItem::Slice { start: Some(1), stop: None, step: Some(3) },
+            ])
+            .unwrap();
+        assert_eq!(view.shape(), &[2, 0, (1 << 38) / 3]);
+        assert_eq!(view.to_bytes(&memory, "t").unwrap(), Vec::<u8>::new());
+        let cx = crate::arrays::Ctx { memory: &memory, stop: &|| None };
+        let negated = crate::arrays::unary(&cx, crate::arrays::ops::UnaryOp::Negative, &view).unwrap();
+        assert_eq!(negated.shape(), view.shape());
+    }
+
+    /// Found writing the `host_arrays` fuzz target: a broadcast view claims bytes it does
+    /// not hold, and `to_bytes` copied them all, outside the plugin's memory limit (up
+    /// to an allocation failure that aborts the host). A view of more than `isize::MAX`
+    /// bytes is refused (NumPy: "array is too big"); a copy counts against the limit.
+    #[test]
+    fn broadcast_views_are_bounded_and_their_copies_count_against_the_memory() {
+        let memory = ArrayMemory::with_limit(1 << 20);
+        let one = int_array(&memory, &[1]);
+        let huge = one.broadcast_to(&[1 << 31, 1 << 31]);
+        assert!(matches!(huge, Err(ArrayError::Memory { .. })), "{huge:?}");
+        // 2 MiB of int32 from 4 bytes: more than the 1 MiB the arrays may use.
+        let wide = one.broadcast_to(&[512, 1024]).unwrap();
+        let copy = wide.to_bytes(&memory, "to_bytes");
+        assert!(matches!(copy, Err(ArrayError::Memory { .. })), "{:?}", copy.map(|c| c.len()));
+        let fits = one.broadcast_to(&[16, 1024]).unwrap();
+        assert_eq!(fits.to_bytes(&memory, "to_bytes").unwrap().len(), 16 * 1024 * 4);
+    }
+
+    /// Found writing the `host_arrays` fuzz target: new axes could be added without
+    /// end, and `fftshift` over 65 axes shifted `1 << 65` (and looped over 2^axes
+    /// blocks). Arrays have at most 64 dimensions, as in NumPy 2.
+    #[test]
+    fn arrays_have_at_most_64_dimensions() {
+        let memory = ArrayMemory::with_limit(1 << 20);
+        let mut a = int_array(&memory, &[1]);
+        for _ in 1..64 {
+            a = a.get(&[IndexItem::NewAxis]).unwrap();
+        }
+        assert_eq!(a.ndim(), 64);
+        assert!(a.get(&[IndexItem::NewAxis]).is_err());
+        assert!(a.expand_dims(0).is_err());
+        assert!(a.reshape(&memory, &[1; 65]).is_err());
+        assert!(a.broadcast_to(&[1; 65]).is_err());
+        assert!(HostArray::zeros(&memory, DType::U8, &[1; 65]).is_err());
+        let cx = crate::arrays::Ctx { memory: &memory, stop: &|| None };
+        let shifted = crate::arrays::fft::fft(&cx, crate::arrays::ops::FftOp::Fftshift, &a, None).unwrap();
+        assert_eq!(ints(&memory, &shifted), [0]);
+    }
+
+    /// Found writing the `host_arrays` fuzz target: the product of the lengths asked of
+    /// `reshape` overflowed u128.
+    #[test]
+    fn reshape_to_lengths_whose_product_overflows_is_refused() {
+        let memory = ArrayMemory::with_limit(1 << 20);
+        let a = int_array(&memory, &[2, 3]);
+        let huge = a.reshape(&memory, &[1 << 62, 1 << 62, 1 << 62]);
+        assert!(matches!(huge, Err(ArrayError::Shape { .. })), "{huge:?}");
+    }
+
     #[test]
     fn reversed_views_read_the_right_elements() {
         let memory = ArrayMemory::with_limit(1 << 20);
@@ -698,7 +833,7 @@ mod tests {
                 IndexItem::Slice { start: Some(1), stop: None, step: Some(2) },
             ])
             .unwrap();
-        let out: Vec<i32> = bytemuck::pod_collect_to_vec(&v.to_bytes("t").unwrap());
+        let out: Vec<i32> = bytemuck::pod_collect_to_vec(&v.to_bytes(&memory, "t").unwrap());
         assert_eq!(out, [9, 11, 5, 7, 1, 3]);
         assert_eq!(v.shape(), &[3, 2]);
     }

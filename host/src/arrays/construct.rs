@@ -42,12 +42,14 @@ pub fn arange(cx: &Ctx<'_>, start: f64, stop: f64, step: f64, dtype: DType) -> R
         let mut w = out.storage.write(op)?;
         crate::with_dtype!(dtype, T => {
             let o: &mut [T] = bytemuck::cast_slice_mut(&mut w[..]);
-            let integral = start.fract() == 0.0 && step.fract() == 0.0;
+            // Exact integers while they fit in i64 (past it, as NumPy's float64 values).
+            let exact = |x: f64| x.fract() == 0.0 && x.abs() < 9.0e18;
+            let integral = exact(start) && exact(step);
             for (i, v) in o.iter_mut().enumerate() {
-                *v = if integral {
-                    (start as i64 + i as i64 * step as i64).cast_to::<T>()
-                } else {
-                    (start + i as f64 * step).cast_to::<T>()
+                let int = (i as i64).checked_mul(step as i64).and_then(|d| (start as i64).checked_add(d));
+                *v = match int {
+                    Some(int) if integral => int.cast_to::<T>(),
+                    _ => (start + i as f64 * step).cast_to::<T>(),
                 };
             }
         }, return Err(ArrayError::dtype(op, &[dtype], "needs a numeric dtype")));
@@ -91,12 +93,14 @@ pub fn eye(cx: &Ctx<'_>, rows: usize, cols: usize, k: i64, dtype: DType) -> Resu
         let size = dtype.size();
         let one = scalar_array(cx, Scalar::Int(1), dtype, op)?;
         let r = one.storage.read(op)?;
-        for i in 0..rows {
-            let j = i as i64 + k;
-            if j >= 0 && (j as usize) < cols {
-                let at = (i * cols + j as usize) * size;
-                w[at..at + size].copy_from_slice(&r[..size]);
-            }
+        // The diagonal's first element and length: no loop over rows that it misses
+        // (`eye(2**63, 0)` has none), no `i + k` that overflows.
+        let (row, col) = if k >= 0 { (0, k.unsigned_abs()) } else { (k.unsigned_abs(), 0) };
+        let len = (rows as u64).saturating_sub(row).min((cols as u64).saturating_sub(col));
+        for t in 0..len {
+            let (i, j) = ((row + t) as usize, (col + t) as usize);
+            let at = (i * cols + j) * size;
+            w[at..at + size].copy_from_slice(&r[..size]);
         }
     }
     Ok(HostArray::Dense(out))
@@ -128,7 +132,12 @@ pub fn concat(cx: &Ctx<'_>, arrays: &[&HostArray], axis: Option<i64>) -> Result<
         if !same {
             return Err(ArrayError::shape(op, &[&base, s], format!("all axes but {axis} must match")));
         }
-        total += s[axis];
+        total = s[axis].checked_add(total).ok_or_else(|| ArrayError::Memory {
+            op: op.into(),
+            shape: base.clone(),
+            bytes: u128::MAX,
+            available: 0,
+        })?;
     }
     let mut shape = base.clone();
     shape[axis] = total;
@@ -251,4 +260,48 @@ pub fn select(cx: &Ctx<'_>, x: &HostArray, mask: &HostArray) -> Result<HostArray
         }, ());
     }
     Ok(HostArray::Dense(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arrays::{ArrayMemory, to_vec};
+
+    /// Found writing the `host_arrays` fuzz target: `eye(2, 2, k=2**63-1)` overflowed
+    /// `i + k`. Expected values: NumPy, `np.eye(3, 4, k=-1)` and `np.eye(2, 2, k=2**63-1)`.
+    #[test]
+    fn eye_with_any_diagonal_offset_does_not_overflow() {
+        let memory = ArrayMemory::with_limit(1 << 20);
+        let cx = Ctx { memory: &memory, stop: &|| None };
+        let below = eye(&cx, 3, 4, -1, DType::I32).unwrap();
+        assert_eq!(to_vec::<i32>(&below).unwrap(), [0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0]);
+        for k in [i64::MAX, i64::MIN] {
+            assert_eq!(to_vec::<i32>(&eye(&cx, 2, 2, k, DType::I32).unwrap()).unwrap(), [0; 4]);
+        }
+        // No columns: no diagonal, and no loop over 2**40 rows.
+        assert_eq!(eye(&cx, 1 << 40, 0, 0, DType::I32).unwrap().shape(), &[1 << 40, 0]);
+    }
+
+    /// Found writing the `host_arrays` fuzz target: integral `start` and `step` were
+    /// added as i64 and overflowed. Expected values: NumPy,
+    /// `np.arange(8.9e18, 2e19, 8.9e18)` (float64 past i64).
+    #[test]
+    fn arange_past_i64_does_not_overflow() {
+        let memory = ArrayMemory::with_limit(1 << 20);
+        let cx = Ctx { memory: &memory, stop: &|| None };
+        let values = arange(&cx, 8.9e18, 2e19, 8.9e18, DType::F64).unwrap();
+        assert_eq!(to_vec::<f64>(&values).unwrap(), [8.9e18, 1.78e19]);
+    }
+
+    /// Found writing the `host_arrays` fuzz target: the lengths of broadcast views
+    /// concatenated along an axis overflowed their sum.
+    #[test]
+    fn concatenating_more_elements_than_usize_holds_is_refused() {
+        let memory = ArrayMemory::with_limit(1 << 20);
+        let cx = Ctx { memory: &memory, stop: &|| None };
+        let one = HostArray::from_bytes(&memory, DType::U8, &[1], &[7]).unwrap();
+        let wide = one.broadcast_to(&[1 << 62]).unwrap();
+        let joined = concat(&cx, &[&wide, &wide, &wide, &wide], Some(0));
+        assert!(matches!(joined, Err(ArrayError::Memory { .. })), "{joined:?}");
+    }
 }

@@ -129,7 +129,8 @@ macro_rules! int_elems {
             fn floor_div(self, o: Self) -> Self {
                 if o == 0 { return 0; }
                 let q = self.wrapping_div(o);
-                if $signed && (self % o != 0) && ((self < (0 as $t)) != (o < (0 as $t))) { q.wrapping_sub(1) } else { q }
+                // `wrapping_rem`: `MIN % -1` overflows (NumPy: `MIN // -1` wraps to MIN).
+                if $signed && (self.wrapping_rem(o) != 0) && ((self < (0 as $t)) != (o < (0 as $t))) { q.wrapping_sub(1) } else { q }
             }
             #[inline(always)]
             fn rem(self, o: Self) -> Self {
@@ -288,5 +289,15 @@ mod tests {
         assert_eq!(RealElem::round(2.5f32), 2.0);
         assert_eq!(IntElem::pow(3i8, 5), Some(-13), "243 wraps to -13 in int8");
         assert!(RealElem::maximum(f32::NAN, 1.0).is_nan());
+    }
+
+    /// Found reading the arrays for the `host_arrays` fuzz target: `MIN // -1` took
+    /// `MIN % -1`, which overflows (a panic in Rust). NumPy:
+    /// `np.array([-128], np.int8) // np.int8(-1)` wraps to -128; `% -1` is 0.
+    #[test]
+    fn the_smallest_integer_divided_by_minus_one_wraps() {
+        assert_eq!(i8::MIN.floor_div(-1), i8::MIN);
+        assert_eq!(i64::MIN.floor_div(-1), i64::MIN);
+        assert_eq!(i64::MIN.rem(-1), 0);
     }
 }

@@ -26,6 +26,9 @@ pub fn fft(cx: &Ctx<'_>, op: FftOp, x: &HostArray, axes: Option<&[i64]>) -> Resu
         return Err(ArrayError::shape(name, &[&d.shape], "needs at least 2 dimensions"));
     }
     let axes = normalize_axes(name, Some(axes.unwrap_or(&default_axes)), &d.shape)?;
+    if axes.is_empty() && !matches!(op, FftOp::Fftshift | FftOp::Ifftshift) {
+        return Err(ArrayError::value(name, "needs at least one axis to transform"));
+    }
     match op {
         FftOp::Fftshift | FftOp::Ifftshift => shift(cx, d, &axes, op == FftOp::Ifftshift),
         _ => {
@@ -88,7 +91,9 @@ fn lanes<F: FftNum + num_traits::Float>(
     inverse: bool,
 ) -> Result<(), ArrayError> {
     let n = view.shape()[axis];
-    if n == 0 {
+    if view.is_empty() {
+        // No lane to transform: no plan either (an empty array's other axes can be
+        // 2**62 long, and a plan's tables as long as its axis).
         return Ok(());
     }
     let mut planner = FftPlanner::<F>::new();
@@ -126,12 +131,15 @@ where
         transform_axis(cx, op, &data, a, true, single)?;
     }
     let half = data.shape[last];
-    let n = 2 * half.saturating_sub(1);
+    let n = half.saturating_sub(1).checked_mul(2).ok_or_else(|| {
+        ArrayError::shape(op, &[&data.shape], "the output's last axis is longer than an array can be")
+    })?;
     let mut out_shape = data.shape.clone();
     out_shape[last] = n;
     let real = if single { DType::F32 } else { DType::F64 };
     let out = Dense::alloc(cx.memory, op, real, &out_shape, true)?;
-    if n == 0 {
+    if out.is_empty() {
+        // No lane: no plan (whose tables are as long as the axis).
         return Ok(HostArray::Dense(out));
     }
     {
@@ -176,12 +184,15 @@ fn shift(cx: &Ctx<'_>, d: &Dense, axes: &[usize], inverse: bool) -> Result<HostA
         let src = d.view_in::<T>(&r, op)?;
         let mut dst = out.view_mut_in::<T>(&mut w, op)?;
         cx.check(op)?;
-        // Build the result by copying the 2^k blocks the rolls move.
+        // Build the result by copying the 2^k blocks the rolls move: only axes of 2 or
+        // more move (and an array has at least 2^k elements then; an empty one none).
         let mut plans: Vec<(usize, usize)> = Vec::new();
         for &a in axes {
             let n = d.shape[a];
             let k = if inverse { n - n / 2 } else { n / 2 };
-            plans.push((a, k));
+            if n >= 2 && !out.is_empty() {
+                plans.push((a, k));
+            }
         }
         let blocks = 1usize << plans.len();
         for b in 0..blocks {
@@ -204,4 +215,41 @@ fn shift(cx: &Ctx<'_>, d: &Dense, axes: &[usize], inverse: bool) -> Result<HostA
     }, return Err(ArrayError::value(op, "internal error: dtype")));
     }
     Ok(HostArray::Dense(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arrays::ArrayMemory;
+
+    /// Found by the `host_arrays` fuzz target (its first run): a transform over no axes
+    /// (`axes=()`) took the last of them, and underflowed. It is refused; `fftshift`
+    /// over no axes is a copy, as in NumPy.
+    #[test]
+    fn transforms_over_no_axes_are_refused() {
+        let memory = ArrayMemory::with_limit(1 << 20);
+        let cx = Ctx { memory: &memory, stop: &|| None };
+        let x = HostArray::zeros(&memory, DType::F32, &[2, 3]).unwrap();
+        for op in [FftOp::Fft2, FftOp::Ifft2, FftOp::Rfft2, FftOp::Irfft2] {
+            let refused = fft(&cx, op, &x, Some(&[]));
+            assert!(matches!(refused, Err(ArrayError::Value { .. })), "{op}: {refused:?}");
+        }
+        assert_eq!(fft(&cx, FftOp::Fftshift, &x, Some(&[])).unwrap().shape(), &[2, 3]);
+    }
+
+    /// Found writing the `host_arrays` fuzz target: an empty array whose other axis is
+    /// 2**40 long planned a transform of that length (tables as long as the axis: an
+    /// allocation that aborts the host).
+    #[test]
+    fn transforms_of_empty_arrays_with_long_axes_plan_nothing() {
+        let memory = ArrayMemory::with_limit(1 << 20);
+        let cx = Ctx { memory: &memory, stop: &|| None };
+        let empty = HostArray::zeros(&memory, DType::F32, &[0, 1 << 40]).unwrap();
+        for op in [FftOp::Fft2, FftOp::Ifft2, FftOp::Rfft2] {
+            let out = fft(&cx, op, &empty, None).unwrap();
+            assert_eq!(out.shape()[0], 0, "{op}");
+        }
+        let long = HostArray::zeros(&memory, DType::C64, &[0, 1 << 40]).unwrap();
+        assert_eq!(fft(&cx, FftOp::Irfft2, &long, None).unwrap().shape(), &[0, (1 << 41) - 2]);
+    }
 }

@@ -6,10 +6,15 @@
 
 use super::array::{Converting, Dense, HostArray, broadcast_shapes};
 use super::element::{CastTo, Elem};
-use super::elementwise::{Ctx, cast_dense};
+use super::elementwise::{CHECK_EVERY, Ctx, cast_dense};
 use super::error::{ArrayError, normalize_axes};
 use crate::dtype::{DType, Kind, result_type};
-use ndarray::{ArrayView2, ArrayViewMut2, Axis, Dimension, Ix2, linalg::general_mat_mul};
+use ndarray::{ArrayView2, ArrayViewMut2, Axis, Dimension, Ix2, linalg::general_mat_mul, s};
+
+/// Multiply-adds between two checks for interruption in a product: large enough that
+/// the kernels' packing of the right operand (once per block) costs little, small
+/// enough (tens of milliseconds) that `--timeout` and Ctrl-C reach a long product.
+const PRODUCT_BLOCK: usize = 64 * CHECK_EVERY;
 
 /// `matmul(a, b)` (`a @ b`).
 ///
@@ -77,7 +82,7 @@ pub fn matmul(cx: &Ctx<'_>, a: &HostArray, b: &HostArray) -> Result<HostArray, A
                 let yi = yi.into_dimensionality::<Ix2>().map_err(|e| ArrayError::value(op, e.to_string()))?;
                 let o = &mut os[i * m * n..(i + 1) * m * n];
                 let o = ArrayViewMut2::from_shape((m, n), o).map_err(|e| ArrayError::value(op, e.to_string()))?;
-                T::product(xi, yi, o);
+                accumulate_in_blocks(cx, op, xi, yi, o, PRODUCT_BLOCK)?;
             }
         }, return Err(ArrayError::dtype(op, &[dtype], "needs numeric dtypes")));
     }
@@ -118,7 +123,7 @@ fn converting_matmul(cx: &Ctx<'_>, c: &Converting, y: &Dense) -> Result<Dense, A
                     }
                     let xb = ArrayView2::from_shape((r, k), &bs[..r * k]).map_err(|e| ArrayError::value(op, e.to_string()))?;
                     let ob = ArrayViewMut2::from_shape((r, n), dst).map_err(|e| ArrayError::value(op, e.to_string()))?;
-                    T::product(xb, ya.view(), ob);
+                    T::accumulate(xb, ya.view(), ob);
                 }
             }, return Err(ArrayError::value(op, "internal error: unexpected stored dtype")));
         }, return Err(ArrayError::dtype(op, &[dtype], "a converting tile is float32 or float64")));
@@ -126,16 +131,43 @@ fn converting_matmul(cx: &Ctx<'_>, c: &Converting, y: &Dense) -> Result<Dense, A
     Ok(out)
 }
 
+/// `o += x @ y` in blocks of rows and of the inner axis of about `block` multiply-adds
+/// each, checking for interruption before each: a long product (a broadcast view's
+/// inner axis can be 2**40 long) stops when asked to.
+fn accumulate_in_blocks<T: MatrixKernel>(
+    cx: &Ctx<'_>,
+    op: &str,
+    x: ArrayView2<'_, T>,
+    y: ArrayView2<'_, T>,
+    mut o: ArrayViewMut2<'_, T>,
+    block: usize,
+) -> Result<(), ArrayError> {
+    let (m, k, n) = (x.nrows(), x.ncols(), y.ncols());
+    let rows = (block / k.saturating_mul(n).max(1)).max(1);
+    let depth = (block / rows.saturating_mul(n).max(1)).max(1);
+    for r in (0..m).step_by(rows) {
+        let r_end = r.saturating_add(rows).min(m);
+        for p in (0..k).step_by(depth) {
+            cx.check(op)?;
+            let p_end = p.saturating_add(depth).min(k);
+            T::accumulate(x.slice(s![r..r_end, p..p_end]), y.slice(s![p..p_end, ..]), o.slice_mut(s![r..r_end, ..]));
+        }
+    }
+    Ok(())
+}
+
 /// How a dtype multiplies matrices.
 pub trait MatrixKernel: Sized {
-    fn product(x: ArrayView2<'_, Self>, y: ArrayView2<'_, Self>, o: ArrayViewMut2<'_, Self>);
+    /// `o += x @ y`.
+    fn accumulate(x: ArrayView2<'_, Self>, y: ArrayView2<'_, Self>, o: ArrayViewMut2<'_, Self>);
 }
 
 macro_rules! blas_like {
     ($($t:ty),*) => {$(
         impl MatrixKernel for $t {
-            fn product(x: ArrayView2<'_, Self>, y: ArrayView2<'_, Self>, mut o: ArrayViewMut2<'_, Self>) {
-                general_mat_mul(<$t as num_traits::One>::one(), &x, &y, <$t as num_traits::Zero>::zero(), &mut o);
+            fn accumulate(x: ArrayView2<'_, Self>, y: ArrayView2<'_, Self>, mut o: ArrayViewMut2<'_, Self>) {
+                let one = <$t as num_traits::One>::one();
+                general_mat_mul(one, &x, &y, one, &mut o);
             }
         }
     )*};
@@ -145,7 +177,7 @@ blas_like!(f32, f64, crate::dtype::Complex32, crate::dtype::Complex64);
 macro_rules! int_product {
     ($($t:ty),*) => {$(
         impl MatrixKernel for $t {
-            fn product(x: ArrayView2<'_, Self>, y: ArrayView2<'_, Self>, mut o: ArrayViewMut2<'_, Self>) {
+            fn accumulate(x: ArrayView2<'_, Self>, y: ArrayView2<'_, Self>, mut o: ArrayViewMut2<'_, Self>) {
                 let (m, k, n) = (x.nrows(), x.ncols(), y.ncols());
                 for i in 0..m {
                     for p in 0..k {
@@ -222,4 +254,54 @@ pub fn tensordot(
     let shape: Vec<i64> =
         free_a.iter().map(|&i| x.shape[i] as i64).chain(free_b.iter().map(|&i| y.shape[i] as i64)).collect();
     product.reshape(cx.memory, &shape)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arrays::ArrayMemory;
+    use std::cell::Cell;
+
+    /// Found writing the `host_arrays` fuzz target: a product over an inner axis of
+    /// 2**40 (broadcast views hold no memory) ran in one kernel call that `--timeout` and
+    /// Ctrl-C could not stop.
+    #[test]
+    fn a_long_product_stops_when_asked() {
+        let memory = ArrayMemory::with_limit(1 << 20);
+        let checks = Cell::new(0);
+        let stop = || {
+            checks.set(checks.get() + 1);
+            (checks.get() > 3).then(|| "asked to stop".to_string())
+        };
+        let cx = Ctx { memory: &memory, stop: &stop };
+        let one = HostArray::from_bytes(&memory, DType::U8, &[1], &[1]).unwrap();
+        let row = one.broadcast_to(&[1, 1 << 40]).unwrap();
+        let column = one.broadcast_to(&[1 << 40, 1]).unwrap();
+        let product = matmul(&cx, &row, &column);
+        assert!(matches!(product, Err(ArrayError::Interrupted { .. })), "{product:?}");
+    }
+
+    /// The blocks of a product add up to the whole, for any block size. Expected
+    /// values: a plain loop.
+    #[test]
+    fn products_in_blocks_add_up() {
+        let memory = ArrayMemory::with_limit(1 << 20);
+        let cx = Ctx { memory: &memory, stop: &|| None };
+        let (m, k, n) = (5usize, 13usize, 3usize);
+        let x = ndarray::Array2::from_shape_fn((m, k), |(i, p)| ((i * k + p) % 7) as i64 - 3);
+        let y = ndarray::Array2::from_shape_fn((k, n), |(p, j)| ((p * n + j) % 5) as i64 - 2);
+        let mut want = ndarray::Array2::<i64>::zeros((m, n));
+        for ((i, j), w) in want.indexed_iter_mut() {
+            *w = (0..k).map(|p| x[[i, p]] * y[[p, j]]).sum();
+        }
+        for block in [1, 2, 7, 20, 40, 1 << 20] {
+            let mut got = ndarray::Array2::<i64>::zeros((m, n));
+            accumulate_in_blocks(&cx, "t", x.view(), y.view(), got.view_mut(), block).unwrap();
+            assert_eq!(got, want, "block {block}");
+            let (xf, yf) = (x.mapv(|v| v as f64), y.mapv(|v| v as f64));
+            let mut got = ndarray::Array2::<f64>::zeros((m, n));
+            accumulate_in_blocks(&cx, "t", xf.view(), yf.view(), got.view_mut(), block).unwrap();
+            assert_eq!(got, want.mapv(|v| v as f64), "block {block}");
+        }
+    }
 }

@@ -130,6 +130,13 @@ impl ArrayMemory {
         self.limit.give_back(bytes);
     }
 
+    /// Take `bytes` from the limit while the returned guard lives: memory the arrays
+    /// need outside a [`Storage`] (a copy handed out by `to_bytes`).
+    pub fn reserve(&self, op: &str, shape: &[usize], bytes: usize) -> Result<Reservation<'_>, ArrayError> {
+        self.charge(op, shape, bytes)?;
+        Ok(Reservation { memory: self, bytes })
+    }
+
     /// A buffer for `len` elements of `dtype` (`shape` for messages); zeroed if asked,
     /// else with unspecified contents.
     pub fn allocate(
@@ -139,11 +146,13 @@ impl ArrayMemory {
         shape: &[usize],
         zeroed: bool,
     ) -> Result<Arc<Storage>, ArrayError> {
-        let len = element_count(op, shape)?;
-        let bytes = (len as u128) * dtype.size() as u128;
-        let too_big =
-            || ArrayError::Memory { op: op.into(), shape: shape.to_vec(), bytes, available: self.limit.available() };
-        let bytes = usize::try_from(bytes).map_err(|_| too_big())?;
+        let bytes = array_bytes(op, dtype, shape)?;
+        let too_big = || ArrayError::Memory {
+            op: op.into(),
+            shape: shape.to_vec(),
+            bytes: bytes as u128,
+            available: self.limit.available(),
+        };
         let words_needed = bytes.div_ceil(16);
         let reused = self.pool.lock().ok().and_then(|mut pool| {
             let i = pool.iter().position(|w| w.capacity() >= words_needed && w.capacity() <= words_needed * 2 + 64)?;
@@ -195,14 +204,60 @@ impl Drop for ArrayMemory {
     }
 }
 
-/// The number of elements of `shape`, or an error when it overflows.
-pub fn element_count(op: &str, shape: &[usize]) -> Result<usize, ArrayError> {
-    shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d)).ok_or_else(|| ArrayError::Memory {
+/// Bytes taken from an [`ArrayMemory`]'s limit until dropped ([`ArrayMemory::reserve`]).
+pub struct Reservation<'a> {
+    memory: &'a ArrayMemory,
+    bytes: usize,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        self.memory.release(self.bytes);
+    }
+}
+
+/// The bytes of an array of `dtype` and `shape` — a new one or a view — or an error
+/// when they are more than an allocation can hold: as NumPy ("array is too big"), the
+/// non-zero lengths multiplied by the item size must fit in `isize::MAX`, even when
+/// another length is 0. A broadcast view claims them without taking them, and
+/// whatever copies it does.
+pub fn array_bytes(op: &str, dtype: DType, shape: &[usize]) -> Result<usize, ArrayError> {
+    check_ndim(op, shape)?;
+    let too_big = || ArrayError::Memory {
         op: op.into(),
         shape: shape.to_vec(),
-        bytes: u128::MAX,
+        bytes: shape.iter().filter(|&&d| d != 0).fold(dtype.size() as u128, |n, &d| n.saturating_mul(d as u128)),
         available: 0,
-    })
+    };
+    let bytes = shape
+        .iter()
+        .filter(|&&d| d != 0)
+        .try_fold(dtype.size(), |n, &d| n.checked_mul(d))
+        .filter(|&bytes| isize::try_from(bytes).is_ok())
+        .ok_or_else(too_big)?;
+    Ok(if shape.contains(&0) { 0 } else { bytes })
+}
+
+/// The most dimensions an array has (NumPy 2's limit): operations that loop over
+/// combinations of axes (`fftshift`'s 2^axes blocks) stay bounded.
+pub const MAX_NDIM: usize = 64;
+
+/// An error unless `shape` has at most [`MAX_NDIM`] dimensions.
+pub fn check_ndim(op: &str, shape: &[usize]) -> Result<(), ArrayError> {
+    if shape.len() > MAX_NDIM {
+        return Err(ArrayError::value(
+            op,
+            format!("{} dimensions are more than the {MAX_NDIM} an array can have", shape.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// The number of elements of `shape`, or an error when its non-zero lengths multiplied
+/// overflow (NumPy refuses `zeros((0, 2**62, 2**62))` too) or it has more than
+/// [`MAX_NDIM`] dimensions.
+pub fn element_count(op: &str, shape: &[usize]) -> Result<usize, ArrayError> {
+    array_bytes(op, DType::U8, shape)
 }
 
 /// A borrow of memory the host holds for the duration of one call.

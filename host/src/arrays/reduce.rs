@@ -130,14 +130,27 @@ pub fn reduce(cx: &Ctx<'_>, op: ReduceOp, x: &HostArray, options: ReduceOptions<
     } else {
         d.clone()
     };
+    // A layout that is not a (kept, reduced) matrix yet is copied into one, charged to
+    // the arrays' memory (a broadcast view's copy can be far larger than the view).
+    let (source, order) = match matrix_order(&source, &axes) {
+        (Some(order), false) => {
+            let permuted = Dense {
+                shape: order.iter().map(|&a| source.shape[a]).collect(),
+                strides: order.iter().map(|&a| source.strides[a]).collect(),
+                ..source
+            };
+            let identity = (0..order.len()).collect();
+            (permuted.to_c_order(cx.memory, name)?, Some(identity))
+        }
+        (order, _) => (source, order),
+    };
     let bytes = source.storage.read(name)?;
     let mut w = out.storage.write(name)?;
     let src_data = if source.dtype == DType::Bool { DType::U8 } else { source.dtype };
     let out_data = if out_dtype == DType::Bool { DType::U8 } else { out_dtype };
-    let (order, trailing) = matrix_order(&source, &axes);
     crate::with_dtype!(src_data, S => {
         let full = source.view_in::<S>(&bytes, name)?;
-        let m = as_matrix(full, &order, trailing, n_out, n_red);
+        let m = as_matrix(full, &order, n_out, n_red, name)?;
         match op {
             Sum | Nansum | Mean | Nanmean => {
                 let mean = matches!(op, Mean | Nanmean);
@@ -183,7 +196,8 @@ fn unreachable<T>(op: &str) -> Result<T, ArrayError> {
 }
 
 /// The axes order `(kept..., reduced...)` and whether the source is already a C-order
-/// matrix in that order (`trailing`); `None` order: reduced axes lead (a transposed view).
+/// matrix in that order (`trailing`); `None` order: reduced axes lead (a transposed view
+/// of a C-order matrix).
 fn matrix_order(d: &Dense, axes: &[usize]) -> (Option<Vec<usize>>, bool) {
     let ndim = d.shape.len();
     let mut sorted = axes.to_vec();
@@ -202,29 +216,20 @@ fn matrix_order(d: &Dense, axes: &[usize]) -> (Option<Vec<usize>>, bool) {
     (Some(order), false)
 }
 
-/// The source as an `(n_out, n_red)` matrix (a view, or a C-order copy).
-fn as_matrix<'a, S: Copy + Default>(
+/// The source, C-contiguous in the axes order `order` (`None`: reduced axes first), as
+/// an `(n_out, n_red)` matrix view.
+fn as_matrix<'a, S>(
     full: ndarray::ArrayViewD<'a, S>,
     order: &Option<Vec<usize>>,
-    ready: bool,
     n_out: usize,
     n_red: usize,
-) -> CowArray<'a, S, Ix2> {
-    match (order, ready) {
-        (Some(_), true) => match full.into_shape_with_order((n_out, n_red)) {
-            Ok(m) => CowArray::from(m),
-            Err(_) => CowArray::from(ndarray::Array2::default((n_out, n_red))),
-        },
-        (None, _) => match full.into_shape_with_order((n_red, n_out)) {
-            Ok(m) => CowArray::from(m.reversed_axes()),
-            Err(_) => CowArray::from(ndarray::Array2::default((n_out, n_red))),
-        },
-        (Some(order), false) => {
-            let permuted = full.permuted_axes(order.clone());
-            let owned = permuted.as_standard_layout().into_owned();
-            CowArray::from(owned.into_shape_with_order((n_out, n_red)).unwrap_or_default())
-        }
-    }
+    op: &str,
+) -> Result<CowArray<'a, S, Ix2>, ArrayError> {
+    let broken = |e: ndarray::ShapeError| ArrayError::value(op, format!("internal error: {e}"));
+    Ok(match order {
+        Some(_) => CowArray::from(full.into_shape_with_order((n_out, n_red)).map_err(broken)?),
+        None => CowArray::from(full.into_shape_with_order((n_red, n_out)).map_err(broken)?.reversed_axes()),
+    })
 }
 
 /// Fill `out[i]` with `f(row i)`, checking for interruption every [`CHECK_EVERY`] elements.
@@ -702,5 +707,27 @@ mod tests {
         let e = reduce(&cx, ReduceOp::Sum, &tile, ReduceOptions::default()).unwrap_err();
         assert!(matches!(e, ArrayError::Expired { .. }), "{e}");
         assert!(matches!(to_vec::<f32>(&tile).unwrap_err(), ArrayError::Expired { .. }));
+    }
+
+    /// Found writing the `host_arrays` fuzz target: a reduction over a layout that is
+    /// not a matrix yet copied it with ndarray, outside the arrays' memory limit — a
+    /// broadcast view of 2**40 bytes asked for 1 TiB. The copy is charged: refused.
+    /// Expected values of the small case: NumPy, `np.broadcast_to([1, 2, 3, 4], (3, 4))`
+    /// summed over axis 0 and axis 1.
+    #[test]
+    fn reducing_a_broadcast_view_copies_it_within_the_memory_limit() {
+        let memory = ArrayMemory::with_limit(1 << 20);
+        let cx = Ctx { memory: &memory, stop: &|| None };
+        let row = HostArray::from_bytes(&memory, DType::U8, &[4], &[1, 2, 3, 4]).unwrap();
+        let rows = row.broadcast_to(&[3, 4]).unwrap();
+        let sum = |x: &HostArray, axis: i64| {
+            reduce(&cx, ReduceOp::Sum, x, ReduceOptions { axes: Some(&[axis]), ..Default::default() })
+        };
+        assert_eq!(to_vec::<u64>(&sum(&rows, 0).unwrap()).unwrap(), [3, 6, 9, 12]);
+        assert_eq!(to_vec::<u64>(&sum(&rows, 1).unwrap()).unwrap(), [10, 10, 10]);
+        let huge = row.get(&[crate::arrays::IndexItem::NewAxis]).unwrap().broadcast_to(&[1 << 38, 4]).unwrap();
+        // `max` reads the elements as they are (a sum casts them first, charged anyway).
+        let refused = reduce(&cx, ReduceOp::Max, &huge, ReduceOptions { axes: Some(&[0]), ..Default::default() });
+        assert!(matches!(refused, Err(ArrayError::Memory { .. })), "{refused:?}");
     }
 }

@@ -139,7 +139,8 @@ pub fn simulate(args: SimulateArgs) -> Result<(), Failure> {
 /// Serve until the replay ends (`wait`) or Ctrl-C stops it (`stop`).
 fn until_ctrl_c<R>(stop: impl Fn() + Send + Sync + 'static, wait: impl FnOnce() -> R) -> R {
     crate::output::interrupt::listen_to_ctrl_c();
-    let _routing = crate::output::interrupt::Routing::to(Arc::new(stop));
+    // Nothing is merged or written here: a press only stops the serving.
+    let _routing = crate::output::interrupt::Routing::saying("stopping the simulator", Arc::new(stop));
     wait()
 }
 

@@ -16,16 +16,27 @@ type Stop = Arc<dyn Fn() + Send + Sync>;
 static CURRENT: Mutex<Option<Stop>> = Mutex::new(None);
 static PRESSES: AtomicUsize = AtomicUsize::new(0);
 
-/// Routes presses to a run while alive: a first press calls `stop` (after saying that
-/// the results merged so far are written).
+/// Routes presses to a run while alive: a first press says what happens now and calls
+/// `stop`.
 pub struct Routing;
 
+/// What a first press says during a run that writes its results: [`Routing::to`].
+const WRITING_WHAT_IS_MERGED: &str = "writing what is merged so far";
+
 impl Routing {
-    /// Route presses to `stop` from now on (and count presses from zero).
+    /// Route presses to a run's `stop` from now on (and count presses from zero): a first
+    /// press says that the results merged so far are written.
     pub fn to(stop: Stop) -> Routing {
+        Routing::saying(WRITING_WHAT_IS_MERGED, stop)
+    }
+
+    /// Route presses to `stop` from now on (and count presses from zero): a first press
+    /// prints `interrupted: {what_happens}` (the caller knows what stopping means: a run
+    /// writes what is merged, a simulator just stops serving).
+    pub fn saying(what_happens: &'static str, stop: Stop) -> Routing {
         PRESSES.store(0, Ordering::SeqCst);
         set(Arc::new(move || {
-            eprintln!("\ninterrupted: writing what is merged so far (Ctrl-C again to quit now)");
+            eprintln!("\ninterrupted: {what_happens} (Ctrl-C again to quit now)");
             stop();
         }));
         Routing

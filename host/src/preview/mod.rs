@@ -292,7 +292,8 @@ pub fn png_bytes(buffer: &ResultBuffer, slice: usize, options: &PreviewOptions) 
 /// of each image drawn (kept until the results are written), and while one image is
 /// drawn its values, valid flags and their sorted copy, the canvas and the encoder's
 /// buffers. 0 for a buffer that is not an image. What `udf-host run` counts against
-/// `--max-result-memory` when it draws previews (`--preview`, `--snapshot-every`).
+/// `--max-result-memory` when it draws previews (`--preview`, `--snapshot-every`), and
+/// `serve` and the Python package (`Buffer.preview()`) always.
 pub fn memory_bound(kind: BufferKind, shape: &[usize], extra: &[usize], options: &PreviewOptions) -> u64 {
     let Some(layout) = Layout::of_shape(kind, shape, extra) else { return 0 };
     let images = layout.slices().min(options.max_slices) as u64;
@@ -310,9 +311,17 @@ pub fn memory_bound(kind: BufferKind, shape: &[usize], extra: &[usize], options:
 /// The previews drawn with `options` as a run counts them when it is planned
 /// ([`RunOptions::result_extra`](crate::exec::RunOptions::result_extra)).
 pub fn result_extra(options: PreviewOptions) -> ResultExtra {
+    result_extra_drawn(vec![options])
+}
+
+/// The previews of a front end that draws each buffer's images in several ways (the
+/// `serve` page's images and its export's files), counted together.
+pub fn result_extra_drawn(all: Vec<PreviewOptions>) -> ResultExtra {
     ResultExtra {
         what: "previews",
-        bytes: Arc::new(move |kind, shape, extra| memory_bound(kind, shape, extra, &options)),
+        bytes: Arc::new(move |kind, shape, extra| {
+            all.iter().map(|options| memory_bound(kind, shape, extra, options)).fold(0, u64::saturating_add)
+        }),
     }
 }
 

@@ -55,7 +55,8 @@ pub struct Job {
 
 impl Job {
     /// The run's options: the ROI, `threads`, and partitions small enough that the
-    /// first one is merged soon (see [`partitions_for`]).
+    /// first one is merged soon (see [`partitions_for`]); the page's images and the
+    /// export's previews counted with the results against the result memory cap.
     pub fn options(&self, threads: usize) -> RunOptions {
         let shape = self.dataset.dataset.shape();
         let bytes = (shape.nav_len() * shape.sig_len() * self.dataset.dataset.stored_dtype().dtype.size()) as u64;
@@ -63,6 +64,10 @@ impl Job {
             roi: self.roi.clone(),
             threads: Some(threads),
             partitions: Some(partitions_for(bytes, shape.nav_len(), threads)),
+            result_extra: Some(crate::preview::result_extra_drawn(vec![
+                super::wire::page_preview_options(),
+                crate::preview::PreviewOptions::default(),
+            ])),
             ..RunOptions::default()
         }
     }
@@ -231,6 +236,34 @@ mod tests {
         assert_eq!(partitions_for(1 << 30, 8192, 2), 32);
         assert_eq!(partitions_for(1 << 20, 256, 2), 4);
         assert_eq!(partitions_for(1 << 30, 3, 2), 3);
+    }
+
+    /// Review of issue 33: the page's images (drawn for every result message) and the
+    /// export's previews were drawn outside the result memory cap. A 64 x 64 frame sum
+    /// is 16 KiB of results, but its images take more than 1 MiB to draw.
+    #[test]
+    fn the_pages_images_and_the_exports_previews_count_against_the_result_memory_cap() {
+        use crate::array::NdArray;
+        use crate::dataset::MemoryDataset;
+        use crate::exec::{Run, RunError, UdfSpec};
+        let data = NdArray::from_vec(&[4, 4, 64, 64], vec![1.0f32; 4 * 4 * 64 * 64]).unwrap();
+        let dataset = MemoryDataset::new("scan", data, &[4, 4], &[64, 64]).unwrap();
+        let job = Job {
+            dataset: std::sync::Arc::new(dataset).into(),
+            specs: vec![UdfSpec { udf: crate::builtins::get("sum").unwrap(), params: Default::default() }],
+            roi: None,
+            show: None,
+        };
+        let plan = |cap: u64| {
+            let options = RunOptions { max_result_bytes: Some(cap), ..job.options(2) };
+            Run::plan(job.dataset.clone(), job.specs.clone(), options)
+        };
+        match plan(1 << 20) {
+            Err(e @ RunError::Invalid(_)) => assert!(e.to_string().contains("previews"), "{e}"),
+            Err(e) => panic!("refused for another reason: {e}"),
+            Ok(_) => panic!("planned although its images do not fit in 1 MiB"),
+        }
+        assert!(plan(16 << 20).is_ok(), "16 MiB hold the results and their images");
     }
 
     #[test]

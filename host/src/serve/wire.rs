@@ -10,9 +10,9 @@
 //! ```
 //!
 //! A `result` message carries, per shown buffer, its `data` (little-endian, in the dtype
-//! the header names: the buffer's own, or float64 for 64-bit integers and complex values,
-//! which JavaScript's typed arrays do not hold as numbers), its valid mask (`valid`, one
-//! byte per element) and its images as the previews draw them (PNG, no colour bar, one
+//! the header names: the buffer's own — 64-bit integers exactly, for the page's
+//! `BigInt64Array` / `BigUint64Array` — or, for complex values, which no typed array
+//! holds, their magnitudes as float64), its valid mask (`valid`, one byte per element) and its images as the previews draw them (PNG, no colour bar, one
 //! PNG pixel per data pixel, invalid positions grey) with the range and scale used.
 //! Never lists of numbers in JSON.
 
@@ -64,13 +64,10 @@ pub fn page_preview_options() -> PreviewOptions {
 }
 
 /// The bytes the page gets for `array`, and their dtype name: as stored when a
-/// JavaScript typed array holds them as numbers, else float64 (complex: magnitudes).
+/// JavaScript typed array holds them (64-bit integers too: `BigInt64Array`), else the
+/// magnitudes as float64 (complex).
 pub fn page_data(array: &NdArray) -> (Vec<u8>, &'static str) {
     match array.dtype() {
-        DType::I64 | DType::U64 => {
-            let values = crate::array::real_values(array).unwrap_or_default();
-            (bytemuck::cast_slice(&values).to_vec(), DType::F64.name())
-        }
         d if d.kind() == Kind::Complex => {
             let parts: Vec<f64> = match d {
                 DType::C64 => bytemuck::cast_slice::<u8, f32>(array.bytes()).iter().map(|&v| f64::from(v)).collect(),
@@ -186,10 +183,14 @@ mod tests {
     }
 
     #[test]
-    fn wide_integers_and_complex_values_reach_the_page_as_float64() {
-        let ints = NdArray::from_vec(&[2], vec![3i64, -4]).unwrap();
+    fn wide_integers_reach_the_page_exactly_and_complex_values_as_magnitudes() {
+        // 2^53 + 1 and u64::MAX have no float64 of their own.
+        let ints = NdArray::from_vec(&[3], vec![(1i64 << 53) + 1, -4, i64::MIN]).unwrap();
         let (bytes, dtype) = page_data(&ints);
-        assert_eq!((bytemuck::cast_slice::<u8, f64>(&bytes), dtype), (&[3.0, -4.0][..], "float64"));
+        assert_eq!((bytemuck::cast_slice::<u8, i64>(&bytes), dtype), (&[(1i64 << 53) + 1, -4, i64::MIN][..], "int64"));
+        let unsigned = NdArray::from_vec(&[2], vec![u64::MAX, (1u64 << 53) + 1]).unwrap();
+        let (bytes, dtype) = page_data(&unsigned);
+        assert_eq!((bytemuck::cast_slice::<u8, u64>(&bytes), dtype), (&[u64::MAX, (1u64 << 53) + 1][..], "uint64"));
         let complex = NdArray::from_vec(&[1], vec![num_complex::Complex32::new(3.0, 4.0)]).unwrap();
         let (bytes, dtype) = page_data(&complex);
         assert_eq!((bytemuck::cast_slice::<u8, f64>(&bytes), dtype), (&[5.0][..], "float64"));

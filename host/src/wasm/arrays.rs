@@ -307,7 +307,8 @@ impl wit::HostArray for HostState {
     }
 
     fn to_bytes(&mut self, x: Resource<HostArray>) -> Out<Vec<u8>> {
-        self.array(&x).and_then(|a| a.to_bytes("to_bytes")).map_err(to_wit)
+        // The copy counts against the instance's memory while it is made.
+        self.with_ctx(|cx| self.array(&x)?.to_bytes(cx.memory, "to_bytes")).map_err(to_wit)
     }
 
     fn set(&mut self, x: Resource<HostArray>, items: Vec<wit::IndexItem>, value: wit::Operand) -> Out<()> {

@@ -4,6 +4,8 @@
 const TYPED = {
   bool: Uint8Array, uint8: Uint8Array, int8: Int8Array, uint16: Uint16Array, int16: Int16Array,
   uint32: Uint32Array, int32: Int32Array, float32: Float32Array, float64: Float64Array,
+  // 64-bit integers arrive exactly; their elements are BigInts (Number() them to plot).
+  int64: BigInt64Array, uint64: BigUint64Array,
 };
 
 /** Split a binary message into its header and a function that returns a part's bytes. */
