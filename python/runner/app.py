@@ -596,7 +596,8 @@ class Udf(_exports.Udf):
             cls.__name__, "0", summary, [_wit_param_spec(s) for s in _STATE["specs"]], methods,
             t.DtypePreference_Prefer(t.Dtype.FLOAT32),
             t.TilingPreferences(t.TileDepth_Default(), t.TileSize_Max()),
-            _own(cls, "merge"), _own(cls, "get_results"), _implemented(cls, "preprocess"), t.DataAccess.BYTES,
+            _own(cls, "merge") or _merges_all(cls), _own(cls, "get_results"), _implemented(cls, "preprocess"),
+            t.DataAccess.BYTES,
         )
 
     @_guard("plan")
@@ -723,8 +724,11 @@ class Udf(_exports.Udf):
         udf.meta.slice = udf_class.Slice((int(partition.origin),) + (0,) * len(udf._sig),
                                          udf_class.Shape((int(partition.frames), *udf._sig), len(udf._sig)))
         d = _from_named(dest)
-        _STATE["unit"] = f"merge (partition {partition.index})"
-        udf.merge(MergeAttrMapping(d), MergeAttrMapping(_from_named(src)))
+        if _merges_all(_STATE["cls"]):
+            _merge_all_step(udf, ctx, d, src)
+        else:
+            _STATE["unit"] = f"merge (partition {partition.index})"
+            udf.merge(MergeAttrMapping(d), MergeAttrMapping(_from_named(src)))
         _STATE["unit"] = None
         return [t.NamedArray(name, t.Ndarray(sdk._wit_dtype(arr.dtype.name), list(arr.shape),
                                               t.ArrayData_Bytes(arr.tobytes()))) for name, arr in d.items()]
@@ -770,6 +774,85 @@ class Udf(_exports.Udf):
             out.append(t.ResultEntry(name, t.Ndarray(sdk._wit_dtype(arr.dtype.name), list(arr.shape),
                                                      t.ArrayData_Bytes(arr.tobytes())), _mask(mask, arr)))
         return out
+
+
+def _merges_all(cls):
+    """Whether the class may merge with `merge_all` (it defines `merge_all` and no `merge`).
+
+    LiberTEM 0.16 calls `merge_all` only in its DelayedJobExecutor, and `merge` (its
+    default: copy the nav rows) in every other executor. udf-host calls `merge` when the
+    class has one, and the default when all its buffers are nav, as those executors do;
+    `merge_all` only for a class without `merge` that has a sig or single buffer, which
+    LiberTEM's other executors refuse and its DelayedJobExecutor merges with `merge_all`."""
+    return _own(cls, "merge_all") and not _own(cls, "merge")
+
+
+def _merge_all_step(udf, ctx, dest, src):
+    """One partition of a `merge_all` class (nav buffers only: LiberTEM's default merge,
+    the partition's rows). Otherwise its buffers are kept (as bytes) until every
+    partition has come, then `merge_all` gets them all at once, ordered by position, as
+    LiberTEM's `OrderedDict[Slice, MergeAttrMapping]`. Until then nav buffers take the
+    partition's rows (what the default `merge_all` makes of them) and the others stay.
+
+    The host merges nav rows partition by partition: at the last partition only its rows
+    can still be written, so `merge_all` must return, for the partitions before, the rows
+    they gave (checked; LiberTEM's own `merge_all`s concatenate nav buffers)."""
+    kinds = {name: decl.kind for name, (decl, _) in _decls(udf).items()}
+    if all(kinds.get(name) == "nav" for name in dest):
+        for name, array in _from_named(src).items():
+            dest[name][...] = array
+        return
+    partition = ctx.partition
+    origin, frames = int(partition.origin), int(partition.frames)
+    merged_before = sum(1 for v in ctx.valid_nav_mask if v)
+    parts = _STATE.setdefault("merge_all_parts", {})
+    if merged_before == 0:
+        parts.clear()
+    parts[origin] = (frames, [(a.name, a.data) for a in src])
+    kept = sum(n for n, _ in parts.values())
+    if kept != merged_before + frames:
+        raise UdfError.internal(
+            f"merge_all: the runner kept {kept} frames of partial results but {merged_before + frames} were merged "
+            "(the runner instance was restarted during the merge)")
+    if kept < len(ctx.valid_nav_mask):
+        for name, array in _from_named(src).items():
+            if kinds.get(name) == "nav":
+                dest[name][...] = array
+        return
+    sig_dims = len(udf._sig)
+    ordered = {}
+    for start in sorted(parts):
+        n, arrays = parts[start]
+        key = udf_class.Slice((start,) + (0,) * sig_dims, udf_class.Shape((n, *udf._sig), sig_dims))
+        ordered[key] = MergeAttrMapping({name: sdk._host_array(data) for name, data in arrays})
+    _STATE["unit"] = "merge_all"
+    returned = udf.merge_all(_OrderedResults(ordered))
+    if not isinstance(returned, dict) or not set(returned).issubset(dest):
+        found = list(returned) if isinstance(returned, dict) else type(returned).__name__
+        raise UdfError.internal(f"merge_all returned {found}; expected a dict of the buffers {', '.join(dest)}")
+    for name, value in returned.items():
+        value = value if isinstance(value, xp.ndarray) else xp.asarray(value)
+        if kinds[name] != "nav":
+            dest[name][...] = value.reshape(tuple(dest[name].shape))
+            continue
+        value = value.reshape((-1, *tuple(dest[name].shape[1:])))
+        for start in sorted(parts):
+            rows = value[start : start + parts[start][0]]
+            if start == origin:
+                dest[name][...] = rows
+                continue
+            given = dict(parts[start][1])[name]
+            if rows.tobytes() != sdk._host_array(given).astype(rows.dtype).tobytes():
+                raise UdfError.internal(
+                    f"merge_all changed the rows {start}..{start + parts[start][0]} of the nav buffer {name!r}; "
+                    "udf-host merges nav buffers partition by partition, so merge_all must return each "
+                    "partition's rows as given (as LiberTEM's default merge_all does)")
+    parts.clear()
+
+
+class _OrderedResults(dict):
+    """`ordered_results` of `merge_all`: partition slice -> that partition's buffers, in
+    nav order (a dict keeps its insertion order, as LiberTEM's OrderedDict)."""
 
 
 def _mask(mask, arr):

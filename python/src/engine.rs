@@ -192,17 +192,34 @@ impl Engine {
         py.detach(|| Run::plan(opened, specs, options)).map_err(|e| run_error(py, e))
     }
 
-    /// Each `(kind, source, bytes, params)` as a UDF of this engine with its params.
+    /// Each `(kind, source, bytes, params[, class[, sha256]])` as a UDF of this engine with
+    /// its params. With the bytes' SHA-256 given, bytes this engine has already are
+    /// neither copied nor hashed again (the runner is 20 MB: that was most of a small run).
     pub(crate) fn udf_specs(&self, udfs: &Bound<'_, PyList>) -> PyResult<Vec<UdfSpec>> {
         udfs.iter()
             .map(|item| {
                 let tuple = item.cast::<PyTuple>()?;
                 let kind: String = tuple.get_item(0)?.extract()?;
                 let source: String = tuple.get_item(1)?.extract()?;
-                let bytes: Option<Vec<u8>> = tuple.get_item(2)?.extract()?;
                 let params = params_from_dict(tuple.get_item(3)?.cast::<PyDict>()?)?;
                 let class: Option<String> = if tuple.len() > 4 { tuple.get_item(4)?.extract()? } else { None };
-                let udf = self.load_udf(&kind, &source, bytes, class)?;
+                let known: Option<String> = if tuple.len() > 5 { tuple.get_item(5)?.extract()? } else { None };
+                let sha256 = match known {
+                    Some(sha256) if self.loader.has(&sha256) => Some(sha256),
+                    known => {
+                        let bytes: Option<Vec<u8>> = tuple.get_item(2)?.extract()?;
+                        let added = bytes.map(|b| self.loader.add_bytes(b));
+                        if let (Some(given), Some(found)) = (&known, &added)
+                            && given != found
+                        {
+                            return Err(PyValueError::new_err(format!(
+                                "{source}: the bytes hash to {found}, not to the SHA-256 given with them ({given})"
+                            )));
+                        }
+                        added
+                    }
+                };
+                let udf = self.load_udf(&kind, &source, sha256, class)?;
                 Ok(UdfSpec { udf, params })
             })
             .collect()
@@ -212,21 +229,17 @@ impl Engine {
         &self,
         kind: &str,
         source: &str,
-        bytes: Option<Vec<u8>>,
+        sha256: Option<String>,
         class: Option<String>,
     ) -> PyResult<Arc<dyn Udf>> {
-        let origin = match (kind, bytes) {
-            ("class", Some(bytes)) => {
+        let origin = match (kind, sha256) {
+            ("class", Some(runner_sha256)) => {
                 let document = class.ok_or_else(|| PyValueError::new_err("a class UDF without its source"))?;
                 let class = ClassSource::from_json(document).map_err(|e| PyValueError::new_err(e.to_string()))?;
-                let runner_sha256 = self.loader.add_bytes(bytes);
                 UdfOrigin::PythonClass { runner: PathBuf::from(source), runner_sha256, class }
             }
             ("builtin", _) => UdfOrigin::Builtin { name: source.to_owned() },
-            ("wasm", Some(bytes)) => {
-                let sha256 = self.loader.add_bytes(bytes);
-                UdfOrigin::Wasm { path: PathBuf::from(source), sha256 }
-            }
+            ("wasm", Some(sha256)) => UdfOrigin::Wasm { path: PathBuf::from(source), sha256 },
             _ => return Err(PyValueError::new_err(format!("not a UDF: ({kind:?}, {source:?})"))),
         };
         self.loader.load(&origin).map_err(PyValueError::new_err)

@@ -27,7 +27,7 @@ fn live_error(py: Python<'_>, error: LiveError) -> PyErr {
 /// Connect to `source` (`merlin://HOST:PORT`, `dectris://HOST:PORT`), wait for the
 /// acquisition and start running `udfs` over it (see `Engine.start`).
 #[pyfunction]
-#[pyo3(signature = (engine, source, nav_shape, udfs, roi=None, api=None, partition_frames=None, max_buffer=None, stall_timeout=10.0, start_timeout=None))]
+#[pyo3(signature = (engine, source, nav_shape, udfs, roi=None, api=None, merlin_settings=Vec::new(), soft_trigger=false, partition_frames=None, max_buffer=None, stall_timeout=10.0, start_timeout=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn start_live(
     py: Python<'_>,
@@ -37,18 +37,17 @@ pub fn start_live(
     udfs: &Bound<'_, PyList>,
     roi: Option<&Bound<'_, PyUntypedArray>>,
     api: Option<String>,
+    merlin_settings: Vec<String>,
+    soft_trigger: bool,
     partition_frames: Option<usize>,
     max_buffer: Option<u64>,
     stall_timeout: f64,
     start_timeout: Option<f64>,
 ) -> PyResult<LiveHandle> {
     let mut source: LiveSource = source.parse().map_err(|e: LiveError| PyValueError::new_err(e.to_string()))?;
-    if let Some(url) = api {
-        match &mut source {
-            LiveSource::Dectris { api, .. } => *api = Some(url),
-            LiveSource::Merlin { .. } => return Err(PyValueError::new_err("api= is for DECTRIS detectors")),
-        }
-    }
+    source
+        .set_api(api.as_deref(), &merlin_settings, soft_trigger)
+        .map_err(|e: LiveError| PyValueError::new_err(e.to_string()))?;
     let seconds = |name: &str, s: f64| {
         Duration::try_from_secs_f64(s)
             .ok()

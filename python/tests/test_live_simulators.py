@@ -147,6 +147,60 @@ def test_merlin_simulator_of_libertem_live(tmp_path, pixel, dtype):
     check(out, frames)
 
 
+def start_mib_sim_waiting_for_trigger(tmp_path: Path, frames: np.ndarray) -> tuple[subprocess.Popen, int, int]:
+    """LiberTEM-live's Merlin simulator with --wait-trigger: it sends nothing on the data
+    port until STARTACQUISITION and SOFTTRIGGER come through its control port."""
+    sim = simulator("libertem-live-mib-sim")
+    nav = frames.shape[:2]
+    path = tmp_path / "scan.mib"
+    write_mib(path, frames, "U16")
+    data_port, control_port, trigger_port = free_port(), free_port(), free_port()
+    process = subprocess.Popen(
+        [sim, str(path), "--nav-shape", str(nav[0]), str(nav[1]), "--host", "127.0.0.1", "--wait-trigger",
+         "--data-port", str(data_port), "--control-port", str(control_port), "--trigger-port", str(trigger_port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    # Probe the trigger port only: the simulator serves its data and control ports one
+    # connection at a time, and a probe of the data port can take the start meant for
+    # udf-host's connection. The three ports listen before the simulator serves any.
+    wait_listening(trigger_port, process)
+    return process, data_port, control_port
+
+
+def test_merlin_control_port_of_libertem_live_arms_the_simulator(tmp_path):
+    """`--api HOST:PORT --soft-trigger`: without udf-host's commands on the control port
+    the simulator would send nothing and the run would end at its start timeout."""
+    nav = (4, 7)
+    frames = scan(nav=nav, sig=(16, 24), seed=11, dtype=np.uint16)
+    process, data_port, control_port = start_mib_sim_waiting_for_trigger(tmp_path, frames)
+    try:
+        out = live(tmp_path, f"merlin://127.0.0.1:{data_port}", nav, "--api", f"127.0.0.1:{control_port}",
+                   "--merlin-set", "COUNTERDEPTH=12", "--soft-trigger")
+    finally:
+        stop(process)
+    check(out, frames)
+
+
+def test_merlin_control_port_from_python(tmp_path):
+    import udf_host
+
+    nav = (3, 5)
+    frames = scan(nav=nav, sig=(8, 16), seed=12, dtype=np.uint16)
+    process, data_port, control_port = start_mib_sim_waiting_for_trigger(tmp_path, frames)
+    try:
+        ctx = udf_host.Context(threads=2)
+        ds = ctx.load("merlin-live", host="127.0.0.1", port=data_port, nav_shape=nav,
+                      api=f"127.0.0.1:{control_port}", merlin_settings={"COUNTERDEPTH": 12},
+                      soft_trigger=True, start_timeout=60)
+        res = ctx.run_udf(dataset=ds, udf=udf_host.BuiltinUDF("sum"))
+    finally:
+        stop(process)
+    expected = frames.astype(np.float64).sum(axis=(0, 1)).astype(np.float32)
+    np.testing.assert_array_equal(res["intensity"].data, expected)
+    with pytest.raises(ValueError, match="control port"):
+        ctx.load("merlin-live", host="127.0.0.1", port=data_port, nav_shape=nav, soft_trigger=True)
+
+
 def write_dectris_dump(path: Path, frames: np.ndarray) -> None:
     """A recorded DECTRIS Stream V1 series in LiberTEM-live's dump format (little-endian
     int64 length + message), uncompressed uint16 pixels ("<")."""

@@ -121,3 +121,30 @@ def test_result_views_are_read_only_and_bool_masks_stay_bool(ctx, scan_file):
     mask = buffer.valid_mask
     assert mask.dtype == np.bool_
     assert mask.sum() == 1 and mask[1, 2]
+
+
+@pytest.mark.parametrize("dtype", ["bool", "uint8", "int16", "uint16", "int32", "uint64", "float32", "float64",
+                                   "complex64"])
+def test_builtin_max_is_numpys_max_over_the_scan(ctx, dtype):
+    """`builtin:max` in the data's own dtype, as `data.max(axis=nav)` (with a ROI:
+    `data[roi].max(axis=0)`), over several partitions; NaN wins as in NumPy."""
+    rng = np.random.default_rng(11)
+    shape = (5, 7, 6, 9)
+    if dtype == "bool":
+        data = rng.random(size=shape) < 0.05
+    elif dtype == "complex64":
+        data = (rng.normal(size=shape) * 300 + 1j * rng.normal(size=shape) * 300).astype(np.complex64)
+        data[1, 2, 0, 0], data[2, 3, 0, 0] = 5000 + 7j, 5000 + 1j  # equal real parts: the imaginary decides
+    else:
+        data = (rng.normal(size=shape) * 300).astype(dtype)
+    if dtype == "float64":
+        data[3, 1, 2, 2] = np.nan
+    ds = ctx.load("memory", data=data, sig_dims=2)
+    result = ctx.run_udf(dataset=ds, udf=udf_host.BuiltinUDF("max"), partitions=3)
+    got = result["intensity"].data
+    assert got.dtype == data.dtype
+    np.testing.assert_array_equal(got, data.max(axis=(0, 1)))
+    roi = rng.random(size=(5, 7)) < 0.3
+    roi[0, 0] = True
+    result = ctx.run_udf(dataset=ds, udf=udf_host.BuiltinUDF("max"), roi=roi, partitions=4)
+    np.testing.assert_array_equal(result["intensity"].data, data[roi].max(axis=0))

@@ -305,7 +305,7 @@ class LiveDataSet:
 
 
 _LIVE_FORMATS = {"merlin-live": ("merlin", 6342), "dectris-live": ("dectris", 31001)}
-_LIVE_OPTIONS = {"api", "partition_frames", "max_buffer", "stall_timeout", "start_timeout"}
+_LIVE_OPTIONS = {"api", "merlin_settings", "soft_trigger", "partition_frames", "max_buffer", "stall_timeout", "start_timeout"}
 
 
 def _load_live(filetype: str, host: str, port: int | None, nav_shape, options: dict) -> LiveDataSet:
@@ -317,6 +317,13 @@ def _load_live(filetype: str, host: str, port: int | None, nav_shape, options: d
         raise ValueError(f"unknown option(s) for {filetype}: {', '.join(sorted(unknown))} (known: {', '.join(sorted(_LIVE_OPTIONS))})")
     if "max_buffer" in options:
         options["max_buffer"] = _parse_size(options["max_buffer"])
+    if (options.get("merlin_settings") or options.get("soft_trigger")) and (scheme != "merlin" or not options.get("api")):
+        raise ValueError("merlin_settings= and soft_trigger= are for merlin-live with the control port (api=\"HOST:6341\")")
+    if "merlin_settings" in options:
+        settings = options["merlin_settings"]
+        if not isinstance(settings, dict):
+            raise ValueError(f"merlin_settings must be a dict of NAME: value, got {type(settings).__name__}")
+        options["merlin_settings"] = [f"{name}={value}" for name, value in settings.items()]
     return LiveDataSet(f"{scheme}://{host}:{port or default_port}", tuple(int(n) for n in nav_shape), options)
 
 
@@ -381,7 +388,9 @@ class Context:
 
         `load("merlin-live", host=..., port=6342, nav_shape=(256, 256))` and
         `load("dectris-live", host=..., port=31001, nav_shape=..., api="http://HOST:80")`
-        name a detector: `run_udf_iter` over it waits for the acquisition and yields as
+        name a detector; `api` arms it before the scan (DECTRIS: the SIMPLON API; Merlin:
+        the control port "HOST:6341", with `merlin_settings={"NAME": value}` sent as SET
+        commands and `soft_trigger=True` for a detector waiting for a software trigger): `run_udf_iter` over it waits for the acquisition and yields as
         frames arrive (options `partition_frames`, `max_buffer`, `stall_timeout`,
         `start_timeout`; docs/live.md). A scan that ends early raises `DatasetError`
         after the last results; `results()` of the iterator keeps what came.

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import base64
 import functools
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -24,7 +25,7 @@ import numpy as np
 from .capture import CaptureError, capture
 from .udf_class import AuxData
 
-__all__ = ["RUNNER_FILE", "runner_path", "class_spec", "class_document"]
+__all__ = ["RUNNER_FILE", "runner_path", "runner_identity", "class_spec", "class_document"]
 
 #: The runner's file name (scripts/polyglot/runner.sh builds it).
 RUNNER_FILE = "udf-runner.wasm"
@@ -53,6 +54,18 @@ def runner_path() -> str:
 def _runner_bytes(path: str, mtime: float) -> bytes:
     with open(path, "rb") as f:
         return f.read()
+
+
+@functools.lru_cache(maxsize=4)
+def _runner_sha256(path: str, mtime: float) -> str:
+    return hashlib.sha256(_runner_bytes(path, mtime)).hexdigest()
+
+
+def runner_identity() -> tuple[str, bytes, str]:
+    """The runner's path, bytes and SHA-256 (read and hashed once per file version)."""
+    path = runner_path()
+    mtime = os.path.getmtime(path)
+    return path, _runner_bytes(path, mtime), _runner_sha256(path, mtime)
 
 
 def _array_json(array: np.ndarray) -> dict:
@@ -111,7 +124,8 @@ def class_document(cls: type, kwargs_spec: dict | None = None) -> str:
 
 
 def class_spec(udf, roi=None) -> tuple:
-    """`("class", runner path, runner bytes, params, document)` for the native engine."""
+    """`("class", runner path, runner bytes, params, document, runner SHA-256)` for the
+    native engine (which takes the bytes only when it has not got them yet)."""
     spec, params = {}, {}
     for name, value in udf._kwargs.items():
         kind, param = _kwarg(name, value)
@@ -120,5 +134,5 @@ def class_spec(udf, roi=None) -> tuple:
     if roi is not None:
         params[ROI_PARAM] = np.ascontiguousarray(roi, dtype=bool).reshape(-1)
     document = class_document(type(udf), spec)
-    path = runner_path()
-    return ("class", path, _runner_bytes(path, os.path.getmtime(path)), params, document)
+    path, wasm, sha256 = runner_identity()
+    return ("class", path, wasm, params, document, sha256)

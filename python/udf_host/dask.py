@@ -92,12 +92,8 @@ class DaskExecutor:
     def _install_plugins(self, udfs: list) -> None:
         wasm = {}
         for udf in udfs:
-            if isinstance(udf, WasmUDF):
-                import hashlib
-
-                sha = hashlib.sha256(udf.wasm).hexdigest()
-                if sha not in self._installed:
-                    wasm[sha] = udf.wasm
+            if isinstance(udf, WasmUDF) and udf.sha256 not in self._installed:
+                wasm[udf.sha256] = udf.wasm
         if wasm:
             name = "udf-host-plugins-" + "-".join(sorted(h[:16] for h in wasm))
             self.client.register_plugin(_Plugins(wasm), name=name)

@@ -73,12 +73,32 @@ _PLUGINS_LOCK = threading.Lock()
 _METHODS = {"tile": UDFMethod.TILE, "frame": UDFMethod.FRAME, "partition": UDFMethod.PARTITION}
 
 
-def _load(sha256: str, source: str, wasm: bytes, class_document: str | None = None):
+def _runner_here(sha256: str) -> bytes:
+    """This process's own runner, when it is the one with `sha256` (a `ClassUDF` travels
+    with the runner's identity, not its 20 MB, unless made with `send_runner=True`)."""
+    from .class_spec import runner_identity
+
+    try:
+        path, wasm, found = runner_identity()
+    except FileNotFoundError as e:
+        raise RuntimeError(f"ClassUDF: {e}; or make it with ClassUDF(udf, send_runner=True)") from None
+    if found != sha256:
+        raise RuntimeError(
+            f"ClassUDF: the Python runner here ({path}) has SHA-256 {found}, but the UDF was made with {sha256}: "
+            "install the same udf-host here as where the UDF was made (or set UDF_HOST_RUNNER), or make it "
+            "with ClassUDF(udf, send_runner=True) to send the runner's bytes along"
+        )
+    return wasm
+
+
+def _load(sha256: str, source: str, wasm: bytes | None, class_document: str | None = None):
     """The loaded plugin and its description (loaded on first use in this process); with
-    `class_document`, the runner with that class."""
+    `class_document`, the runner with that class (`wasm` None: this process's runner)."""
     key = sha256 if class_document is None else sha256 + ":" + hashlib.sha256(class_document.encode()).hexdigest()
     with _PLUGINS_LOCK:
         if key not in _PLUGINS:
+            if wasm is None:
+                wasm = _runner_here(sha256)
             plugin = _native.Plugin(source, wasm, sha256, class_document)
             _DESCRIPTIONS[key] = plugin.describe()
             _PLUGINS[key] = plugin
@@ -141,7 +161,8 @@ class WasmUDF(UDF):
 
     def describe(self) -> str:
         """What `udf-host inspect` prints for the plugin."""
-        return _native.describe_wasm(self._kwargs[_SOURCE], self._kwargs[_WASM])
+        wasm = self._kwargs[_WASM]
+        return _native.describe_wasm(self._kwargs[_SOURCE], _runner_here(self._kwargs[_SHA256]) if wasm is None else wasm)
 
     def _user_params(self) -> dict[str, Any]:
         # `self.params`, not `self._kwargs`: `update_parameters_experimental` patches it.
@@ -412,14 +433,21 @@ class WasmUDF(UDF):
         return f"WasmUDF({self._kwargs[_SOURCE]!r}{', ' if params else ''}{params})"
 
 
-def ClassUDF(udf) -> WasmUDF:  # noqa: N802 - reads as a class, as WasmUDF
+def ClassUDF(udf, *, send_runner: bool = False) -> WasmUDF:  # noqa: N802 - reads as a class, as WasmUDF
     """A `udf_host.UDF` instance as a LiberTEM UDF: `ctx.run_udf(dataset=ds,
     udf=ClassUDF(MyUDF(param=...)))` in LiberTEM's own `Context` runs the class sandboxed in
     udf-host's Python runner (the class travels as its source; the keyword arguments as
-    the runner's parameters)."""
+    the runner's parameters).
+
+    LiberTEM pickles the UDF into every task: it carries the runner's SHA-256, and each
+    worker uses its own installed runner when that matches (an error naming both hashes
+    when not). `send_runner=True` sends the runner's bytes (20 MB) along instead, for
+    workers with another udf-host or none."""
     from .udf_class import UDF as HostUDF
 
     if not isinstance(udf, HostUDF):
         raise TypeError(f"ClassUDF takes a udf_host.UDF instance (from udf_host import UDF), not {type(udf).__name__}")
-    _, path, _, params, document = udf._spec()
-    return WasmUDF(path, **params, **{_CLASS: document})
+    _, path, wasm, params, document, sha256 = udf._spec()
+    if send_runner:
+        return WasmUDF(path, **params, **{_CLASS: document})
+    return WasmUDF(**{_WASM: None, _SOURCE: path, _SHA256: sha256, _CLASS: document}, **params)

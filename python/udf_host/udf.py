@@ -6,6 +6,7 @@ they pickle and can be sent to other processes; they are loaded where they run.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import Any
 
@@ -62,6 +63,7 @@ class WasmUDF:
             self.path = os.fspath(path_or_bytes)
             with open(self.path, "rb") as f:
                 self.wasm = f.read()
+        self.sha256 = hashlib.sha256(self.wasm).hexdigest()
         self.params = dict(params)
 
     def describe(self) -> str:
@@ -69,7 +71,7 @@ class WasmUDF:
         return _native.describe_wasm(self.path, self.wasm)
 
     def _spec(self) -> tuple:
-        return ("wasm", self.path, self.wasm, _params(self.params))
+        return ("wasm", self.path, self.wasm, _params(self.params), None, self.sha256)
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.params.items())

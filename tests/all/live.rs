@@ -451,3 +451,121 @@ mod command_line {
         let _ = sim.stop();
     }
 }
+
+/// The Merlin control port: udf-host's arming against a control port played here (the
+/// check against an implementation nobody here wrote is LiberTEM-live's simulator, in
+/// python/tests/test_live_simulators.py).
+mod merlin_control {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use std::sync::Mutex;
+
+    /// A control port that records every command and answers with the status code
+    /// `code(command)`, its length counted as LiberTEM-live's simulator counts it
+    /// (without the leading comma) when `short_length`.
+    fn control_port(
+        code: fn(&str) -> u8,
+        short_length: bool,
+    ) -> (String, Arc<Mutex<Vec<String>>>, std::thread::JoinHandle<()>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let thread = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            loop {
+                let mut prefix = [0u8; 15];
+                if conn.read_exact(&mut prefix).is_err() {
+                    return;
+                }
+                let length: usize = std::str::from_utf8(&prefix[4..14]).unwrap().parse().unwrap();
+                let mut body = vec![0u8; length - 1];
+                conn.read_exact(&mut body).unwrap();
+                let body = String::from_utf8(body).unwrap();
+                log.lock().unwrap().push(body.clone());
+                let fields: Vec<&str> = body.split(',').collect();
+                let answer = match fields[0] {
+                    "GET" => format!("GET,{},42,{}", fields[1], code(&body)),
+                    kind => format!("{kind},{},{}", fields[1], code(&body)),
+                };
+                let counted = answer.len() + usize::from(!short_length);
+                conn.write_all(format!("MPX,{counted:010},{answer}").as_bytes()).unwrap();
+            }
+        });
+        (address, seen, thread)
+    }
+
+    fn fixture(dir: &Path, nav: &[usize]) -> std::path::PathBuf {
+        let data = mib::counts(nav, &[16, 16], 4095, 9);
+        mib::write_mib(dir, "scan", &data, MibSet::new(MibKind::U16)).remove(0)
+    }
+
+    fn arm_and_run(path: &Path, nav: &[usize], control: &str, settings: &[String]) -> Result<RunResults, String> {
+        let replay = MibReplay::open(path, Some(nav)).unwrap();
+        let sim = MerlinSim::start(replay, "127.0.0.1:0", SimOptions { acquisitions: Some(1), ..Default::default() })
+            .unwrap();
+        let mut source: LiveSource = format!("merlin://{}", sim.address()).parse().unwrap();
+        source.set_api(Some(control), settings, true).unwrap();
+        let stopper = sim.stopper();
+        let outcome = match LiveRun::start(&source, specs(&builtins()), options(nav, 6, 2), Stop::default()) {
+            Ok(run) => drain(run).0,
+            Err(e) => Err(e.to_string()),
+        };
+        stopper.stop();
+        let _ = sim.wait();
+        outcome
+    }
+
+    #[test]
+    fn arming_sends_the_frame_count_the_settings_then_start_and_trigger() {
+        let dir = tempfile::tempdir().unwrap();
+        let nav = [4, 9];
+        let path = fixture(dir.path(), &nav);
+        for short_length in [false, true] {
+            let (control, seen, thread) = control_port(|_| 0, short_length);
+            let live = arm_and_run(&path, &nav, &control, &["counterdepth=12".into()]).unwrap();
+            assert_same(&live, &offline(&path, &nav, &builtins(), 6, 2), "armed through the control port");
+            thread.join().unwrap();
+            assert_eq!(
+                *seen.lock().unwrap(),
+                ["SET,NUMFRAMESTOACQUIRE,36", "SET,COUNTERDEPTH,12", "CMD,STARTACQUISITION,0", "CMD,SOFTTRIGGER,0"],
+                "short_length: {short_length}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_refused_command_fails_before_the_scan_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let nav = [3, 4];
+        let path = fixture(dir.path(), &nav);
+        let (control, _, _thread) = control_port(|body| if body.starts_with("CMD,START") { 1 } else { 0 }, false);
+        let error = arm_and_run(&path, &nav, &control, &[]).unwrap_err();
+        assert!(error.contains("CMD,STARTACQUISITION") && error.contains("busy"), "{error}");
+        assert!(error.contains(&control), "{error}");
+        let (control, _, _thread) = control_port(|body| if body.contains("BOGUS") { 2 } else { 0 }, true);
+        let error = arm_and_run(&path, &nav, &control, &["BOGUS=1".into()]).unwrap_err();
+        assert!(error.contains("SET,BOGUS") && error.contains("does not recognise"), "{error}");
+        // Nothing listening on the control port.
+        let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+        let error = arm_and_run(&path, &nav, &closed, &[]).unwrap_err();
+        assert!(error.contains("Merlin control port") && error.contains(&closed), "{error}");
+    }
+
+    #[test]
+    fn settings_without_a_control_port_are_refused() {
+        let mut source: LiveSource = "merlin://127.0.0.1:6342".parse().unwrap();
+        let error = source.set_api(None, &["COUNTERDEPTH=12".into()], false).unwrap_err().to_string();
+        assert!(error.contains("control port"), "{error}");
+        let error = source.set_api(Some("127.0.0.1:6341"), &["COUNTERDEPTH".into()], false).unwrap_err().to_string();
+        assert!(error.contains("expected NAME=VALUE"), "{error}");
+        let mut dectris: LiveSource = "dectris://127.0.0.1".parse().unwrap();
+        assert!(dectris.set_api(None, &[], true).is_err());
+        source.set_api(Some("detector-pc"), &[], false).unwrap();
+        match source {
+            LiveSource::Merlin { control: Some(arming), .. } => assert_eq!(arming.address, "detector-pc:6341"),
+            other => panic!("{other:?}"),
+        }
+    }
+}

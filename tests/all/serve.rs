@@ -111,6 +111,26 @@ fn dragging_a_ring_gives_builtin_ring_and_clicking_the_scan_gives_the_frame() {
     let listed = browser.evaluate(&tab, "Array.from(document.getElementById('dataset').options, o => o.value)");
     assert_eq!(listed, json!(["scan.npy"]), "only the dataset under the root is listed");
 
+    // The max pattern: the element-wise maximum of the stored frames (a plain loop here).
+    browser.evaluate(
+        &tab,
+        "(() => { const s = document.getElementById('pattern-stat'); s.value = 'max'; \
+         s.dispatchEvent(new Event('change')); })()",
+    );
+    let (max_pattern, _) = page_values(&mut browser, &tab, "pattern", "intensity");
+    let mut expected = vec![f64::NEG_INFINITY; frame_len];
+    for frame in stored.chunks_exact(frame_len) {
+        for (e, &v) in expected.iter_mut().zip(frame) {
+            *e = e.max(v);
+        }
+    }
+    assert_eq!(max_pattern, expected, "the max pattern");
+    browser.evaluate(
+        &tab,
+        "(() => { const s = document.getElementById('pattern-stat'); s.value = 'mean'; \
+         s.dispatchEvent(new Event('change')); })()",
+    );
+
     // Drag the ring by its inside: its centre moves by the drag.
     let before = browser.evaluate(&tab, "udfHost.detectorAnalysis()");
     let (cx, cy) = (before["cx"].as_f64().unwrap(), before["cy"].as_f64().unwrap());
@@ -294,4 +314,126 @@ fn a_dataset_named_outside_the_root_is_refused_at_start() {
     });
     let error = refused.err().expect("refused").to_string();
     assert!(error.contains("outside the served folder"), "{error}");
+}
+
+/// The Python runner of LiberTEM UDF classes as `scripts/polyglot/runner.sh` builds it
+/// (scripts/test.sh does before `cargo test`), or `None` (the test then skips; in CI it
+/// must be there).
+fn python_runner_or_skip(test: &str) -> Option<std::path::PathBuf> {
+    let runner = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/polyglot/runner/udf-runner.wasm");
+    if runner.is_file() {
+        return Some(runner);
+    }
+    assert!(std::env::var_os("CI").is_none(), "{} is missing: scripts/polyglot/runner.sh builds it", runner.display());
+    eprintln!("SKIPPED {test}: the Python runner is not built (scripts/polyglot/runner.sh)");
+    None
+}
+
+/// `udf-host serve --root ROOT` as a process (the command line's own binary, which finds
+/// the Python runner as an installed one does): the child and the URL it printed.
+fn serve_process(root: &Path, runner: &Path) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_udf-host-cli"))
+        .args(["serve", "--root", &s(root), "--threads", "2"])
+        .env("UDF_HOST_RUNNER", runner)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start udf-host serve");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let url = line.trim().strip_prefix("udf-host serve: open ").unwrap_or_else(|| panic!("printed: {line}")).to_owned();
+    (child, url)
+}
+
+const CLASSES: &str = r#"import numpy as np
+from udf_host import UDF
+
+
+class ScaledSum(UDF):
+    """Each frame's sum times a factor."""
+
+    def __init__(self, factor=1.0):
+        super().__init__(factor=factor)
+
+    def get_result_buffers(self):
+        return {"total": self.buffer(kind="nav", dtype=np.float64)}
+
+    def process_frame(self, frame):
+        self.results.total[:] = np.sum(frame) * self.params.factor
+"#;
+
+#[test]
+fn a_libertem_udf_class_runs_from_the_page_and_a_broken_one_is_reported_there() {
+    let Some(chromium) = chromium_or_skip("a_libertem_udf_class_runs_from_the_page") else { return };
+    let Some(runner) = python_runner_or_skip("a_libertem_udf_class_runs_from_the_page") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("data");
+    std::fs::create_dir_all(&root).unwrap();
+    let data = root.join("scan.npy");
+    cli(&["generate", &s(&data), "--nav-shape", "4,6", "--sig-shape", "8,8", "--dtype", "uint16"]).unwrap();
+    std::fs::write(root.join("classes.py"), CLASSES).unwrap();
+    std::fs::write(root.join("broken.py"), "from udf_host import UDF\n\nclass Broken(UDF):\n    def oops(self:\n")
+        .unwrap();
+    std::fs::write(
+        root.join("importer.py"),
+        "import scipy\nfrom udf_host import UDF\n\nclass Importer(UDF):\n    pass\n",
+    )
+    .unwrap();
+    let (mut child, url) = serve_process(&root, &runner);
+    let base = url.split("/?").next().unwrap().to_owned();
+
+    let mut browser = Browser::start(&chromium);
+    let tab = browser.open_tab();
+    let problems = browser.load_url(&tab, &url, &[&base, "blob:", "data:"]);
+    assert!(problems.is_empty(), "the page: {problems:#?}");
+    browser.wait_until(&tab, "udfHost.ready === true", WAIT);
+    let listed = browser.evaluate(&tab, "Array.from(document.getElementById('plugin').options, o => o.value)");
+    assert_eq!(listed, json!(["", "broken.py:Broken", "classes.py:ScaledSum", "importer.py:Importer"]));
+
+    // A file that does not parse, one that imports what the sandbox lacks: said on the page.
+    let choose = |browser: &mut Browser, value: &str| {
+        browser.evaluate(
+            &tab,
+            &format!(
+                "(() => {{ const s = document.getElementById('plugin'); s.value = '{value}'; \
+                 s.dispatchEvent(new Event('change')); }})()"
+            ),
+        );
+    };
+    for (class, says) in [("broken.py:Broken", "SyntaxError"), ("importer.py:Importer", "scipy")] {
+        choose(&mut browser, class);
+        browser.wait_until(&tab, "!document.getElementById('error').hidden", WAIT);
+        let error = browser.evaluate(&tab, "document.getElementById('error').textContent");
+        let error = error.as_str().unwrap();
+        assert!(error.contains(class.split(':').next().unwrap()) && error.contains(says), "{class}: {error}");
+        browser.evaluate(&tab, "document.getElementById('error').hidden = true");
+    }
+
+    // The class: its form from its parameters, run with factor 3.
+    choose(&mut browser, "classes.py:ScaledSum");
+    browser.wait_until(&tab, "udfHost.state.plugin?.name === 'ScaledSum'", WAIT);
+    let fields = browser.evaluate(&tab, "Array.from(document.querySelectorAll('#plugin-form input'), i => i.name)");
+    assert!(fields.as_array().unwrap().contains(&json!("factor")), "{fields}");
+    browser.evaluate(
+        &tab,
+        "(() => { document.querySelector('#plugin-form input[name=factor]').value = '3'; \
+         document.querySelector('#plugin-form button').click(); })()",
+    );
+    let (total, all_valid) = page_values(&mut browser, &tab, "plugin", "total");
+    assert!(all_valid);
+    let stored = to_f64(&udf_host::npy::read_array(&data).unwrap());
+    let expected: Vec<f64> = stored.chunks_exact(64).map(|frame| 3.0 * frame.iter().sum::<f64>()).collect();
+    assert_close(&total, &expected, 1e-9, "ScaledSum(factor=3) vs 3 x each frame's sum");
+
+    // A dataset added while the page is open is listed after a refresh.
+    std::fs::copy(&data, root.join("later.npy")).unwrap();
+    browser.evaluate(&tab, "document.getElementById('refresh').click()");
+    browser.wait_until(
+        &tab,
+        "Array.from(document.getElementById('dataset').options, o => o.value).includes('later.npy')",
+        WAIT,
+    );
+    browser.close();
+    child.kill().unwrap();
+    child.wait().unwrap();
 }

@@ -23,12 +23,18 @@ type RawParts = (usize, Vec<usize>, Vec<usize>, Vec<usize>);
 pub enum HostArray {
     /// Elements in memory with a strided layout.
     Dense(Dense),
+    /// A tile of stored integers seen as the run's float input dtype, converted where it
+    /// is read: reductions convert in registers, every other operation converts it once.
+    Converting(Converting),
 }
 
 impl std::fmt::Debug for HostArray {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             HostArray::Dense(d) => write!(f, "HostArray({} {})", d.dtype.name(), shape_text(&d.shape)),
+            HostArray::Converting(c) => {
+                write!(f, "HostArray({} {} of {})", c.dtype.name(), shape_text(&c.stored.shape), c.stored.dtype.name())
+            }
         }
     }
 }
@@ -44,6 +50,45 @@ pub struct Dense {
     pub(crate) strides: Vec<isize>,
     /// Elements from the storage's start to element `[0, 0, ...]`.
     pub(crate) offset: usize,
+}
+
+/// Stored integers (a tile mapped from the file) seen as a float dtype, the values an
+/// `as` cast gives — what the executor's conversion on read would have made. Reductions
+/// ([`super::reduce`]) read the integers and convert in registers; any other operation
+/// gets the converted copy, made once ([`HostArray::dense`]).
+#[derive(Clone)]
+pub struct Converting {
+    /// The stored elements, C order.
+    pub(crate) stored: Dense,
+    /// The dtype the plugin sees (`float32`, `float64`).
+    pub(crate) dtype: DType,
+    memory: Arc<ArrayMemory>,
+    converted: Arc<std::sync::OnceLock<Dense>>,
+}
+
+impl Converting {
+    /// The converted copy, made on first use. Fails as the stored view does once its
+    /// lease is revoked, also when the copy exists (a tile's views end with its call).
+    fn converted(&self, op: &str) -> Result<&Dense, ArrayError> {
+        drop(self.stored.storage.read(op)?);
+        if let Some(d) = self.converted.get() {
+            return Ok(d);
+        }
+        let cx = super::elementwise::Ctx { memory: &self.memory, stop: &|| None };
+        let mut copy = super::elementwise::cast_dense(&cx, &self.stored, self.dtype, op)?;
+        // Read-only as the tile itself: reductions read the stored values, so a write
+        // into the copy would not be seen by all operations.
+        if let Some(storage) = Arc::get_mut(&mut copy.storage) {
+            storage.freeze();
+        }
+        Ok(self.converted.get_or_init(|| copy))
+    }
+
+    /// Whether every stored value converts to `dtype` exactly (then any accumulator
+    /// dtype may read the stored values directly).
+    pub(crate) fn exact(&self) -> bool {
+        self.stored.dtype.size() < self.dtype.size()
+    }
 }
 
 /// One entry of an index (`x[1:5:2, None, ..., 3]`).
@@ -76,21 +121,24 @@ pub fn c_strides(shape: &[usize]) -> Vec<isize> {
 
 impl HostArray {
     /// The dense representation, or the error `op` gives for others.
-    pub fn dense(&self, _op: &str) -> Result<&Dense, ArrayError> {
+    pub fn dense(&self, op: &str) -> Result<&Dense, ArrayError> {
         match self {
             HostArray::Dense(d) => Ok(d),
+            HostArray::Converting(c) => c.converted(op),
         }
     }
 
     pub fn dtype(&self) -> DType {
         match self {
             HostArray::Dense(d) => d.dtype,
+            HostArray::Converting(c) => c.dtype,
         }
     }
 
     pub fn shape(&self) -> &[usize] {
         match self {
             HostArray::Dense(d) => &d.shape,
+            HostArray::Converting(c) => &c.stored.shape,
         }
     }
 
@@ -158,6 +206,33 @@ impl HostArray {
         Ok(HostArray::Dense(Dense { storage, dtype, strides: c_strides(shape), shape: shape.to_vec(), offset: 0 }))
     }
 
+    /// A view of `bytes` (C order) of the stored dtype `stored` that the plugin sees as
+    /// `dtype` (a float): a [`Converting`] array.
+    ///
+    /// # Safety
+    /// As [`Storage::borrowed`]: `bytes` stay valid and unchanged until `lease` is
+    /// revoked.
+    pub unsafe fn borrowed_converting(
+        memory: &Arc<ArrayMemory>,
+        stored: DType,
+        dtype: DType,
+        shape: &[usize],
+        bytes: &[u8],
+        lease: Arc<Lease>,
+    ) -> Result<HostArray, ArrayError> {
+        // SAFETY: passed on to our caller.
+        let stored = match unsafe { Self::borrowed(memory, stored, shape, bytes, lease)? } {
+            HostArray::Dense(d) => d,
+            HostArray::Converting(c) => c.stored,
+        };
+        Ok(HostArray::Converting(Converting {
+            stored,
+            dtype,
+            memory: memory.clone(),
+            converted: Arc::new(std::sync::OnceLock::new()),
+        }))
+    }
+
     /// The elements in C order as little-endian bytes: a copy, charged to `memory` while
     /// it is made (a broadcast view copies more than it holds).
     pub fn to_bytes(&self, memory: &ArrayMemory, op: &str) -> Result<Vec<u8>, ArrayError> {
@@ -196,6 +271,14 @@ impl HostArray {
     /// `reshape(x, shape)` with one `-1` allowed: a view when the layout allows, else a
     /// copy.
     pub fn reshape(&self, memory: &Arc<ArrayMemory>, shape: &[i64]) -> Result<HostArray, ArrayError> {
+        if let HostArray::Converting(c) = self {
+            // A tile is C order: its reshapes are views that still convert where read.
+            drop(c.stored.storage.read("reshape")?);
+            let shape = resolve_shape("reshape", &c.stored.shape, shape)?;
+            if let Some(stored) = c.stored.reshaped_view(&shape) {
+                return Ok(HostArray::Converting(Converting { stored, converted: Default::default(), ..c.clone() }));
+            }
+        }
         let d = self.dense("reshape")?;
         let shape = resolve_shape("reshape", &d.shape, shape)?;
         if let Some(view) = d.reshaped_view(&shape) {

@@ -4,8 +4,8 @@
 //! run: a stack of masks against a tile is a `(frames, pixels) @ (pixels, masks)`
 //! product); integer products are plain loops in the integer type (wrapping).
 
-use super::array::{Dense, HostArray, broadcast_shapes};
-use super::element::Elem;
+use super::array::{Converting, Dense, HostArray, broadcast_shapes};
+use super::element::{CastTo, Elem};
 use super::elementwise::{CHECK_EVERY, Ctx, cast_dense};
 use super::error::{ArrayError, normalize_axes};
 use crate::dtype::{DType, Kind, result_type};
@@ -23,6 +23,14 @@ const PRODUCT_BLOCK: usize = 64 * CHECK_EVERY;
 /// operands, memory, interruption.
 pub fn matmul(cx: &Ctx<'_>, a: &HostArray, b: &HostArray) -> Result<HostArray, ArrayError> {
     let op = "matmul";
+    if let HostArray::Converting(c) = a
+        && c.stored.shape.len() == 2
+        && b.ndim() == 2
+        && b.dtype() == c.dtype
+        && c.stored.shape[1] == b.shape()[0]
+    {
+        return converting_matmul(cx, c, b.dense(op)?).map(HostArray::Dense);
+    }
     let (x, y) = (a.dense(op)?, b.dense(op)?);
     if x.shape.is_empty() || y.shape.is_empty() {
         return Err(ArrayError::shape(op, &[&x.shape, &y.shape], "matmul needs arrays of at least 1 dimension"));
@@ -83,6 +91,48 @@ pub fn matmul(cx: &Ctx<'_>, a: &HostArray, b: &HostArray) -> Result<HostArray, A
         }, return Err(ArrayError::dtype(op, &[dtype], "needs numeric dtypes")));
     }
     Ok(HostArray::Dense(out))
+}
+
+/// Rows of stored integers converted per block of [`converting_matmul`] (bytes of
+/// the converted block: within a core's L2 cache).
+const CONVERT_BLOCK_BYTES: usize = 512 << 10;
+
+/// `tile @ y` for a 2-d converting tile (a tile's frames against a stack of masks):
+/// a block of rows at a time converted into a reused buffer and multiplied, so the
+/// converted tile never exists as a whole (one read of the stored integers).
+fn converting_matmul(cx: &Ctx<'_>, c: &Converting, y: &Dense) -> Result<Dense, ArrayError> {
+    let op = "matmul";
+    let (m, k, n) = (c.stored.shape[0], c.stored.shape[1], y.shape[1]);
+    let dtype = c.dtype;
+    let rows = (CONVERT_BLOCK_BYTES / (k.max(1) * dtype.size())).clamp(1, m.max(1));
+    // Zeroed: with k = 0 the product is all zeros and no block runs.
+    let out = Dense::alloc(cx.memory, op, dtype, &[m, n], true)?;
+    let block = Dense::alloc(cx.memory, op, dtype, &[rows, k], false)?;
+    {
+        let (rs, ry) = (c.stored.storage.read(op)?, y.storage.read(op)?);
+        let mut w = out.storage.write(op)?;
+        let mut b = block.storage.write(op)?;
+        crate::with_real!(dtype, T => {
+            let ya = y.view_in::<T>(&ry, op)?.into_dimensionality::<Ix2>().map_err(|e| ArrayError::value(op, e.to_string()))?;
+            let os: &mut [T] = bytemuck::cast_slice_mut(&mut w[..]);
+            let bs: &mut [T] = bytemuck::cast_slice_mut(&mut b[..]);
+            crate::with_dtype!(c.stored.dtype, S => {
+                let stored = c.stored.view_in::<S>(&rs, op)?;
+                let stored = stored.as_slice().ok_or_else(|| ArrayError::value(op, "internal error: a tile not in C order"))?;
+                for (src, dst) in stored.chunks(rows * k.max(1)).zip(os.chunks_mut(rows * n.max(1))) {
+                    cx.check(op)?;
+                    let r = src.len() / k.max(1);
+                    for (o, &v) in bs.iter_mut().zip(src) {
+                        *o = v.cast_to::<T>();
+                    }
+                    let xb = ArrayView2::from_shape((r, k), &bs[..r * k]).map_err(|e| ArrayError::value(op, e.to_string()))?;
+                    let ob = ArrayViewMut2::from_shape((r, n), dst).map_err(|e| ArrayError::value(op, e.to_string()))?;
+                    T::accumulate(xb, ya.view(), ob);
+                }
+            }, return Err(ArrayError::value(op, "internal error: unexpected stored dtype")));
+        }, return Err(ArrayError::dtype(op, &[dtype], "a converting tile is float32 or float64")));
+    }
+    Ok(out)
 }
 
 /// `o += x @ y` in blocks of rows and of the inner axis of about `block` multiply-adds

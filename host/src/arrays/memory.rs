@@ -179,6 +179,7 @@ impl ArrayMemory {
         };
         Ok(Arc::new(Storage {
             bytes: StorageBytes::Owned { words: RwLock::new(words), len: bytes, memory: self.clone() },
+            read_only: false,
         }))
     }
 
@@ -283,6 +284,8 @@ impl Lease {
 /// The bytes of an array and its views.
 pub struct Storage {
     bytes: StorageBytes,
+    /// Writes fail as into a lent tile (the converted copy of a tile).
+    read_only: bool,
 }
 
 enum StorageBytes {
@@ -345,7 +348,10 @@ impl Storage {
     /// `bytes` must stay valid and unchanged until `lease` is revoked, and the lease
     /// must be revoked before the memory is freed or written.
     pub unsafe fn borrowed(bytes: &[u8], lease: Arc<Lease>) -> Arc<Storage> {
-        Arc::new(Storage { bytes: StorageBytes::Borrowed { ptr: bytes.as_ptr(), len: bytes.len(), lease } })
+        Arc::new(Storage {
+            bytes: StorageBytes::Borrowed { ptr: bytes.as_ptr(), len: bytes.len(), lease },
+            read_only: true,
+        })
     }
 
     /// Bytes held.
@@ -388,16 +394,21 @@ impl Storage {
     /// Write the bytes (owned storage only: tiles are read-only).
     pub fn write(&self, op: &str) -> Result<WriteBytes<'_>, ArrayError> {
         match &self.bytes {
-            StorageBytes::Owned { words, len, .. } => {
+            StorageBytes::Owned { words, len, .. } if !self.read_only => {
                 let guard = words.try_write().map_err(|_| {
                     ArrayError::value(op, "the array is being read by the same operation; write a copy")
                 })?;
                 Ok(WriteBytes(guard, *len))
             }
-            StorageBytes::Borrowed { .. } => {
+            StorageBytes::Owned { .. } | StorageBytes::Borrowed { .. } => {
                 Err(ArrayError::value(op, "a tile (and any view of it) is read-only; write into an array of your own"))
             }
         }
+    }
+
+    /// Make writes fail from now on, as into a lent tile.
+    pub(crate) fn freeze(&mut self) {
+        self.read_only = true;
     }
 }
 

@@ -4,7 +4,7 @@
 //!
 //! | type / function | role |
 //! |---|---|
-//! | [`HostArray`] | an array: today [`Dense`] (a strided view of a [`Storage`]); a sparse (CSR) representation is the next variant |
+//! | [`HostArray`] | an array: [`Dense`] (a strided view of a [`Storage`]) or [`Converting`] (a tile of the file's integers seen as the float input dtype); a sparse (CSR) representation is the next variant |
 //! | [`ArrayMemory`] | an instance's arrays' memory: charged to its limits, a few buffers kept for reuse |
 //! | [`Ctx`] | what every operation gets: the memory and the interruption check |
 //! | [`ops`] | **the one table** of operation names shared by the WIT, the SDKs and the docs |
@@ -44,6 +44,12 @@
 //! fused kernels (`sum`/`mean`/`var`/`std` with `dtype=` convert in registers;
 //! `matmul` against a stack of masks; `x[i] += v` in place) — 25.2 vs 14.7 GB/s for a
 //! uint16 tile summed with `dtype=float32` against `astype` then `sum`.
+//!
+//! The same holds for the tile itself: a plugin with host tiles on a file of integers
+//! gets the file's mapping lent unconverted as a [`Converting`] array of the run's float
+//! input dtype (as a native built-in that converts on read does). Reductions and the
+//! product with a stack of masks convert in registers or in cache-sized blocks; any
+//! other operation converts the tile once, on first use.
 
 pub mod array;
 pub mod construct;
@@ -57,7 +63,7 @@ pub mod ops;
 pub mod reduce;
 pub mod writes;
 
-pub use array::{Dense, HostArray, IndexItem};
+pub use array::{Converting, Dense, HostArray, IndexItem};
 pub use elementwise::{Ctx, Operand, Scalar, astype, binary, clip, to_vec, unary, where_};
 pub use error::ArrayError;
 pub use memory::{ArrayMemory, FixedLimit, Lease, MemoryLimit, Storage};

@@ -45,8 +45,20 @@ fn default_sum_dtype(dtype: DType) -> DType {
 pub fn reduce(cx: &Ctx<'_>, op: ReduceOp, x: &HostArray, options: ReduceOptions<'_>) -> Result<HostArray, ArrayError> {
     use ReduceOp::*;
     let name = op.name();
-    let d = x.dense(name)?;
-    let dtype = d.dtype;
+    // A converting tile is reduced from its stored integers where that gives the values
+    // of its converted copy (`in_registers`); `dtype` is the dtype the plugin sees.
+    let converting = match x {
+        HostArray::Converting(c) if matches!(op, Sum | Nansum | Mean | Nanmean | Var | Std | Nanvar | Nanstd) => {
+            drop(c.stored.storage.read(name)?);
+            Some(c)
+        }
+        _ => None,
+    };
+    let d = match converting {
+        Some(c) => &c.stored,
+        None => x.dense(name)?,
+    };
+    let dtype = x.dtype();
     let kind = dtype.kind();
     let axes: Vec<usize> = match op {
         Argmin | Argmax => match options.axes {
@@ -97,6 +109,17 @@ pub fn reduce(cx: &Ctx<'_>, op: ReduceOp, x: &HostArray, options: ReduceOptions<
     if nan_op && out_dtype == DType::Bool {
         return Err(ArrayError::dtype(name, &[dtype], "needs a numeric dtype"));
     }
+    // Summing the stored integers gives the converted values' sum when each converts
+    // exactly or the accumulator is the converted dtype (the same `as` cast); variances
+    // go through f64, so only exact conversions qualify.
+    let in_registers = converting.is_some_and(|c| {
+        matches!(out_dtype.kind(), Kind::Float | Kind::Complex)
+            && (c.exact() || (matches!(op, Sum | Nansum | Mean | Nanmean) && out_dtype == c.dtype))
+    });
+    let d = match converting {
+        Some(_) if !in_registers => x.dense(name)?,
+        _ => d,
+    };
     let out = Dense::alloc(cx.memory, name, out_dtype, &out_shape, false)?;
     // Integer sums and products accumulate in the result dtype: cast first.
     let source = if matches!(op, Sum | Nansum | Prod)
@@ -135,7 +158,8 @@ pub fn reduce(cx: &Ctx<'_>, op: ReduceOp, x: &HostArray, options: ReduceOptions<
             }
             Var | Std | Nanvar | Nanstd => {
                 let std = matches!(op, Std | Nanstd);
-                var_family::<S>(cx, name, &m, &mut w, out_data, nan_op, std, options.correction)?
+                let complex = source.dtype.kind() == Kind::Complex;
+                var_family::<S>(cx, name, &m, &mut w, out_data, nan_op, std, options.correction, complex)?
             }
             Prod => {
                 crate::with_dtype!(out_data, A => {
@@ -364,13 +388,16 @@ fn var_family<S: CastTo>(
     skip_nan: bool,
     std: bool,
     correction: f64,
+    complex: bool,
 ) -> Result<(), ArrayError> {
     let n_out = m.nrows();
     let mut means = vec![Complex64::new(0.0, 0.0); n_out];
     let mut counts = vec![m.ncols() as f64; n_out];
     let mut sq = vec![0f64; n_out];
     let strided = reduced_is_strided(m);
-    if strided {
+    if !complex {
+        real_squared_deviations(cx, op, m, skip_nan, &mut counts, &mut sq)?;
+    } else if strided {
         // Leading reduced axes: accumulate rows of the source in memory order.
         let t = m.t();
         for (i, row) in t.rows().into_iter().enumerate() {
@@ -451,6 +478,85 @@ fn var_family<S: CastTo>(
     Ok(())
 }
 
+/// Bytes of the source per column block of [`real_squared_deviations`]: within a
+/// core's L2 cache, so the second pass reads the block from cache.
+const VAR_BLOCK_BYTES: usize = 256 << 10;
+
+/// Real inputs of [`var_family`]: per lane of the matrix the count of (non-NaN)
+/// values and the sum of squared deviations from their mean, in f64, two passes. With
+/// leading reduced axes (a tile's `var(axis=0)`) both passes run over a block of
+/// columns at a time, row by row into per-column accumulators: the second pass finds
+/// the block in cache, so the source is read from memory about once.
+fn real_squared_deviations<S: CastTo>(
+    cx: &Ctx<'_>,
+    op: &str,
+    m: &CowArray<'_, S, Ix2>,
+    skip_nan: bool,
+    counts: &mut [f64],
+    sq: &mut [f64],
+) -> Result<(), ArrayError> {
+    let value = |v: S| v.cast_to::<f64>();
+    if reduced_is_strided(m) {
+        let t = m.t();
+        let rows = t.nrows().max(1);
+        // Columns per block: both passes over a block's rows stay in a core's cache.
+        let block = (VAR_BLOCK_BYTES / (rows * std::mem::size_of::<S>())).clamp(64, t.ncols().max(64));
+        let mut means = vec![0f64; block];
+        if skip_nan {
+            counts.iter_mut().for_each(|c| *c = 0.0);
+        }
+        for start in (0..t.ncols()).step_by(block) {
+            cx.check(op)?;
+            let end = (start + block).min(t.ncols());
+            let part = t.slice(ndarray::s![.., start..end]);
+            let (means, counts, sq) = (&mut means[..end - start], &mut counts[start..end], &mut sq[start..end]);
+            means.iter_mut().for_each(|s| *s = 0.0);
+            for (i, row) in part.rows().into_iter().enumerate() {
+                if i % 4096 == 4095 {
+                    cx.check(op)?;
+                }
+                if skip_nan {
+                    ndarray::Zip::from(&mut *means).and(&mut *counts).and(row).for_each(|s, c, &v| {
+                        let v = value(v);
+                        if !v.is_nan() {
+                            *s += v;
+                            *c += 1.0;
+                        }
+                    });
+                } else {
+                    ndarray::Zip::from(&mut *means).and(row).for_each(|s, &v| *s += value(v));
+                }
+            }
+            means.iter_mut().zip(counts.iter()).for_each(|(s, &c)| *s /= c);
+            for row in part.rows() {
+                ndarray::Zip::from(&mut *sq).and(&*means).and(row).for_each(|q, &mean, &v| {
+                    let d = value(v) - mean;
+                    if !(skip_nan && d.is_nan()) {
+                        *q += d * d;
+                    }
+                });
+            }
+        }
+        return Ok(());
+    }
+    for (j, row) in m.rows().into_iter().enumerate() {
+        if j % 64 == 0 {
+            cx.check(op)?;
+        }
+        let (sum, count) = row.iter().fold((0f64, 0usize), |(sum, count), &v| {
+            let v = value(v);
+            if skip_nan && v.is_nan() { (sum, count) } else { (sum + v, count + 1) }
+        });
+        let mean = sum / count as f64;
+        sq[j] = row.iter().fold(0f64, |acc, &v| {
+            let d = value(v) - mean;
+            if skip_nan && d.is_nan() { acc } else { acc + d * d }
+        });
+        counts[j] = count as f64;
+    }
+    Ok(())
+}
+
 /// `min`, `max`, their NaN forms, `argmin`, `argmax` (NaN wins `min`/`max`/`arg*`, as in NumPy).
 fn extremes<S: bytemuck::Pod + CastTo>(
     cx: &Ctx<'_>,
@@ -505,7 +611,103 @@ fn extremes<S: bytemuck::Pod + CastTo>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arrays::{ArrayMemory, to_vec};
+    use crate::arrays::memory::{ArrayMemory, Lease};
+    use crate::arrays::ops::BinaryOp;
+    use crate::arrays::{IndexItem, Operand, Scalar, WriteMode, binary, to_vec, write};
+
+    /// A `2 × 3 × 4` tile of stored `u16` (values up to 65535) lent as `float32`, and
+    /// the same values converted by a plain loop (the reference).
+    fn converting_tile(memory: &Arc<ArrayMemory>, lease: &Arc<Lease>, values: &[u16]) -> HostArray {
+        // Leaked as u16 (aligned for the view, which otherwise copies and never expires).
+        let values: &'static [u16] = Box::leak(values.to_vec().into_boxed_slice());
+        let bytes: &'static [u8] = bytemuck::cast_slice(values);
+        // SAFETY: the bytes are leaked (never freed nor written).
+        unsafe { HostArray::borrowed_converting(memory, DType::U16, DType::F32, &[2, 3, 4], bytes, lease.clone()) }
+            .unwrap()
+    }
+
+    use std::sync::Arc;
+
+    const VALUES: [u16; 24] =
+        [0, 1, 2, 65535, 7, 300, 12, 9, 65000, 4, 5, 6, 1, 1, 1, 1, 40000, 2, 3, 9, 11, 65535, 8, 100];
+
+    fn reference() -> Vec<f32> {
+        VALUES.iter().map(|&v| v as f32).collect()
+    }
+
+    #[test]
+    fn a_converting_tile_reduces_to_the_converted_values_sums_and_variances() {
+        let memory = ArrayMemory::with_limit(1 << 20);
+        let lease = Lease::new();
+        let cx = Ctx { memory: &memory, stop: &|| None };
+        let tile = converting_tile(&memory, &lease, &VALUES);
+        assert_eq!(tile.dtype(), DType::F32);
+        let f = reference();
+        // sum(axis=0): frame by frame, in f32.
+        let sum0 = reduce(&cx, ReduceOp::Sum, &tile, ReduceOptions { axes: Some(&[0]), ..Default::default() }).unwrap();
+        assert_eq!(sum0.dtype(), DType::F32);
+        let expected: Vec<f32> = (0..12).map(|i| f[i] + f[12 + i]).collect();
+        assert_eq!(to_vec::<f32>(&sum0).unwrap(), expected);
+        // sum(axis=(1, 2)) and the mean over a frame.
+        let sums = reduce(&cx, ReduceOp::Sum, &tile, ReduceOptions { axes: Some(&[1, 2]), ..Default::default() });
+        let frame_sum = |n: usize| f[n * 12..(n + 1) * 12].iter().map(|&v| v as f64).sum::<f64>();
+        assert_eq!(to_vec::<f32>(&sums.unwrap()).unwrap(), [frame_sum(0) as f32, frame_sum(1) as f32]);
+        // var(axis=0, dtype=float64): population variance of two values, |a - b|² / 4.
+        let var = reduce(
+            &cx,
+            ReduceOp::Var,
+            &tile,
+            ReduceOptions { axes: Some(&[0]), dtype: Some(DType::F64), ..Default::default() },
+        )
+        .unwrap();
+        let expected: Vec<f64> = (0..12).map(|i| (f[i] as f64 - f[12 + i] as f64).powi(2) / 4.0).collect();
+        assert_eq!(to_vec::<f64>(&var).unwrap(), expected);
+        // Any other operation sees the converted copy.
+        let doubled = binary(&cx, BinaryOp::Multiply, Operand::Array(&tile), Operand::Scalar(Scalar::Float(2.0)));
+        let expected: Vec<f32> = f.iter().map(|v| v * 2.0).collect();
+        assert_eq!(to_vec::<f32>(&doubled.unwrap()).unwrap(), expected);
+        assert_eq!(to_vec::<f32>(&tile.get(&[IndexItem::At(1)]).unwrap()).unwrap(), f[12..]);
+    }
+
+    #[test]
+    fn a_converting_tile_reshaped_times_masks_is_the_converted_product() {
+        let memory = ArrayMemory::with_limit(1 << 20);
+        let lease = Lease::new();
+        let cx = Ctx { memory: &memory, stop: &|| None };
+        let tile = converting_tile(&memory, &lease, &VALUES);
+        let flat = tile.reshape(&memory, &[2, -1]).unwrap();
+        assert!(matches!(flat, HostArray::Converting(_)));
+        // Two masks over 12 pixels: all ones, and the pixel index.
+        let masks: Vec<f32> = (0..12).flat_map(|p| [1.0, p as f32]).collect();
+        let masks = HostArray::from_bytes(&memory, DType::F32, &[12, 2], bytemuck::cast_slice(&masks)).unwrap();
+        let product = crate::arrays::linalg::matmul(&cx, &flat, &masks).unwrap();
+        assert_eq!(product.shape(), [2, 2]);
+        let f = reference();
+        let expected: Vec<f32> = (0..2)
+            .flat_map(|n| {
+                let frame = &f[n * 12..(n + 1) * 12];
+                [frame.iter().sum::<f32>(), frame.iter().enumerate().map(|(p, v)| p as f32 * v).sum::<f32>()]
+            })
+            .collect();
+        assert_eq!(to_vec::<f32>(&product).unwrap(), expected);
+    }
+
+    #[test]
+    fn a_converting_tile_is_read_only_and_expires_with_its_call() {
+        let memory = ArrayMemory::with_limit(1 << 20);
+        let lease = Lease::new();
+        let cx = Ctx { memory: &memory, stop: &|| None };
+        let tile = converting_tile(&memory, &lease, &VALUES);
+        let view = tile.get(&[IndexItem::At(0)]).unwrap();
+        for target in [&tile, &view] {
+            let e = write(&cx, target, &[], Operand::Scalar(Scalar::Float(1.0)), WriteMode::Add).unwrap_err();
+            assert!(e.to_string().contains("read-only"), "{e}");
+        }
+        lease.revoke();
+        let e = reduce(&cx, ReduceOp::Sum, &tile, ReduceOptions::default()).unwrap_err();
+        assert!(matches!(e, ArrayError::Expired { .. }), "{e}");
+        assert!(matches!(to_vec::<f32>(&tile).unwrap_err(), ArrayError::Expired { .. }));
+    }
 
     /// Found writing the `host_arrays` fuzz target: a reduction over a layout that is
     /// not a matrix yet copied it with ndarray, outside the arrays' memory limit — a

@@ -40,6 +40,21 @@ pub fn parallel(bytes: usize) -> bool {
 /// accumulator and the tile covering `runs`: SumUDF's `process_tile`. Tile elements of
 /// another type (stored integers) are converted as they are read.
 pub fn add_frames<S: Copy + Sync, T: Sample + CastFrom<S>>(acc: &mut [T], tile: &[S], runs: &SliceRuns) {
+    by_column_blocks(acc, tile, runs, SUM_CHUNK, add_column_block::<S, T>);
+}
+
+/// `block_op(block, tile, stride, offset)` for each column block of at most `chunk`
+/// elements of the frame-sized `acc` that the tile (covering `runs`) touches: `block` the
+/// accumulators, `offset` where the block starts within the tile's slice, `stride` the
+/// slice's length. Blocks are split across rayon tasks when the tile is large
+/// ([`parallel`]) and its slice one run.
+pub fn by_column_blocks<S: Sync, T: Send>(
+    acc: &mut [T],
+    tile: &[S],
+    runs: &SliceRuns,
+    chunk: usize,
+    block_op: impl Fn(&mut [T], &[S], usize, usize) + Sync,
+) {
     let stride = runs.slice_len;
     if stride == 0 {
         return;
@@ -47,13 +62,13 @@ pub fn add_frames<S: Copy + Sync, T: Sample + CastFrom<S>>(acc: &mut [T], tile: 
     if runs.starts.len() == 1 && parallel(std::mem::size_of_val(tile)) {
         let start = runs.starts[0];
         acc[start..start + runs.run_len]
-            .par_chunks_mut(SUM_CHUNK)
+            .par_chunks_mut(chunk)
             .enumerate()
-            .for_each(|(c, block)| add_column_block(block, tile, stride, c * SUM_CHUNK));
+            .for_each(|(c, block)| block_op(block, tile, stride, c * chunk));
         return;
     }
-    for (in_slice, in_frame, len) in runs.blocks_of(SUM_CHUNK) {
-        add_column_block(&mut acc[in_frame..in_frame + len], tile, stride, in_slice);
+    for (in_slice, in_frame, len) in runs.blocks_of(chunk) {
+        block_op(&mut acc[in_frame..in_frame + len], tile, stride, in_slice);
     }
 }
 

@@ -11,6 +11,7 @@
 //! |------|--------|----------|
 //! | `sum`, `sumsig` | [`sum`], [`sumsig`] | `SumUDF`, `SumSigUDF` |
 //! | `stddev` | [`stddev`] | `StdDevUDF` |
+//! | `max` | [`max`] | NumPy's `data.max(axis=nav)` (no LiberTEM UDF) |
 //! | `masks` | [`masks`] | `ApplyMasksUDF` |
 //! | `disk`, `ring`, `point` | [`detectors`] | disk/ring/point analyses (masks built for you) |
 //! | `radial-fourier` | [`radial_fourier`] | radial Fourier analysis (complex masks) |
@@ -65,6 +66,7 @@ pub mod kernels;
 pub mod logsum;
 pub mod mask_engine;
 pub mod masks;
+pub mod max;
 pub mod pick;
 pub mod radial_fourier;
 pub mod simd;
@@ -109,6 +111,7 @@ pub const REGISTRY: &[Registered] = &[
     gpu("sum", make::<sum::Sum>),
     gpu("sumsig", make::<sumsig::SumSig>),
     gpu("stddev", make::<stddev::StdDev>),
+    cpu("max", make::<max::Max>),
     gpu("masks", make::<masks::ApplyMasks>),
     gpu("disk", || Arc::new(detectors::VirtualDetector::new(detectors::DetectorKind::Disk))),
     gpu("ring", || Arc::new(detectors::VirtualDetector::new(detectors::DetectorKind::Ring))),

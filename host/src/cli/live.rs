@@ -38,10 +38,20 @@ pub struct LiveArgs {
     /// Write PNG previews of image results (and in the snapshots).
     #[arg(long)]
     preview: bool,
-    /// DECTRIS: the SIMPLON API to arm the detector through, e.g. http://HOST:80
-    /// [default: wait for a series armed by someone else].
+    /// Arm the detector before the scan [default: wait for an acquisition started by
+    /// someone else]. DECTRIS: the SIMPLON API, e.g. http://HOST:80. Merlin: the control
+    /// port, HOST[:PORT] (default port 6341): udf-host sets NUMFRAMESTOACQUIRE to the
+    /// scan's frames and the --merlin-set values, then sends STARTACQUISITION.
     #[arg(long, value_name = "URL")]
     api: Option<String>,
+    /// Merlin, with --api: a SET command sent before the start, e.g.
+    /// --merlin-set COUNTERDEPTH=12 (repeat it for several, sent in order).
+    #[arg(long, value_name = "NAME=VALUE")]
+    merlin_set: Vec<String>,
+    /// Merlin, with --api: send SOFTTRIGGER after STARTACQUISITION (a detector set to
+    /// wait for a software trigger).
+    #[arg(long)]
+    soft_trigger: bool,
     /// Frames per partition: results update once per partition [default: ~16 MiB of frames].
     #[arg(long, value_name = "N")]
     partition_frames: Option<usize>,
@@ -78,13 +88,7 @@ pub fn live(args: LiveArgs) -> Result<(), Failure> {
     let started = Instant::now();
     let (source_text, plugins) = args.inputs.split_first().ok_or_else(|| anyhow!("give the source, then plugins"))?;
     let mut source: LiveSource = source_text.parse()?;
-    match (&mut source, &args.api) {
-        (LiveSource::Dectris { api, .. }, Some(url)) => *api = Some(url.clone()),
-        (LiveSource::Merlin { .. }, Some(_)) => {
-            return Err(anyhow!("--api is for dectris:// sources (the SIMPLON API)").into());
-        }
-        _ => {}
-    }
+    source.set_api(args.api.as_deref(), &args.merlin_set, args.soft_trigger)?;
     args.results.check_out()?;
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
     let runtime = args.runtime.build(crate::log::stderr(LogLevel::Warn), threads, plugins.len())?;

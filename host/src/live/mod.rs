@@ -8,6 +8,7 @@
 //! | [`Acquisition`], [`FrameEncoding`] | what a receiver announces when the acquisition starts |
 //! | [`LiveRun`] | the engine: partitions formed as frames arrive, run on a pool, merged in arrival order |
 //! | [`LiveOptions`], [`LiveStats`] | nav shape, buffer limit, timeouts; what happened |
+//! | [`MerlinArming`], [`MerlinControl`] | the Merlin control port: settings, start, trigger |
 //! | [`FrameBudget`] | the bounded frame buffer and its back-pressure |
 //! | [`sim`] | simulators replaying a file over the real protocols |
 //!
@@ -35,6 +36,7 @@ mod budget;
 mod dectris;
 mod frames;
 mod merlin;
+mod merlin_control;
 mod run;
 pub mod sim;
 mod wire;
@@ -43,6 +45,7 @@ pub use budget::{BufferStats, FrameBudget, Reservation};
 pub use dectris::{DectrisReceiver, StreamFormat};
 pub use frames::{Acquisition, FrameEncoding};
 pub use merlin::{MerlinReceiver, mpx_prefix};
+pub use merlin_control::{DEFAULT_CONTROL_PORT, MerlinArming, MerlinControl};
 pub use run::{LiveOptions, LiveRun, LiveStats, LiveStep};
 
 use crate::exec::RunError;
@@ -105,8 +108,9 @@ pub trait Receiver: Send {
 /// Where frames come from, as the command line and Python name it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LiveSource {
-    /// A Merlin data port, `merlin://HOST:PORT` (default port 6342).
-    Merlin { address: String },
+    /// A Merlin data port, `merlin://HOST:PORT` (default port 6342), and, to configure
+    /// and start the acquisition, its control port (see [`MerlinArming`]).
+    Merlin { address: String, control: Option<MerlinArming> },
     /// A DECTRIS ZeroMQ stream, `dectris://HOST:PORT` (default port 31001; 9999 for the
     /// legacy stream), and, to arm the detector, its SIMPLON API (`http://HOST:PORT`).
     Dectris { address: String, api: Option<String> },
@@ -119,15 +123,83 @@ impl LiveSource {
     /// [`LiveError::Connect`] (Merlin; a ZeroMQ socket connects in the background).
     pub fn connect(&self) -> Result<Box<dyn Receiver>, LiveError> {
         Ok(match self {
-            LiveSource::Merlin { address } => Box::new(MerlinReceiver::connect(address)?),
+            LiveSource::Merlin { address, control } => {
+                // The data port first: a Merlin sends only to a connected listener.
+                let receiver = MerlinReceiver::connect(address)?;
+                if let Some(arming) = control {
+                    arming.arm()?;
+                }
+                Box::new(receiver)
+            }
             LiveSource::Dectris { address, api } => Box::new(DectrisReceiver::connect(address, api.as_deref())?),
         })
+    }
+
+    /// This source for a scan of `frames` frames: a Merlin armed through its control
+    /// port is told the frame count (`NUMFRAMESTOACQUIRE`, unless set explicitly).
+    pub fn for_scan(&self, frames: u64) -> LiveSource {
+        match self {
+            LiveSource::Merlin { address, control: Some(arming) } => {
+                LiveSource::Merlin { address: address.clone(), control: Some(arming.for_scan(frames)) }
+            }
+            other => other.clone(),
+        }
+    }
+
+    /// Arm the detector through `api` before the scan: DECTRIS, the SIMPLON API's URL;
+    /// Merlin, the control port `HOST[:PORT]` with `settings` (`NAME=VALUE`, sent as
+    /// `SET` in order) and `soft_trigger`.
+    ///
+    /// # Errors
+    /// [`LiveError::Invalid`]: settings or a trigger without a Merlin control port, a
+    /// setting that is not `NAME=VALUE`.
+    pub fn set_api(&mut self, api: Option<&str>, settings: &[String], soft_trigger: bool) -> Result<(), LiveError> {
+        let merlin_only = !settings.is_empty() || soft_trigger;
+        match (self, api) {
+            (LiveSource::Dectris { .. }, _) if merlin_only => {
+                Err(LiveError::Invalid("Merlin settings and the soft trigger are for merlin:// sources".into()))
+            }
+            (LiveSource::Dectris { api: slot, .. }, Some(url)) => {
+                *slot = Some(url.to_owned());
+                Ok(())
+            }
+            (LiveSource::Merlin { control, .. }, Some(address)) => {
+                let address = address.strip_prefix("tcp://").unwrap_or(address).trim_end_matches('/');
+                let address = match address.rsplit_once(':') {
+                    Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => address.to_owned(),
+                    _ if address.is_empty() || address.contains(['/', ':']) => {
+                        return Err(LiveError::Invalid(format!(
+                            "'{address}' is not a Merlin control port: give HOST or HOST:PORT"
+                        )));
+                    }
+                    _ => format!("{address}:{DEFAULT_CONTROL_PORT}"),
+                };
+                let mut arming = MerlinArming::new(address);
+                for setting in settings {
+                    let (name, value) = setting
+                        .split_once('=')
+                        .map(|(n, v)| (n.trim(), v.trim()))
+                        .filter(|(n, v)| !n.is_empty() && !v.is_empty())
+                        .ok_or_else(|| {
+                            LiveError::Invalid(format!("Merlin setting '{setting}': expected NAME=VALUE"))
+                        })?;
+                    arming.settings.push((name.to_ascii_uppercase(), value.to_owned()));
+                }
+                arming.soft_trigger = soft_trigger;
+                *control = Some(arming);
+                Ok(())
+            }
+            (LiveSource::Merlin { .. }, None) if merlin_only => Err(LiveError::Invalid(
+                "Merlin settings and the soft trigger need the control port (--api HOST:PORT, api=)".into(),
+            )),
+            (_, None) => Ok(()),
+        }
     }
 
     /// The URL form.
     pub fn url(&self) -> String {
         match self {
-            LiveSource::Merlin { address } => format!("merlin://{address}"),
+            LiveSource::Merlin { address, .. } => format!("merlin://{address}"),
             LiveSource::Dectris { address, .. } => format!("dectris://{address}"),
         }
     }
@@ -158,7 +230,7 @@ impl std::str::FromStr for LiveSource {
             }
         };
         match scheme.to_ascii_lowercase().as_str() {
-            "merlin" => Ok(LiveSource::Merlin { address: with_port(merlin::DEFAULT_PORT)? }),
+            "merlin" => Ok(LiveSource::Merlin { address: with_port(merlin::DEFAULT_PORT)?, control: None }),
             "dectris" => Ok(LiveSource::Dectris { address: with_port(dectris::DEFAULT_PORT)?, api: None }),
             other => Err(invalid(&format!("unknown detector '{other}'"))),
         }
@@ -180,6 +252,8 @@ pub enum LiveError {
     Malformed { endpoint: String, at: String, message: String },
     #[error("reading from {endpoint}: {error}")]
     Io { endpoint: String, error: std::io::Error },
+    #[error("{endpoint}: {command}: {message}")]
+    Control { endpoint: String, command: String, message: String },
     #[error("the SIMPLON API at {api}: {message}")]
     Api { api: String, message: String },
     #[error("the live run was stopped")]

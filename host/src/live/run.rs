@@ -156,7 +156,8 @@ impl LiveRun {
     /// [`LiveError`]: cannot connect, no start in time, a malformed header, a frame
     /// count that does not fit the nav shape, a plan that fails (UDF params, ...).
     pub fn start(source: &LiveSource, udfs: Vec<UdfSpec>, options: LiveOptions, stop: Stop) -> Result<Self, LiveError> {
-        Self::start_with(source.connect()?, udfs, options, stop)
+        let frames = options.nav_shape.iter().product::<usize>() as u64;
+        Self::start_with(source.for_scan(frames).connect()?, udfs, options, stop)
     }
 
     /// [`start`](Self::start) with a receiver made by the caller.

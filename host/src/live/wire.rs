@@ -30,9 +30,13 @@ pub(crate) fn connect(address: &str, timeout: Duration) -> Result<TcpStream, Liv
     Err(connect_error(last))
 }
 
-/// Bytes read from the socket at a time: the small reads of message prefixes and frame
-/// headers are served from memory, a system call brings many frames.
-const READ_AHEAD: usize = 4 << 20;
+/// The read-ahead buffer: the small reads of message prefixes and frame headers are
+/// served from it, while a frame's pixels (larger than it) go from the socket straight
+/// into the frame's own buffer — `BufReader` bypasses an empty buffer for reads larger
+/// than its capacity — so the pixels are copied once, by the kernel. A buffer of
+/// several frames would copy every pixel twice (measured in docs/benchmarks.md, "Live
+/// acquisition").
+const READ_AHEAD: usize = 16 << 10;
 
 /// A stream of bytes from a detector.
 pub(crate) struct Wire {

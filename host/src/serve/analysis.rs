@@ -2,13 +2,13 @@
 //!
 //! | request (`kind`) | run |
 //! |------------------|-----|
-//! | `pattern` (`stat`: mean, std) | `builtin:stddev` over every frame; `sum`: `builtin:sum` |
+//! | `pattern` (`stat`: mean, std) | `builtin:stddev` over every frame; `sum`, `max`: `builtin:sum`, `builtin:max` |
 //! | `disk`, `ring`, `point` | the built-in of that name with the geometry as its params |
 //! | `rectangle` | `builtin:masks` with a mask of ones over rows `y0..y1`, columns `x0..x1` |
 //! | `frame` | `builtin:pick` with a ROI of the one scan position `(y, x)` |
 //! | `region` | `builtin:sum` with a ROI of scan rows `y0..y1`, columns `x0..x1` |
 //! | `com` | `builtin:com` (field, divergence, curl, ...) with the centre and radii |
-//! | `plugin` | a `.wasm` under the root, its params given as text as `--param` takes them |
+//! | `plugin` | a `.wasm` or a `FILE.py:Class` under the root, its params given as text as `--param` takes them |
 
 use super::catalog::{Catalog, CatalogError};
 use crate::array::NdArray;
@@ -134,10 +134,10 @@ impl Analysis {
         let (specs, roi, show): (Vec<UdfSpec>, Option<Roi>, Option<Vec<String>>) = match self {
             Analysis::Pattern { stat } => match stat.as_str() {
                 "mean" | "std" => (one(builtin("stddev")?, Params::default()), None, Some(vec![stat.clone()])),
-                "sum" => (one(builtin("sum")?, Params::default()), None, None),
+                "sum" | "max" => (one(builtin(stat)?, Params::default()), None, None),
                 other => {
                     return Err(AnalysisError::Invalid(format!(
-                        "unknown pattern statistic '{other}': mean, std or sum"
+                        "unknown pattern statistic '{other}': mean, max, std or sum"
                     )));
                 }
             },

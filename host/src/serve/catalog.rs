@@ -28,7 +28,7 @@ pub enum CatalogError {
     Plugin(#[from] crate::wasm::LoadError),
     #[error(transparent)]
     Runtime(#[from] crate::wasm::RuntimeError),
-    #[error("{0} is not a plugin: plugins are WebAssembly components (.wasm)")]
+    #[error("{0} is not a plugin: plugins are WebAssembly components (.wasm) or LiberTEM UDF classes (FILE.py:Class)")]
     NotAPlugin(String),
     #[error("internal error in udf-host serve (please report it): {0}")]
     Internal(String),
@@ -57,6 +57,9 @@ pub struct Listing {
 /// A plugin loaded from a file, and the file's modification time then.
 type LoadedPlugin = (Option<SystemTime>, Arc<dyn Udf>);
 
+/// A plugin's file (resolved under the root) and, for a LiberTEM UDF class, its name.
+type PluginKey = (PathBuf, Option<String>);
+
 /// The datasets and plugins of one server.
 pub struct Catalog {
     access: Access,
@@ -65,7 +68,7 @@ pub struct Catalog {
     datasets: Mutex<HashMap<PathBuf, OpenedDataset>>,
     runtime: OnceLock<Result<WasmRuntime, String>>,
     runtime_setup: RuntimeSetup,
-    plugins: Mutex<HashMap<PathBuf, LoadedPlugin>>,
+    plugins: Mutex<HashMap<PluginKey, LoadedPlugin>>,
 }
 
 impl Catalog {
@@ -87,8 +90,10 @@ impl Catalog {
         &self.access
     }
 
-    /// The datasets (files with a known format's extension) and plugins (`.wasm`)
-    /// under the root, at most [`MAX_DEPTH`] folders deep, hidden folders skipped.
+    /// The datasets (files with a known format's extension) and plugins (`.wasm`, and
+    /// `FILE.py:Class` for each class of a `.py` file that names `UDF` among its bases,
+    /// see [`udf_classes`]) under the root, at most [`MAX_DEPTH`] folders deep, hidden
+    /// folders skipped. Read anew at each call: files added later are listed.
     pub fn list(&self) -> Listing {
         let extensions: Vec<&str> = FORMATS.iter().flat_map(|f| f.extensions.iter().copied()).collect();
         let mut datasets: Vec<Entry> =
@@ -119,6 +124,13 @@ impl Catalog {
                 let entry = Entry { path: self.access.relative(&path), bytes: size(&path), named: false };
                 if ext == "wasm" {
                     plugins.push(entry);
+                } else if ext == "py" {
+                    let text = std::fs::read_to_string(&path).unwrap_or_default();
+                    plugins.extend(
+                        udf_classes(&text)
+                            .into_iter()
+                            .map(|class| Entry { path: format!("{}:{class}", entry.path), ..entry.clone() }),
+                    );
                 } else if extensions.contains(&ext.as_str())
                     && !name.ends_with(".valid.npy")
                     && !self.named.contains(&path)
@@ -147,26 +159,38 @@ impl Catalog {
         Ok(opened)
     }
 
-    /// The plugin at `path` (a `.wasm` under the root), loaded once (again when the
-    /// file changes) and run sandboxed like every plugin.
+    /// The plugin at `path` — a `.wasm` under the root, or `FILE.py:Class`, a LiberTEM
+    /// UDF class of a file under the root on the Python runner, as the command line
+    /// names it — loaded once (again when the file changes) and run sandboxed like every
+    /// plugin.
     ///
     /// # Errors
-    /// Outside the root, missing, not a `.wasm`, or the runtime refuses it.
+    /// Outside the root, missing, neither a `.wasm` nor `FILE.py:Class`, or the runtime
+    /// refuses it (for a class: its file does not parse, imports what the sandbox does
+    /// not have, ... — the message carries the Python traceback).
     pub fn plugin(&self, path: &str) -> Result<Arc<dyn Udf>, CatalogError> {
-        let resolved = self.access.resolve(path)?;
-        if !resolved.extension().is_some_and(|e| e.eq_ignore_ascii_case("wasm")) {
+        let (file, class) = match crate::wasm::class_reference(path) {
+            Some((file, class)) => (file.to_str().unwrap_or(path), Some(class)),
+            None => (path, None),
+        };
+        let resolved = self.access.resolve(file)?;
+        if class.is_none() && !resolved.extension().is_some_and(|e| e.eq_ignore_ascii_case("wasm")) {
             return Err(CatalogError::NotAPlugin(path.to_owned()));
         }
         let modified = std::fs::metadata(&resolved).and_then(|m| m.modified()).ok();
         let poisoned = || CatalogError::Internal("plugin cache poisoned".into());
-        if let Some((when, udf)) = self.plugins.lock().map_err(|_| poisoned())?.get(&resolved)
+        let key = (resolved, class.map(str::to_owned));
+        if let Some((when, udf)) = self.plugins.lock().map_err(|_| poisoned())?.get(&key)
             && *when == modified
         {
             return Ok(udf.clone());
         }
-        let (udf, _) = self.runtime()?.load(&resolved)?;
+        let (udf, _) = match class {
+            Some(class) => self.runtime()?.load_class_file(&key.0, class)?,
+            None => self.runtime()?.load(&key.0)?,
+        };
         let udf: Arc<dyn Udf> = Arc::new(udf);
-        self.plugins.lock().map_err(|_| poisoned())?.insert(resolved, (modified, udf.clone()));
+        self.plugins.lock().map_err(|_| poisoned())?.insert(key, (modified, udf.clone()));
         Ok(udf)
     }
 
@@ -185,6 +209,38 @@ impl Catalog {
     }
 }
 
+/// The classes of a Python file that look like UDFs: `class Name(...):` at the start of
+/// a line with `UDF` among the bases (`UDF`, `udf_host.UDF`, `libertem.udf.UDF`). A
+/// listing only, read without running Python: whether a class really is one is found
+/// out when it is chosen (and said on the page if not).
+pub fn udf_classes(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix("class ")?;
+            let (name, rest) = rest.split_once('(')?;
+            let (bases, _) = rest.split_once(')')?;
+            let name = name.trim();
+            let is_udf = bases.split(',').any(|b| b.trim() == "UDF" || b.trim().ends_with(".UDF"));
+            let identifier = name.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
+                && name.chars().all(|c| c.is_alphanumeric() || c == '_');
+            (is_udf && identifier).then(|| name.to_owned())
+        })
+        .collect()
+}
+
 fn size(path: &Path) -> u64 {
     std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn udf_classes_are_the_top_level_classes_with_udf_among_their_bases() {
+        let text = "import numpy as np\nfrom udf_host import UDF\n\nclass MySum(UDF):\n    pass\n\n\
+                    class Helper:\n    pass\nclass Other(base.UDF, Mixin):\n  class Inner(UDF):\n\
+                    class NotOne(UDFBase):\n";
+        assert_eq!(udf_classes(text), ["MySum", "Other"]);
+    }
 }

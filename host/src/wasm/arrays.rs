@@ -16,8 +16,8 @@ use super::convert::{dtype_from_wit, dtype_to_wit};
 use super::state::{HostState, Interrupted};
 use crate::arrays::ops::{BinaryOp, FftOp, ReduceOp, UnaryOp};
 use crate::arrays::{
-    self, ArrayError, ArrayMemory, Ctx, FixedLimit, HostArray, IndexItem, Lease, MemoryLimit, Operand, ReduceOptions,
-    Scalar, WriteMode,
+    self, ArrayError, ArrayMemory, Ctx, Dense, FixedLimit, HostArray, IndexItem, Lease, MemoryLimit, Operand,
+    ReduceOptions, Scalar, WriteMode,
 };
 use crate::dtype::DType;
 use std::sync::Arc;
@@ -99,14 +99,28 @@ impl PluginArrays {
         }
     }
 
-    /// Lend a tile (`[frames, ..sig]`, C order) for the coming `process` call.
+    /// Lend a tile (`[frames, ..sig]`, C order, of dtype `stored`) for the coming
+    /// `process` call, seen as `dtype`: stored integers of a float input dtype become a
+    /// converting view ([`HostArray::Converting`]), converted as they are read.
     ///
     /// # Safety
     /// `bytes` must stay valid and unchanged until [`PluginArrays::end_call`].
-    pub unsafe fn lend_tile(&mut self, dtype: DType, shape: &[usize], bytes: &[u8]) -> Result<(), ArrayError> {
+    pub unsafe fn lend_tile(
+        &mut self,
+        stored: DType,
+        dtype: DType,
+        shape: &[usize],
+        bytes: &[u8],
+    ) -> Result<(), ArrayError> {
         let lease = Lease::new();
-        // SAFETY: passed on to our caller, who calls `end_call` before the bytes go.
-        let tile = unsafe { HostArray::borrowed(&self.memory, dtype, shape, bytes, lease.clone())? };
+        let memory = &self.memory;
+        let tile = if stored == dtype {
+            // SAFETY: passed on to our caller, who calls `end_call` before the bytes go.
+            unsafe { HostArray::borrowed(memory, dtype, shape, bytes, lease.clone())? }
+        } else {
+            // SAFETY: as above.
+            unsafe { HostArray::borrowed_converting(memory, stored, dtype, shape, bytes, lease.clone())? }
+        };
         self.tile = Some(tile);
         self.lease = Some(lease);
         Ok(())
@@ -117,9 +131,10 @@ impl PluginArrays {
         self.tile = Some(tile);
     }
 
-    /// A fresh zeroed array in the instance's memory (tiles read for the plugin).
-    pub fn zeros(&self, dtype: DType, shape: &[usize]) -> Result<HostArray, ArrayError> {
-        HostArray::zeros(&self.memory, dtype, shape)
+    /// A fresh array in the instance's memory for a tile read for the plugin, not
+    /// zeroed (the read overwrites every byte; zeroing was a whole extra pass per tile).
+    pub fn tile_buffer(&self, dtype: DType, shape: &[usize]) -> Result<HostArray, ArrayError> {
+        Dense::alloc(&self.memory, "tile", dtype, shape, false).map(HostArray::Dense)
     }
 
     /// The most bytes the arrays held at once.

@@ -12,6 +12,7 @@ use super::convert::*;
 use super::fill::{GuestArrayData, GuestTile, ProcessParams, ProcessResults};
 use super::state::{BudgetExceeded, HostState, Interrupted, LogOrigin, MemoryLimitExceeded, RunLog};
 use super::{LoadError, LoadErrorKind, Shared, WIT_PACKAGE, WIT_VERSION};
+use crate::dtype::DType;
 use crate::log::escape_control;
 use crate::udf::{
     BufferDecl, BufferViewMut, CallError, ClassSource, DataAccess, DatasetMeta, Description, InitContext,
@@ -480,6 +481,13 @@ impl Udf for WasmUdf {
         self.host_tiles
     }
 
+    /// Host tiles of a file's integers are lent unconverted, as a view the plugin sees
+    /// in the input dtype ([`crate::arrays::Converting`]): reductions convert in
+    /// registers instead of through a converted copy of the tile.
+    fn converts_on_read(&self) -> bool {
+        self.host_tiles
+    }
+
     fn source(&self) -> &str {
         &self.source
     }
@@ -529,7 +537,7 @@ impl Udf for WasmUdf {
             partition: ctx.partition.map(|p| partition_to_wit(p, &slices)),
         };
         instance.call(&self.shared, CallKind::Control, |p, s| p.udf_plugin_udf().call_init(s, init))?;
-        Ok(Box::new(WasmPartition { udf: self, instance }))
+        Ok(Box::new(WasmPartition { udf: self, instance, input_dtype: ctx.dataset.input_dtype }))
     }
 
     fn merge(
@@ -652,6 +660,9 @@ fn tile_shape(tile: &Tile<'_>) -> Vec<usize> {
 struct WasmPartition<'a> {
     udf: &'a WasmUdf,
     instance: Instance,
+    /// The run's input dtype: what tiles of stored integers are seen as (host tiles
+    /// only, which [convert on read](Udf::converts_on_read)).
+    input_dtype: DType,
 }
 
 impl WasmPartition<'_> {
@@ -681,11 +692,14 @@ impl PartitionRunner for WasmPartition<'_> {
 
     fn process(&mut self, tile: &Tile<'_>) -> Result<(), CallError> {
         let host_tiles = self.udf.host_tiles;
+        // Host tiles may come as the file's integers (`converts_on_read`): the plugin
+        // sees them as the input dtype.
+        let seen_dtype = if host_tiles { self.input_dtype } else { tile.dtype };
         if host_tiles {
             let shape = tile_shape(tile);
             // SAFETY: `tile.data` outlives this call, and `end_call` below revokes the
             // lease before we return.
-            unsafe { self.instance.store.data_mut().arrays.lend_tile(tile.dtype, &shape, tile.data) }
+            unsafe { self.instance.store.data_mut().arrays.lend_tile(tile.dtype, seen_dtype, &shape, tile.data) }
                 .map_err(|e| CallError::internal(e.to_string()))?;
         }
         let data: &[u8] = if host_tiles { no_tile_data() } else { tile.data };
@@ -695,7 +709,7 @@ impl PartitionRunner for WasmPartition<'_> {
             scheme_index: tile.scheme_index as u32,
             sig: sig_slice_to_wit(tile.sig),
             true_nav_indices: tile.true_nav_indices,
-            data: array_data(tile.dtype, data, self.udf.access()),
+            data: array_data(seen_dtype, data, self.udf.access()),
         };
         let outcome = self.timed_process(|p, s| p.udf_plugin_udf().call_process(s, wit_tile));
         self.instance.store.data_mut().arrays.end_call();
@@ -711,7 +725,8 @@ impl PartitionRunner for WasmPartition<'_> {
             // Read the tile into an array of the instance (the one copy), then pass it
             // as a host array.
             let arrays = &mut self.instance.store.data_mut().arrays;
-            let array = arrays.zeros(tile.dtype, &tile_shape(tile)).map_err(|e| CallError::internal(e.to_string()))?;
+            let array =
+                arrays.tile_buffer(tile.dtype, &tile_shape(tile)).map_err(|e| CallError::internal(e.to_string()))?;
             {
                 let dense = array.dense("tile").map_err(|e| CallError::internal(e.to_string()))?;
                 let mut bytes = dense.storage.write("tile").map_err(|e| CallError::internal(e.to_string()))?;

@@ -189,3 +189,78 @@ class MaskedCountUDF(UDF):
             "frame_sum": self.with_mask(self.results.frame_sum, valid),
             "merged": np.array([np.count_nonzero(valid)]),
         }
+
+
+# -- merge_all (LiberTEM calls it in its DelayedJobExecutor; udf-host when there is no merge) --
+
+
+class MergeAllSumUDF(UDF):
+    """A sig sum and the per-frame maxima merged by `merge_all` only (LiberTEM's SumUDF's
+    merge_all, without `merge`)."""
+
+    def get_result_buffers(self):
+        return {
+            "intensity": self.buffer(kind="sig", dtype=np.float32),
+            "peak": self.buffer(kind="nav", dtype=np.float32),
+        }
+
+    def process_tile(self, tile):
+        self.results.intensity[:] += np.sum(tile, axis=0)
+        self.results.peak[:] = np.max(tile.reshape((tile.shape[0], -1)), axis=1)
+
+    def merge_all(self, ordered_results):
+        intensity = np.stack([b.intensity for b in ordered_results.values()], axis=0).sum(axis=0)
+        peak = np.concatenate([b.peak for b in ordered_results.values()])
+        return {"intensity": intensity, "peak": peak}
+
+
+class MergeAndMergeAllUDF(UDF):
+    """Both `merge` and `merge_all`: LiberTEM's ordinary executors (and udf-host) call
+    `merge`; the results say which ran (merge_all would double the sum)."""
+
+    def get_result_buffers(self):
+        return {"intensity": self.buffer(kind="sig", dtype=np.float32)}
+
+    def process_tile(self, tile):
+        self.results.intensity[:] += np.sum(tile, axis=0)
+
+    def merge(self, dest, src):
+        dest.intensity[:] += src.intensity
+
+    def merge_all(self, ordered_results):
+        return {"intensity": 2 * np.stack([b.intensity for b in ordered_results.values()]).sum(axis=0)}
+
+
+class MergeAllRescalesNavUDF(UDF):
+    """Nav buffers only and a `merge_all` that rescales them: LiberTEM's ordinary executors
+    (and udf-host) use the default merge, the partitions' rows as they are."""
+
+    def get_result_buffers(self):
+        return {"frame_sum": self.buffer(kind="nav", dtype=np.float32)}
+
+    def process_tile(self, tile):
+        self.results.frame_sum[:] = np.sum(tile.reshape((tile.shape[0], -1)), axis=1)
+
+    def merge_all(self, ordered_results):
+        sums = np.concatenate([b.frame_sum for b in ordered_results.values()])
+        return {"frame_sum": sums / np.max(sums)}
+
+
+class MergeAllRescalesSigAndNavUDF(UDF):
+    """A sig buffer and a `merge_all` that rewrites the nav rows of other partitions:
+    udf-host merges nav rows partition by partition, cannot do that, and says so."""
+
+    def get_result_buffers(self):
+        return {
+            "intensity": self.buffer(kind="sig", dtype=np.float32),
+            "frame_sum": self.buffer(kind="nav", dtype=np.float32),
+        }
+
+    def process_tile(self, tile):
+        self.results.intensity[:] += np.sum(tile, axis=0)
+        self.results.frame_sum[:] = np.sum(tile.reshape((tile.shape[0], -1)), axis=1)
+
+    def merge_all(self, ordered_results):
+        sums = np.concatenate([b.frame_sum for b in ordered_results.values()])
+        intensity = np.stack([b.intensity for b in ordered_results.values()]).sum(axis=0)
+        return {"intensity": intensity, "frame_sum": sums / np.max(sums)}

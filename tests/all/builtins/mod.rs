@@ -6,6 +6,7 @@ mod cli;
 mod com;
 mod frames;
 mod masks;
+mod max;
 mod pick;
 mod radial_fourier;
 mod stddev;

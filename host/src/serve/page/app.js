@@ -430,12 +430,32 @@ async function openDataset(path) {
 
 $("dataset").addEventListener("change", (event) => openDataset(event.target.value));
 
+/** Fill `select` with `options`, keeping what was chosen if it is still there. */
+function fillSelect(select, options) {
+  const chosen = select.value;
+  select.replaceChildren(...options);
+  if (options.some((o) => o.value === chosen)) select.value = chosen;
+}
+
+/** Read the folder listing (again): files added under the root since appear. */
+async function refreshListing() {
+  const listing = await api("api/datasets");
+  fillSelect($("dataset"), listing.datasets.map((d) => new Option(`${d.path} (${(d.bytes / 1e6).toFixed(1)} MB)`, d.path)));
+  fillSelect($("plugin"), [new Option("—", ""), ...listing.plugins.map((p) => new Option(p.path, p.path))]);
+  state.listing = listing;
+  return listing;
+}
+
+// The listing is read again when a list gets the focus, when the window does (back from
+// copying files), and by the button.
+const refresh = () => refreshListing().catch((error) => showError(error.message));
+for (const id of ["dataset", "plugin"]) $(id).addEventListener("focus", refresh);
+window.addEventListener("focus", refresh);
+$("refresh").addEventListener("click", refresh);
+
 async function start() {
   try {
-    const listing = await api("api/datasets");
-    const select = $("dataset");
-    select.replaceChildren(...listing.datasets.map((d) => new Option(`${d.path} (${(d.bytes / 1e6).toFixed(1)} MB)`, d.path)));
-    $("plugin").replaceChildren(new Option("—", ""), ...listing.plugins.map((p) => new Option(p.path, p.path)));
+    const listing = await refreshListing();
     if (listing.datasets.length === 0) showError(`no datasets under ${listing.root}`);
     else await openDataset(listing.datasets[0].path);
   } catch (error) {
