@@ -194,8 +194,9 @@ impl HostArray {
         bytes: &[u8],
         lease: Arc<Lease>,
     ) -> Result<HostArray, ArrayError> {
-        let n = element_count("tile", shape)?;
-        if n.checked_mul(dtype.size()) != Some(bytes.len()) {
+        // The item size counts: `(0, 2**62)` of int64 is too big an array (as in NumPy),
+        // though it holds no element and no byte.
+        if array_bytes("tile", dtype, shape)? != bytes.len() {
             return Err(ArrayError::value("tile", "bytes and shape disagree"));
         }
         if !(bytes.as_ptr() as usize).is_multiple_of(dtype.size().min(16)) {
@@ -821,6 +822,22 @@ mod tests {
         assert!(matches!(copy, Err(ArrayError::Memory { .. })), "{:?}", copy.map(|c| c.len()));
         let fits = one.broadcast_to(&[16, 1024]).unwrap();
         assert_eq!(fits.to_bytes(&memory, "to_bytes").unwrap().len(), 16 * 1024 * 4);
+    }
+
+    /// Found by the `host_arrays` fuzz target (pass 5): a lent tile's shape was checked
+    /// in elements, not bytes, so an empty int64 tile of shape `(0, 2**62)` — too big an
+    /// array for NumPy — was accepted, and comparing it panicked in ndarray's layout
+    /// check. Tiles are checked as every other array is.
+    #[test]
+    fn a_lent_tile_is_refused_when_its_shape_is_too_big_for_its_dtype() {
+        let memory = ArrayMemory::with_limit(1 << 20);
+        let lease = Lease::new();
+        // SAFETY: an empty slice, valid for the whole test.
+        let huge = unsafe { HostArray::borrowed(&memory, DType::I64, &[0, 1 << 62], &[], lease.clone()) };
+        assert!(matches!(huge, Err(ArrayError::Memory { .. })), "{huge:?}");
+        // SAFETY: as above.
+        let fits = unsafe { HostArray::borrowed(&memory, DType::U8, &[0, 1 << 62], &[], lease) }.unwrap();
+        assert_eq!(fits.shape(), &[0, 1 << 62]);
     }
 
     /// Found writing the `host_arrays` fuzz target: new axes could be added without
