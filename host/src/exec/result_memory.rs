@@ -81,7 +81,7 @@ pub(super) fn check(
     Err(RunError::Invalid(format!(
         "the results would need {:.1} GiB of memory (merged buffers, results, valid masks{}{}), more than the limit \
          of {:.1} GiB (largest buffer: {largest}); process fewer frames (a ROI), ask for fewer results{}, or raise \
-         --max-result-memory",
+         the limit (--max-result-memory of run and live, max_result_memory= in Python; serve keeps the default)",
         gib(total),
         if roi { ", nav buffers expanded to the whole scan" } else { "" },
         extra.map(|e| format!(", {}", e.what)).unwrap_or_default(),
