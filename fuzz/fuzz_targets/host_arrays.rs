@@ -237,6 +237,10 @@ fn run_one(
     let opcode = input.byte() % 31;
     // Operations on one array of a slot.
     let x = input.slot();
+    if std::env::var_os("HOST_ARRAYS_TRACE").is_some() {
+        let shapes: Vec<_> = slots.arrays.iter().map(|a| a.as_ref().map(|a| (a.dtype(), a.shape().to_vec()))).collect();
+        eprintln!("op {opcode} on slot {x}; slots {shapes:?}");
+    }
     let Some(a) = slots.get(x).cloned() else {
         // Constructors (and the tile) need no operand.
         let result = match opcode % 7 {
