@@ -149,6 +149,7 @@ def main() -> None:
     from libertem.api import Context as LiberTEMContext
 
     folder = Path(args.dir)
+    folder.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="bench-classes-"))
     lt_mod, uh_mod = load_classes(work)
     # LiberTEM's Dask workers must import the classes' module.
