@@ -33,6 +33,22 @@ def cli(*args: str | os.PathLike) -> subprocess.CompletedProcess:
     return done
 
 
+def module_from_file(tmp_path: Path, name: str, source: str):
+    """`source` (dedented) as module `name` imported from a file of its own in `tmp_path`
+    (a class's source must be readable by `inspect`): the module and its path."""
+    import importlib.util
+    import sys
+    import textwrap
+
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent(source))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module, path
+
+
 def scan(nav=(6, 7), sig=(16, 12), seed=1, dtype=np.uint16) -> np.ndarray:
     """A synthetic 4D-STEM scan of small integers (sums are exact in float32): a bright
     disk that moves with the scan position over a noisy background."""

@@ -8,26 +8,19 @@ what it defines must behave as the original does. Refusals must name what cannot
 
 from __future__ import annotations
 
-import importlib.util
 import linecache
-import sys
 import textwrap
 import types
 
 import numpy as np
 import pytest
 
+from conftest import module_from_file
 from udf_host.capture import CaptureError, capture
 
 
 def _module_from_file(tmp_path, name: str, source: str) -> types.ModuleType:
-    path = tmp_path / f"{name}.py"
-    path.write_text(textwrap.dedent(source))
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return module_from_file(tmp_path, name, source)[0]
 
 
 _CELL = 0

@@ -11,10 +11,7 @@ is stopped by `timeout=`.
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +19,8 @@ import pytest
 
 import udf_host
 from udf_host.capture import CaptureError
+
+from conftest import module_from_file
 
 _MODULES = 0
 
@@ -31,13 +30,7 @@ def _classes(tmp_path: Path, source: str):
     global _MODULES
     _MODULES += 1
     name = f"class_errors_{_MODULES}"
-    path = tmp_path / f"{name}.py"
-    path.write_text(textwrap.dedent(source))
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module, path
+    return module_from_file(tmp_path, name, source)
 
 
 def _line_of(path: Path, text: str) -> int:
