@@ -562,6 +562,8 @@ mod merlin_control {
         assert!(error.contains("expected NAME=VALUE"), "{error}");
         let mut dectris: LiveSource = "dectris://127.0.0.1".parse().unwrap();
         assert!(dectris.set_api(None, &[], true).is_err());
+        let error = source.set_api(Some("detector-pc:ctl"), &[], false).unwrap_err().to_string();
+        assert!(error.contains("port 'ctl' is not a number"), "{error}");
         source.set_api(Some("detector-pc"), &[], false).unwrap();
         match source {
             LiveSource::Merlin { control: Some(arming), .. } => assert_eq!(arming.address, "detector-pc:6341"),

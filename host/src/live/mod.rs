@@ -164,16 +164,10 @@ impl LiveSource {
                 Ok(())
             }
             (LiveSource::Merlin { control, .. }, Some(address)) => {
-                let address = address.strip_prefix("tcp://").unwrap_or(address).trim_end_matches('/');
-                let address = match address.rsplit_once(':') {
-                    Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => address.to_owned(),
-                    _ if address.is_empty() || address.contains(['/', ':']) => {
-                        return Err(LiveError::Invalid(format!(
-                            "'{address}' is not a Merlin control port: give HOST or HOST:PORT"
-                        )));
-                    }
-                    _ => format!("{address}:{DEFAULT_CONTROL_PORT}"),
-                };
+                let text = address.strip_prefix("tcp://").unwrap_or(address);
+                let address = host_port(text, DEFAULT_CONTROL_PORT).map_err(|why| {
+                    LiveError::Invalid(format!("'{text}' is not a Merlin control port: {why} (HOST or HOST:PORT)"))
+                })?;
                 let mut arming = MerlinArming::new(address);
                 for setting in settings {
                     let (name, value) = setting
@@ -216,24 +210,28 @@ impl std::str::FromStr for LiveSource {
             ))
         };
         let (scheme, rest) = text.split_once("://").ok_or_else(|| invalid("no scheme"))?;
-        let rest = rest.trim_end_matches('/');
-        if rest.is_empty() || rest.contains('/') {
-            return Err(invalid("expected HOST or HOST:PORT after the scheme"));
-        }
-        let with_port = |default: u16| -> Result<String, LiveError> {
-            match rest.rsplit_once(':') {
-                Some((host, port)) if !host.is_empty() && !host.ends_with(':') => {
-                    port.parse::<u16>().map_err(|_| invalid(&format!("port '{port}' is not a number")))?;
-                    Ok(rest.to_owned())
-                }
-                _ => Ok(format!("{rest}:{default}")),
-            }
-        };
+        let with_port = |default: u16| host_port(rest, default).map_err(|why| invalid(&why));
         match scheme.to_ascii_lowercase().as_str() {
             "merlin" => Ok(LiveSource::Merlin { address: with_port(merlin::DEFAULT_PORT)?, control: None }),
             "dectris" => Ok(LiveSource::Dectris { address: with_port(dectris::DEFAULT_PORT)?, api: None }),
             other => Err(invalid(&format!("unknown detector '{other}'"))),
         }
+    }
+}
+
+/// `HOST[:PORT]` (a trailing `/` ignored) as `HOST:PORT`, `default` when no port is given:
+/// live sources and the Merlin control port are named this way.
+fn host_port(text: &str, default: u16) -> Result<String, String> {
+    let text = text.trim_end_matches('/');
+    if text.is_empty() || text.contains('/') {
+        return Err("expected HOST or HOST:PORT".into());
+    }
+    match text.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && !host.ends_with(':') => {
+            port.parse::<u16>().map_err(|_| format!("port '{port}' is not a number"))?;
+            Ok(text.to_owned())
+        }
+        _ => Ok(format!("{text}:{default}")),
     }
 }
 
