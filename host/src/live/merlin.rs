@@ -138,8 +138,8 @@ impl MerlinReceiver {
         already: &[u8],
     ) -> Result<Bytes, LiveError> {
         let header = self.read_frame_header(length, stop, patience, at, already)?;
-        let layout = match (&self.header, &self.layout) {
-            (Some(first), Some(layout)) => {
+        let first_layout = match (&self.header, &self.layout) {
+            (Some(first), Some(_)) => {
                 let same = header.header_bytes == first.header_bytes
                     && header.pixel == first.pixel
                     && (header.width, header.height, header.chips) == (first.width, first.height, first.chips)
@@ -159,22 +159,29 @@ impl MerlinReceiver {
                         ),
                     ));
                 }
-                layout.clone()
+                None
             }
-            _ => MibLayout::new(&header).map_err(|e| self.malformed(at, e))?,
+            _ => Some(MibLayout::new(&header).map_err(|e| self.malformed(at, e))?),
         };
-        if length != layout.stride {
+        // The first frame's layout, or the one every later frame was just checked to share
+        // (not cloned per frame: this runs for every frame of the scan).
+        let Some(layout) = first_layout.as_ref().or(self.layout.as_ref()) else {
+            return Err(LiveError::Invalid("internal: a frame without a layout".into()));
+        };
+        let (stride, frame_bytes) = (layout.stride, layout.frame_bytes);
+        if length != stride {
             return Err(self.malformed(
                 at,
                 format!(
-                    "the message holds {length} bytes, but a frame of {header} needs {} ({} of header + {} of pixels)",
-                    layout.stride, header.header_bytes, layout.frame_bytes
+                    "the message holds {length} bytes, but a frame of {header} needs {stride} ({} of header + \
+                     {frame_bytes} of pixels)",
+                    header.header_bytes
                 ),
             ));
         }
-        let mut pixels = vec![0u8; layout.frame_bytes];
+        let mut pixels = vec![0u8; frame_bytes];
         self.wire.read_exact(&mut pixels, stop, patience, self.frames)?;
-        if self.header.is_none() {
+        if let Some(layout) = first_layout {
             self.header = Some(header);
             self.layout = Some(layout);
         }
