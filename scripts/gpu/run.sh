@@ -2,15 +2,15 @@
 # Run the GPU kit of scripts/gpu/build.sh on a machine with an NVIDIA GPU and its driver
 # (no Rust, no CUDA toolkit needed): the CUDA tests with their --ignored twins (which fail
 # where no GPU can be used), then the GPU benchmark. Writes the report (Markdown) to
-# target/gpu-kit/report.md, or to the file given as the first argument, and exits non-zero
+# target/gpu-kit/kit/report.md, or to the file given as the first argument, and exits non-zero
 # if a test failed.
-# Environment: UDF_GPU_KIT (default target/gpu-kit), UDF_BENCH_DIR (benchmark datasets,
+# Environment: UDF_GPU_KIT (default target/gpu-kit/kit), UDF_BENCH_DIR (benchmark datasets,
 # default /tmp, 6 GiB), UDF_GPU_BENCH_GIB (float32 dataset size, default 4), SKIP_BENCH=1,
 # UDF_GPU_TEST_TIMEOUT / UDF_GPU_BENCH_TIMEOUT (seconds, default 600 / 900), MEMCHECK=1 (one
 # small test under compute-sanitizer's memcheck, where it is installed).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-kit=${UDF_GPU_KIT:-target/gpu-kit}
+kit=${UDF_GPU_KIT:-target/gpu-kit/kit}
 report=${1:-$kit/report.md}
 [[ -f $kit/all.xz && -f $kit/gpu.xz ]] || { echo "error: no kit in $kit; build it with scripts/gpu/build.sh" >&2; exit 1; }
 work=$(mktemp -d)
@@ -31,7 +31,7 @@ done
 major=12
 [[ $(cat "$kit/feature" 2>/dev/null) == cuda13 ]] && major=13
 candidates=(/usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu
-    $(find /opt /usr/local /usr/lib -maxdepth 8 -type d -path '*/nvidia/*/lib' 2>/dev/null))
+    $(find /opt /usr/local /usr/lib -maxdepth 9 -type d -path '*/nvidia/*/lib' 2>/dev/null))
 library_dir() {
     local d
     for d in "${candidates[@]}"; do
