@@ -282,13 +282,25 @@ fn a_shipped_plan_keeps_its_devices(expect_gpu: bool) {
     let path = dir.path().join("data.npy");
     fixtures::write_npy(&path, &data, Ty::U16);
     let udfs = vec![(builtin("sum"), Params::default()), (builtin("pick"), Params::default())];
-    let options = RunOptions { partitions: Some(3), device: Device::Auto, ..Default::default() };
+    // One thread: `auto` estimates the GPU faster for `sum` (crate::cuda::auto).
+    let options = RunOptions { partitions: Some(3), device: Device::Auto, threads: Some(1), ..Default::default() };
     let (gpu, cpu, plan) = run_both(&path, &udfs, &options, "shipped");
     let back = Plan::from_json(&plan.to_json()).unwrap();
     assert_eq!(back.udfs[0].device, DeviceClass::Cuda);
     assert_eq!(back.udfs[1].device, DeviceClass::Cpu);
     assert!(back.udfs[1].device_note.as_deref().is_some_and(|n| n.contains("no CUDA kernel")), "{:?}", back.udfs[1]);
     assert_agree(&gpu, &cpu, "shipped");
+
+    // 16 threads (uint16): `auto` keeps `sum` on the CPU and says why; `stddev` goes to the GPU.
+    let opened = udf_host::dataset::DatasetSpec::file(&path, OpenOptions::default()).open().unwrap();
+    let specs = ["sum", "stddev"].map(|name| UdfSpec { udf: builtin(name), params: Params::default() });
+    let many = RunOptions { device: Device::Auto, threads: Some(16), ..Default::default() };
+    let run = Run::plan(opened, specs.to_vec(), many).unwrap();
+    let planned = &run.as_plan().udfs;
+    assert_eq!(planned[0].device, DeviceClass::Cpu, "{:?}", planned[0]);
+    assert!(planned[0].device_note.as_deref().is_some_and(|n| n.contains("16 CPU threads")), "{:?}", planned[0]);
+    assert_eq!(planned[1].device, DeviceClass::Cuda, "{:?}", planned[1]);
+    run.execute().unwrap();
 }
 
 #[test]

@@ -179,12 +179,13 @@ mod gpu {
         let dir = PathBuf::from(std::env::var("UDF_BENCH_DIR").unwrap_or_else(|_| "/tmp".into()));
         let gib = env_number("UDF_GPU_BENCH_GIB", 4.0);
         let repeat = env_number("UDF_BENCH_REPEAT", 3.0) as usize;
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let mut out = String::new();
         let mut feeding = String::new();
         let _ = writeln!(
             out,
             "## End to end from the page cache (all CPU threads; best of {repeat})\n\n\
-             | case | dtype | file GiB | CPU GB/s | GPU GB/s | GPU / CPU | GPU / host-to-device link |\n|---|---|---|---|---|---|---|"
+             | case | dtype | file GiB | CPU GB/s | GPU GB/s | GPU / CPU | GPU / host-to-device link | `auto` chooses ({threads} threads) |\n|---|---|---|---|---|---|---|---|"
         );
         println!("{out}");
         for dtype in [DType::F32, DType::U16] {
@@ -204,8 +205,15 @@ mod gpu {
                 let cpu = seconds(&path, case, Device::Cpu, repeat)?;
                 let gpu = seconds(&path, case, Device::Cuda, repeat)?;
                 let (c, g) = (file_bytes / cpu / 1e9, file_bytes / gpu / 1e9);
+                let (builtin, masks) = if case == "masks16" { ("masks", 16) } else { (case, 0) };
+                let auto = match udf_host::cuda::auto::prefers_gpu(builtin, masks, dtype, threads) {
+                    Ok(()) if g >= c => "GPU (right)",
+                    Ok(()) => "GPU (wrong)",
+                    Err(_) if c >= g => "CPU (right)",
+                    Err(_) => "CPU (wrong)",
+                };
                 let line = format!(
-                    "| {case} | {dtype} | {:.1} | {c:.1} | {g:.1} | {:.2} | {:.0} % |",
+                    "| {case} | {dtype} | {:.1} | {c:.1} | {g:.1} | {:.2} | {:.0} % | {auto} |",
                     file_bytes / (1u64 << 30) as f64,
                     g / c,
                     100.0 * g / link
