@@ -7,7 +7,7 @@
 # Environment: UDF_GPU_KIT (default target/gpu-kit/kit), UDF_BENCH_DIR (benchmark datasets,
 # default /tmp, 6 GiB), UDF_GPU_BENCH_GIB (float32 dataset size, default 4), SKIP_BENCH=1,
 # UDF_GPU_TEST_TIMEOUT / UDF_GPU_BENCH_TIMEOUT (seconds, default 600 / 900), MEMCHECK=1 (one
-# small test under compute-sanitizer's memcheck, where it is installed).
+# small test, MEMCHECK_TEST, under compute-sanitizer's memcheck, where it is installed).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 kit=${UDF_GPU_KIT:-target/gpu-kit/kit}
@@ -75,16 +75,17 @@ if [[ ${SKIP_BENCH:-0} != 1 ]]; then
     [[ -f $work/bench.md ]] && cat "$work/bench.md" >>"$report"
 fi
 [[ -d /usr/local/cuda/bin ]] && PATH=$PATH:/usr/local/cuda/bin
+memcheck_test=${MEMCHECK_TEST:-a_shipped_plan_keeps_its_devices_on_the_gpu}
 if [[ ${MEMCHECK:-0} == 1 ]] && command -v compute-sanitizer >/dev/null; then
     # Out-of-bounds and misaligned accesses that do not crash a run (slow: one small test).
     {
         echo
-        echo "## compute-sanitizer memcheck: a_shipped_plan_keeps_its_devices_on_the_gpu"
+        echo "## compute-sanitizer memcheck: $memcheck_test"
         echo
         echo '```'
     } >>"$report"
     timeout "${MEMCHECK_TIMEOUT:-180}" compute-sanitizer --tool memcheck --error-exitcode 9 "$work/all" --include-ignored --exact \
-        cuda::a_shipped_plan_keeps_its_devices_on_the_gpu 2>&1 | tail -40 >>"$report"
+        "cuda::$memcheck_test" 2>&1 | tail -40 >>"$report"
     echo "memcheck exit ${PIPESTATUS[0]}" >>"$report"
     echo '```' >>"$report"
 fi
