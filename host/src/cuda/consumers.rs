@@ -11,7 +11,7 @@ use crate::array::NdArray;
 use crate::dtype::DType;
 use crate::udf::{CallError, InitContext, NamedBuffer, PartitionRunner, SliceRuns, Tile};
 use cudarc::cublas::sys::cublasOperation_t;
-use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig};
 use std::sync::{Arc, Mutex};
 
@@ -22,19 +22,10 @@ const THREADS: usize = 256;
 const MASKS_PER_PASS: usize = 32;
 
 /// Float32 masks above this count go to cuBLAS SGEMM (where it loads); fewer run in the
-/// one-pass kernel. From the benchmark on an H200 (docs/benchmarks.md "GPU").
+/// one-pass kernel. From the benchmark on an H200 (docs/benchmarks.md "GPU"): with 4
+/// masks the one-pass kernel reads 3.3 TB/s of frames, cuBLAS 2.0; with 8, 0.95 against
+/// 2.0 (the one-pass kernel rereads every mask value from L2 for each few frames).
 const GEMM_ABOVE: usize = 4;
-
-/// Pixel ranges a cuBLAS product of `count` masks with `frames` frames of `k` pixels is
-/// split into: cuBLAS covers the (M × frames) result with tiles of about 128 × 128, fewer
-/// than the GPU has multiprocessors when M is small, so each tile's long sum over the
-/// pixels is split until about two blocks per multiprocessor run (at least 1024 pixels per
-/// split).
-fn k_splits(gpu: &Gpu, count: usize, frames: usize, k: usize) -> usize {
-    let tiles = count.div_ceil(128) * frames.div_ceil(128);
-    let wanted = (2 * gpu.sm_count as usize).div_ceil(tiles.max(1));
-    wanted.clamp(1, (k / 1024).max(1))
-}
 
 /// How a masks consumer multiplies: chosen by the mask count ([`GEMM_ABOVE`]), or forced
 /// (the benchmark compares both).
@@ -362,10 +353,6 @@ enum Products {
         blas: [Option<CudaBlas>; 2],
         /// The chunk as float32 (integer tiles).
         scratch: Option<CudaSlice<f32>>,
-        /// Per lane: the split-K partial products (see [`k_splits`]).
-        partials: [Option<CudaSlice<f32>>; 2],
-        /// Ones, to add the partial products up with one more product.
-        ones: Option<CudaSlice<f32>>,
     },
 }
 
@@ -422,7 +409,7 @@ impl MasksConsumer {
         let products = if gemm {
             let out =
                 stream.alloc_zeros::<f32>((frames * count).max(1)).map_err(|e| format!("device memory: {e:?}"))?;
-            Products::Gemm { out, blas: [None, None], scratch: None, partials: [None, None], ones: None }
+            Products::Gemm { out, blas: [None, None], scratch: None }
         } else {
             Products::OnePass(
                 stream.alloc_zeros::<f64>((frames * count).max(1)).map_err(|e| format!("device memory: {e:?}"))?,
@@ -477,7 +464,7 @@ impl Consumer for MasksConsumer {
                 }
                 Ok(())
             }
-            Products::Gemm { out, blas, scratch, partials, ones } => {
+            Products::Gemm { out, blas, scratch } => {
                 let slot = blas.get_mut(chunk.lane).ok_or("unknown lane")?;
                 if slot.is_none() {
                     *slot = Some(CudaBlas::new(chunk.stream.clone()).map_err(|e| format!("cuBLAS: {e:?}"))?);
@@ -513,76 +500,20 @@ impl Consumer for MasksConsumer {
                 let int = |v: usize| i32::try_from(v).map_err(|_| "a matrix too large for cuBLAS".to_owned());
                 // Row-major out (frames × M) += data (frames × K) · masksᵀ, as column-major
                 // C (M × frames) = Aᵀ · B with A = masks (K × M, lda K), B = data (K × frames).
-                let product = |k_part: usize, beta: f32, ldc: usize| -> Result<GemmConfig<f32>, String> {
-                    Ok(GemmConfig {
-                        transa: cublasOperation_t::CUBLAS_OP_T,
-                        transb: cublasOperation_t::CUBLAS_OP_N,
-                        m: int(count)?,
-                        n: int(frames)?,
-                        k: int(k_part)?,
-                        alpha: 1.0f32,
-                        lda: int(k)?,
-                        ldb: int(k)?,
-                        beta,
-                        ldc: int(ldc)?,
-                    })
-                };
-                let splits = k_splits(gpu, count, frames, k);
-                if splits == 1 {
-                    // SAFETY: the shapes above describe exactly the three buffers' extents.
-                    return unsafe { blas.gemm(product(k, 1.0, count)?, &a, &data, &mut c) }
-                        .map_err(|e| format!("cuBLAS sgemm: {e:?}"));
-                }
-                // Split-K: `splits` products over equal runs of pixels into partial
-                // results (one batched call), the pixels left over added straight into
-                // C, then C += partials · ones (one more product).
-                let (part, len) = (k / splits, count * frames);
-                let partial = partials.get_mut(chunk.lane).ok_or("unknown lane")?;
-                if partial.as_ref().is_none_or(|p| p.len() < splits * len) {
-                    *partial = Some(
-                        chunk.stream.alloc_zeros::<f32>(splits * len).map_err(|e| format!("device memory: {e:?}"))?,
-                    );
-                }
-                let partial = partial.as_mut().ok_or("no partial products")?;
-                if ones.as_ref().is_none_or(|o| o.len() < splits) {
-                    *ones = Some(chunk.stream.clone_htod(&vec![1.0f32; splits]).map_err(|e| format!("{e:?}"))?);
-                }
-                let ones = ones.as_ref().ok_or("no ones")?;
-                let batched = StridedBatchedConfig {
-                    gemm: product(part, 0.0, count)?,
-                    batch_size: int(splits)?,
-                    stride_a: part as i64,
-                    stride_b: part as i64,
-                    stride_c: len as i64,
-                };
-                // SAFETY: batch b multiplies pixels b·part..(b + 1)·part of the masks
-                // (K × M, lda K) and of the data (K × frames, ldb K) into partial b
-                // (M × frames at b·len); splits·part <= K and the partials hold splits·len.
-                unsafe { blas.gemm_strided_batched(batched, &a, &data, partial) }
-                    .map_err(|e| format!("cuBLAS batched sgemm: {e:?}"))?;
-                let rest = k - splits * part;
-                if rest > 0 {
-                    let (a_rest, data_rest) = (a.slice(splits * part..), data.slice(splits * part..));
-                    // SAFETY: the last `rest` pixels of each mask and frame (same leading
-                    // dimensions), added into C.
-                    unsafe { blas.gemm(product(rest, 1.0, count)?, &a_rest, &data_rest, &mut c) }
-                        .map_err(|e| format!("cuBLAS sgemm: {e:?}"))?;
-                }
-                let sum = GemmConfig {
-                    transa: cublasOperation_t::CUBLAS_OP_N,
+                let cfg = GemmConfig {
+                    transa: cublasOperation_t::CUBLAS_OP_T,
                     transb: cublasOperation_t::CUBLAS_OP_N,
-                    m: int(len)?,
-                    n: 1,
-                    k: int(splits)?,
+                    m: int(count)?,
+                    n: int(frames)?,
+                    k: int(k)?,
                     alpha: 1.0f32,
-                    lda: int(len)?,
-                    ldb: int(splits)?,
+                    lda: int(k)?,
+                    ldb: int(k)?,
                     beta: 1.0f32,
-                    ldc: int(len)?,
+                    ldc: int(count)?,
                 };
-                // SAFETY: the partials are (len × splits, lda len), ones (splits × 1),
-                // C (len × 1).
-                unsafe { blas.gemm(sum, &*partial, ones, &mut c) }.map_err(|e| format!("cuBLAS sgemm (sum): {e:?}"))
+                // SAFETY: the shapes above describe exactly the three buffers' extents.
+                unsafe { blas.gemm(cfg, &a, &data, &mut c) }.map_err(|e| format!("cuBLAS sgemm: {e:?}"))
             }
         }
     }
