@@ -185,9 +185,7 @@ mod gpu {
         let _ = writeln!(
             out,
             "## End to end from the page cache (all CPU threads; best of {repeat})\n\n\
-             GPU: tiles copied straight from the registered file mapping (the default); staged: through pinned \
-             staging buffers.\n\n\
-             | case | dtype | file GiB | CPU GB/s | GPU GB/s | GPU staged GB/s | GPU / CPU | GPU / host-to-device link | `auto` chooses ({threads} threads) |\n|---|---|---|---|---|---|---|---|---|"
+             | case | dtype | file GiB | CPU GB/s | GPU GB/s | GPU / CPU | GPU / host-to-device link | `auto` chooses ({threads} threads) |\n|---|---|---|---|---|---|---|---|"
         );
         println!("{out}");
         for dtype in [DType::F32, DType::U16] {
@@ -205,11 +203,8 @@ mod gpu {
             }
             for case in ["sum", "sumsig", "stddev", "masks16", "com"] {
                 let cpu = seconds(&path, case, Device::Cpu, repeat)?;
-                udf_host::cuda::set_direct_copies(false);
-                let staged = seconds(&path, case, Device::Cuda, repeat);
-                udf_host::cuda::set_direct_copies(true);
                 let gpu = seconds(&path, case, Device::Cuda, repeat)?;
-                let (c, g, s) = (file_bytes / cpu / 1e9, file_bytes / gpu / 1e9, file_bytes / staged? / 1e9);
+                let (c, g) = (file_bytes / cpu / 1e9, file_bytes / gpu / 1e9);
                 let (builtin, masks) = if case == "masks16" { ("masks", 16) } else { (case, 0) };
                 let auto = match udf_host::cuda::auto::prefers_gpu(builtin, masks, dtype, threads) {
                     Ok(()) if g >= c => "GPU (right)",
@@ -218,7 +213,7 @@ mod gpu {
                     Err(_) => "CPU (wrong)",
                 };
                 let line = format!(
-                    "| {case} | {dtype} | {:.1} | {c:.1} | {g:.1} | {s:.1} | {:.2} | {:.0} % | {auto} |",
+                    "| {case} | {dtype} | {:.1} | {c:.1} | {g:.1} | {:.2} | {:.0} % | {auto} |",
                     file_bytes / (1u64 << 30) as f64,
                     g / c,
                     100.0 * g / link

@@ -10,16 +10,6 @@
 //! accumulators are written by kernels on both streams; cudarc's event tracking orders
 //! those kernels.
 //!
-//! Tiles of at least [`DIRECT_MIN_BYTES`] skip the staging copy where the driver lets
-//! their memory be registered (page-locked, read-only) for the length of the tile: the
-//! copies then go straight from the tile (usually the file's mapping) to the device, and
-//! the host's memory is read once instead of three times (read, written to the staging
-//! buffer, read by the copy). The few bytes before the tile's first and after its last
-//! whole page are copied from pageable memory; where registering fails (memory another
-//! run registered, a driver without read-only registration) the tile goes through the
-//! staging buffers as before. [`set_direct_copies`] switches this off (the benchmark
-//! compares both).
-//!
 //! The executor hands each tile to every runner in turn (wasm plugins of the same run
 //! read it on the CPU): the first GPU runner that gets a tile feeds it to all consumers,
 //! the others find it done.
@@ -30,63 +20,7 @@ use crate::udf::{CallError, NamedBuffer, PartitionMeta, SliceRuns, Tile, TilingS
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
 use rayon::prelude::*;
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-
-/// Tiles from this size on are copied from their own (registered) memory.
-pub const DIRECT_MIN_BYTES: usize = 4 << 20;
-
-static DIRECT_COPIES: AtomicBool = AtomicBool::new(true);
-
-/// Whether large tiles are copied straight from their registered memory (the default) or
-/// through the pinned staging buffers (for the benchmark's comparison).
-pub fn set_direct_copies(on: bool) {
-    DIRECT_COPIES.store(on, Ordering::Relaxed);
-}
-
-const PAGE: usize = 4096;
-
-/// The whole pages of a tile's memory, registered with the driver (read-only) until
-/// dropped. Dropped only after every copy from them has finished.
-struct Registered {
-    ptr: *mut std::ffi::c_void,
-    /// Offsets in the tile's bytes that the registration covers.
-    range: std::ops::Range<usize>,
-}
-
-impl Registered {
-    /// The whole pages inside `data`, registered; `None` where there are none or the
-    /// driver refuses (its reason does not matter: the staging path is taken).
-    fn new(data: &[u8]) -> Option<Registered> {
-        let start = data.as_ptr() as usize;
-        let first = start.div_ceil(PAGE) * PAGE;
-        let last = (start + data.len()) / PAGE * PAGE;
-        if last <= first {
-            return None;
-        }
-        let ptr = first as *mut std::ffi::c_void;
-        // SAFETY: `first..last` lies inside `data` (whole pages of it), which outlives the
-        // registration (dropped within `Feed::feed`, which borrows the tile); read-only
-        // registration never writes to it.
-        let registered = unsafe {
-            cudarc::driver::sys::cuMemHostRegister_v2(
-                ptr,
-                last - first,
-                cudarc::driver::sys::CU_MEMHOSTREGISTER_READ_ONLY,
-            )
-        };
-        registered.result().ok()?;
-        Some(Registered { ptr, range: first - start..last - start })
-    }
-}
-
-impl Drop for Registered {
-    fn drop(&mut self) {
-        // SAFETY: registered in `new`; every copy from it has finished (the feed
-        // synchronises its streams first).
-        let _ = unsafe { cudarc::driver::sys::cuMemHostUnregister(self.ptr) };
-    }
-}
 
 /// A chunk of a tile on the device, as a consumer's kernels see it.
 pub(crate) struct Chunk<'a> {
@@ -282,20 +216,13 @@ impl Feed {
         let lanes = self.lanes.as_mut().ok_or("the feed was closed")?;
         let per_chunk = chunk_frames(lanes[0].capacity(), frame_bytes);
         let first_row = tile.origin.checked_sub(self.partition_origin).ok_or("a tile before the partition")? as usize;
-        let data = &tile.data[..tile.frames * frame_bytes];
-        let registered = (DIRECT_COPIES.load(Ordering::Relaxed) && data.len() >= DIRECT_MIN_BYTES)
-            .then(|| Registered::new(data))
-            .flatten();
         for start in (0..tile.frames).step_by(per_chunk) {
             let frames = per_chunk.min(tile.frames - start);
-            let span = start * frame_bytes..(start + frames) * frame_bytes;
+            let bytes = &tile.data[start * frame_bytes..(start + frames) * frame_bytes];
             let lane_index = self.next_lane;
             self.next_lane ^= 1;
             let lane = &mut lanes[lane_index];
-            match &registered {
-                Some(r) => copy_direct(lane, data, span, &r.range)?,
-                None => upload(lane, &data[span])?,
-            }
+            upload(lane, bytes)?;
             let chunk = Chunk {
                 dtype: tile.dtype,
                 data: &lane.input,
@@ -314,12 +241,6 @@ impl Feed {
                 {
                     *error = Some(e);
                 }
-            }
-        }
-        if registered.is_some() {
-            // The registration ends when this returns: the copies from it must be done.
-            for lane in lanes.iter() {
-                lane.stream.synchronize().map_err(|e| format!("finishing the copies: {e:?}"))?;
             }
         }
         Ok(())
@@ -361,34 +282,6 @@ impl Drop for Feed {
             self.gpu.give_back(lanes);
         }
     }
-}
-
-/// Queue the copy of `data[span]` to the lane's device buffer straight from host memory:
-/// the part inside `registered` (offsets of `data` whose pages are registered) as a DMA
-/// from it, the bytes outside it from pageable memory (the driver stages those few).
-fn copy_direct(
-    lane: &mut Lane,
-    data: &[u8],
-    span: std::ops::Range<usize>,
-    registered: &std::ops::Range<usize>,
-) -> Result<(), String> {
-    // Before the registered pages, in them, after them (any may be empty).
-    let lo = span.start.max(registered.start).min(span.end);
-    let hi = span.end.min(registered.end).max(lo);
-    let pieces = [span.start..lo, lo..hi, hi..span.end];
-    let (device, written) = lane.input.device_ptr_mut(&lane.stream);
-    for piece in pieces.into_iter().filter(|p| !p.is_empty()) {
-        let to = device + (piece.start - span.start) as u64;
-        let from = &data[piece.clone()];
-        // SAFETY: `to` lies `piece.start - span.start` bytes into the lane's device buffer,
-        // which holds a whole chunk (`span`); `from` stays valid and unchanged until the
-        // feed synchronises the lanes at the end of the tile (registered memory) or until
-        // the call returns (pageable memory, which the driver copies before returning).
-        unsafe { cudarc::driver::result::memcpy_htod_async(to, from, lane.stream.cu_stream()) }
-            .map_err(|e| format!("copy to the device: {e:?}"))?;
-    }
-    drop(written);
-    Ok(())
 }
 
 /// Copy `bytes` into the lane's staging buffer (once its previous copy has left it) and
