@@ -56,7 +56,7 @@ export UDF_PLUGIN_DIR="$(cd "$UDF_PLUGIN_DIR" && pwd)"
     else
         echo "nvidia-smi: not available"
     fi
-    echo "NVRTC: $nvrtc_dir; cuBLAS: ${cublas_dir:-libcublas.so.$major not found (more than 32 float32 masks run in passes of 32)}"
+    echo "NVRTC: $nvrtc_dir; cuBLAS: ${cublas_dir:-libcublas.so.$major not found here (cudarc also tries the unversioned libcublas.so; without cuBLAS, more than 4 float32 masks run in the one-pass kernel)}"
     echo '```'
     echo
     echo "## Tests: cuda:: with the --ignored twins"
