@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 pub const UPDATE_EVERY: Duration = Duration::from_millis(40);
 
 /// How long the lane waits for a merge before it looks for a newer request.
-const POLL: Duration = Duration::from_millis(5);
+pub(super) const POLL: Duration = Duration::from_millis(5);
 
 /// What the lane sends to the page.
 #[derive(Debug)]
@@ -88,12 +88,17 @@ impl Lane {
 
     /// Run `request` next, interrupting the run in flight.
     pub fn submit(&self, request: Request) {
+        self.stop();
+        let _ = self.requests.send(request);
+    }
+
+    /// Interrupt the run in flight (the page's stop).
+    pub fn stop(&self) {
         if let Ok(current) = self.current.lock()
             && let Some(progress) = current.as_ref()
         {
             progress.interrupt();
         }
-        let _ = self.requests.send(request);
     }
 
     /// The last complete run, if any.
@@ -105,11 +110,7 @@ impl Lane {
 impl Drop for Lane {
     /// The page is gone: stop the run in flight (the thread ends once it has wound down).
     fn drop(&mut self) {
-        if let Ok(current) = self.current.lock()
-            && let Some(progress) = current.as_ref()
-        {
-            progress.interrupt();
-        }
+        self.stop();
     }
 }
 
@@ -140,8 +141,7 @@ impl Worker {
     }
 
     fn error(&self, id: u64, message: String) {
-        let text = json!({"type": "error", "lane": self.name, "id": id, "message": message}).to_string();
-        let _ = self.out.send(Outgoing::Text(text));
+        let _ = self.out.send(error_message(&self.name, id, &message));
     }
 
     /// Run `request` until it is complete, fails, or a newer request comes (returned).
@@ -167,19 +167,7 @@ impl Worker {
                 return None;
             }
         };
-        let plugins = specs
-            .iter()
-            .map(|s| PluginLoad {
-                source: s.udf.source().to_owned(),
-                cache: if s.udf.source().starts_with(crate::builtins::PREFIX) {
-                    LoadCache::Builtin
-                } else {
-                    LoadCache::Hit
-                },
-                load_seconds: 0.0,
-            })
-            .collect();
-        let summary = RunSummary::planned(&run, plugins, crate::cuda::Device::Cpu);
+        let summary = RunSummary::planned(&run, plugin_loads(specs), crate::cuda::Device::Cpu);
         let started = Instant::now();
         let mut iter = run.iter();
         let progress = iter.progress();
@@ -208,14 +196,7 @@ impl Worker {
                             done: false,
                             elapsed_ms: request.received.elapsed().as_secs_f64() * 1e3,
                         };
-                        match iter.results().map_err(|e| e.to_string()).and_then(|r| {
-                            wire::results_message(&progress, &r, show.as_deref()).map_err(|e| e.to_string())
-                        }) {
-                            Ok(bytes) => {
-                                let _ = self.out.send(Outgoing::Binary(bytes));
-                            }
-                            Err(message) => self.error(id, message),
-                        }
+                        send_results(&self.out, &progress, iter.results().as_ref(), show.as_deref());
                         last_sent = Some(Instant::now());
                     }
                 }
@@ -262,15 +243,49 @@ impl Worker {
             done: true,
             elapsed_ms: request.received.elapsed().as_secs_f64() * 1e3,
         };
-        match wire::results_message(&progress, &results, show.as_deref()) {
-            Ok(bytes) => {
-                let _ = self.out.send(Outgoing::Binary(bytes));
-            }
-            Err(e) => self.error(request.id, e.to_string()),
-        }
+        send_results::<RunError>(&self.out, &progress, Ok(&results), show.as_deref());
         let finished = Finished { analysis: request.analysis.clone(), summary, results, show, started };
         if let Ok(mut slot) = self.finished.lock() {
             *slot = Some(Arc::new(finished));
         }
     }
+}
+
+/// An `error` text message of lane `lane` about request `id`.
+pub fn error_message(lane: &str, id: u64, message: &str) -> Outgoing {
+    Outgoing::Text(json!({"type": "error", "lane": lane, "id": id, "message": message}).to_string())
+}
+
+/// Send `results` (the buffers named in `show`) as a `result` message, or the error
+/// that kept them from being made.
+pub fn send_results<E: std::fmt::Display>(
+    out: &tokio::sync::mpsc::UnboundedSender<Outgoing>,
+    progress: &WireProgress<'_>,
+    results: Result<&RunResults, E>,
+    show: Option<&[String]>,
+) {
+    let message = results
+        .map_err(|e| e.to_string())
+        .and_then(|r| wire::results_message(progress, r, show).map_err(|e| e.to_string()));
+    let _ = out.send(match message {
+        Ok(bytes) => Outgoing::Binary(bytes),
+        Err(message) => error_message(progress.lane, progress.id, &message),
+    });
+}
+
+/// How the report of a run names its UDFs: built-ins as built-ins, plugins as loaded
+/// (the catalog loaded them before).
+pub fn plugin_loads(specs: &[crate::exec::UdfSpec]) -> Vec<PluginLoad> {
+    specs
+        .iter()
+        .map(|s| PluginLoad {
+            source: s.udf.source().to_owned(),
+            cache: if s.udf.source().starts_with(crate::builtins::PREFIX) {
+                LoadCache::Builtin
+            } else {
+                LoadCache::Hit
+            },
+            load_seconds: 0.0,
+        })
+        .collect()
 }

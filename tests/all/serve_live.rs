@@ -1,0 +1,228 @@
+//! `udf-host serve` with a live source: `udf-host simulate merlin FILE --port 0` (the
+//! command line's own simulator, as a process) plays the detector, the page in a real
+//! headless Chromium chooses the live source, and what it shows when the acquisition is
+//! complete must be what the file holds: the sum pattern and each frame's sum (plain
+//! loops over the fixture's counts), then, after the ring is dragged, `builtin:ring` run
+//! on the same file. A source that is not there, or a scan of another shape, must reach
+//! the page as a message while the server goes on serving.
+
+use super::cli::{cli, s};
+use super::serve::{WAIT, client, drag, page_values, ring_reference};
+use serde_json::json;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use udf_host::dataset::OpenOptions;
+use udf_host::live::{LiveOptions, LiveSource};
+use udf_host::serve::{ServeLive, ServeOptions, Server};
+use udf_host_tests::browser::{Browser, chromium_or_skip};
+use udf_host_tests::fixture_formats::mib::{self, MibKind, MibSet};
+use udf_host_tests::fixtures::Data;
+use udf_host_tests::reference::{assert_close, sum_frames, sum_sig};
+
+const NAV: [usize; 2] = [8, 10];
+const SIG: [usize; 2] = [32, 32];
+
+/// A uint16 `.mib` scan with its `.hdr` (80 frames) in `dir/data`: the file and its counts.
+fn recorded_scan(dir: &Path) -> (PathBuf, Data) {
+    let root = dir.join("data");
+    std::fs::create_dir_all(&root).unwrap();
+    // Counts small enough that every sum is exact in float32.
+    let data = mib::counts(&NAV, &SIG, 255, 29);
+    let path = mib::write_mib(&root, "scan", &data, MibSet::new(MibKind::U16)).remove(0);
+    mib::write_hdr(&path.with_extension("hdr"), &NAV, true);
+    (path, data)
+}
+
+/// `udf-host simulate merlin FILE --port 0`, killed when dropped.
+struct Simulator {
+    child: Child,
+    /// `127.0.0.1:PORT`, as it printed.
+    address: String,
+}
+
+impl Simulator {
+    fn start(file: &Path) -> Simulator {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_udf-host-cli"))
+            .args(["simulate", "merlin", &s(file), "--port", "0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start udf-host simulate merlin");
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        stderr.read_line(&mut line).unwrap();
+        // "serving FILE (80 frames) as a Merlin data port on 127.0.0.1:PORT (Ctrl-C to stop)"
+        let address = line
+            .rsplit_once(" on ")
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("the simulator printed: {line}"))
+            .to_owned();
+        // Whatever else it prints must not fill the pipe and block it.
+        std::thread::spawn(move || {
+            let mut rest = String::new();
+            let _ = stderr.read_to_string(&mut rest);
+        });
+        Simulator { child, address }
+    }
+}
+
+impl Drop for Simulator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A server of `root` with the live source `url` for scans of shape `nav`.
+fn serve_live(root: &Path, url: &str, nav: &[usize]) -> Server {
+    let source: LiveSource = url.parse().unwrap();
+    let mut options = LiveOptions::new(nav.to_vec());
+    options.partition_frames = Some(8);
+    options.stall_timeout = Duration::from_secs(5);
+    options.start_timeout = Some(Duration::from_secs(30));
+    Server::start(ServeOptions {
+        root: root.to_owned(),
+        threads: Some(2),
+        live: Some(ServeLive { source, options }),
+        ..ServeOptions::default()
+    })
+    .unwrap()
+}
+
+/// Open the page of `server` in a new tab of `browser`, ready.
+fn open_page(browser: &mut Browser, server: &Server) -> String {
+    let tab = browser.open_tab();
+    let problems = browser.load_url(&tab, &server.url(), &[&server.base_url(), "blob:", "data:"]);
+    assert!(problems.is_empty(), "the page: {problems:#?}");
+    browser.wait_until(&tab, "udfHost.ready === true", WAIT);
+    tab
+}
+
+/// Choose `value` in the select `id` as a person does (a change event).
+fn choose(browser: &mut Browser, tab: &str, id: &str, value: &str) {
+    browser.evaluate(
+        tab,
+        &format!(
+            "(() => {{ const s = document.getElementById('{id}'); s.value = '{value}'; \
+             s.dispatchEvent(new Event('change')); }})()"
+        ),
+    );
+}
+
+fn text_of(browser: &mut Browser, tab: &str, id: &str) -> String {
+    let text = browser.evaluate(tab, &format!("document.getElementById('{id}').textContent"));
+    text.as_str().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn choosing_the_live_source_shows_the_acquisition_as_the_file_gives_it() {
+    let Some(chromium) = chromium_or_skip("choosing_the_live_source_shows_the_acquisition") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (file, data) = recorded_scan(dir.path());
+    let simulator = Simulator::start(&file);
+    let url = format!("merlin://{}", simulator.address);
+    let server = serve_live(&dir.path().join("data"), &url, &NAV);
+
+    let mut browser = Browser::start(&chromium);
+    let tab = open_page(&mut browser, &server);
+    let listed = browser.evaluate(&tab, "Array.from(document.getElementById('dataset').options, o => o.value)");
+    assert_eq!(listed, json!([url, "scan.mib"]), "the live source first, then the files");
+    assert_eq!(browser.evaluate(&tab, "udfHost.state.isLive"), json!(false), "opening the page starts no acquisition");
+
+    // The sum pattern, and (the frame shape not known yet) each frame's sum as the scan image.
+    browser.evaluate(&tab, "document.getElementById('pattern-stat').value = 'sum'");
+    choose(&mut browser, &tab, "dataset", &url);
+    let (scan, all_valid) = page_values(&mut browser, &tab, "live", "scan");
+    assert!(all_valid, "every position of the complete acquisition is valid");
+    assert_close(&scan, &sum_sig(&data), 0.0, "the live scan image vs each frame's sum");
+    let (pattern, _) = page_values(&mut browser, &tab, "live", "pattern");
+    assert_close(&pattern, &sum_frames(&data, None), 0.0, "the live sum pattern vs the sum of the frames");
+    browser.wait_until(&tab, "udfHost.state.liveState === 'complete'", WAIT);
+    assert_eq!(text_of(&mut browser, &tab, "live-status"), "acquisition complete (80 frames)");
+    assert_eq!(browser.evaluate(&tab, "udfHost.state.info.sig_shape"), json!(SIG), "the frame shape, from the detector");
+
+    // Drag the ring on the pattern: the next acquisition gives its virtual image.
+    let first = browser.evaluate(&tab, "udfHost.state.requests.live").as_u64().unwrap();
+    let before = browser.evaluate(&tab, "udfHost.detectorAnalysis()");
+    assert_eq!(before["kind"], "ring");
+    let (cx, cy) = (before["cx"].as_f64().unwrap(), before["cy"].as_f64().unwrap());
+    let grab = (cx + (before["ri"].as_f64().unwrap() + before["ro"].as_f64().unwrap()) / 2.0, cy);
+    let from = client(&mut browser, &tab, "pattern", grab.0, grab.1);
+    let to = client(&mut browser, &tab, "pattern", grab.0 - 3.0, grab.1 + 2.0);
+    drag(&mut browser, &tab, from, to, 6);
+    browser.wait_until(&tab, &format!("udfHost.state.requests.live > {first}"), WAIT);
+    let (virtual_image, all_valid) = page_values(&mut browser, &tab, "live", "scan");
+    assert!(all_valid);
+    let after = browser.evaluate(&tab, "udfHost.detectorAnalysis()");
+    let moved = (after["cx"].as_f64().unwrap() - cx, after["cy"].as_f64().unwrap() - cy);
+    assert!((moved.0 + 3.0).abs() < 0.5 && (moved.1 - 2.0).abs() < 0.5, "the ring moved by {moved:?}");
+    let open = OpenOptions { nav_shape: Some(NAV.to_vec()), ..OpenOptions::default() };
+    assert_close(&virtual_image, &ring_reference(&file, open, &after), 1e-5, "live ring vs builtin:ring on the file");
+
+    // The acquisition exports as a file run does.
+    browser.evaluate(&tab, "document.getElementById('detector-export').click()");
+    browser.wait_until(&tab, "udfHost.state.exported?.lane === 'live'", WAIT);
+    let files = browser.evaluate(&tab, "udfHost.state.exported.files.map(f => f.name)");
+    assert!(files.as_array().unwrap().contains(&json!("ring/intensity.npy")), "{files}");
+
+    let png = browser.screenshot(&tab, 1300);
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
+    std::fs::write(target.join("serve-live.png"), &png).unwrap();
+    browser.close();
+    server.stop();
+}
+
+#[test]
+fn a_live_source_that_is_not_there_or_sends_another_scan_shape_is_reported_on_the_page() {
+    let Some(chromium) = chromium_or_skip("a_live_source_that_is_not_there") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (file, _) = recorded_scan(dir.path());
+    let root = dir.path().join("data");
+    let mut browser = Browser::start(&chromium);
+
+    // Nothing listens on the port: said at once, and the server serves files on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let nobody = format!("merlin://127.0.0.1:{port}");
+    let server = serve_live(&root, &nobody, &NAV);
+    let tab = open_page(&mut browser, &server);
+    choose(&mut browser, &tab, "dataset", &nobody);
+    browser.wait_until(&tab, "udfHost.state.liveState === 'failed'", WAIT);
+    let error = text_of(&mut browser, &tab, "error");
+    assert!(error.contains("cannot connect") && error.contains(&format!("127.0.0.1:{port}")), "{error}");
+    choose(&mut browser, &tab, "dataset", "scan.mib");
+    let (ring, all_valid) = page_values(&mut browser, &tab, "detector", "intensity");
+    assert!(all_valid && ring.len() == NAV[0] * NAV[1], "the file after the failed live source");
+    server.stop();
+
+    // The detector announces 80 frames; the server was told 5 x 5: said before any frame
+    // is processed, each time it is tried.
+    let simulator = Simulator::start(&file);
+    let url = format!("merlin://{}", simulator.address);
+    let server = serve_live(&root, &url, &[5, 5]);
+    let tab = open_page(&mut browser, &server);
+    for attempt in 0..2 {
+        if attempt == 0 {
+            choose(&mut browser, &tab, "dataset", &url);
+        } else {
+            browser.evaluate(&tab, "document.getElementById('error').hidden = true");
+            browser.evaluate(&tab, "document.getElementById('live-acquire').click()");
+        }
+        browser.wait_until(&tab, "udfHost.state.liveState === 'failed' && !document.getElementById('error').hidden", WAIT);
+        let error = text_of(&mut browser, &tab, "error");
+        assert!(error.contains("announces 80 frames") && error.contains("[5, 5] has 25"), "attempt {attempt}: {error}");
+    }
+    browser.close();
+    server.stop();
+}
+
+#[test]
+fn serve_refuses_a_malformed_live_source_and_one_without_a_nav_shape() {
+    let (_, message) = cli(&["serve", "--live", "nope://127.0.0.1:1", "--nav-shape", "2,2"]).unwrap_err();
+    assert!(message.contains("is not a live source") && message.contains("unknown detector 'nope'"), "{message}");
+    let (_, message) = cli(&["serve", "--live", "merlin://127.0.0.1:1"]).unwrap_err();
+    assert!(message.contains("--nav-shape"), "{message}");
+    let (_, message) = cli(&["serve", "--nav-shape", "2,2"]).unwrap_err();
+    assert!(message.contains("--live"), "{message}");
+}
