@@ -147,7 +147,12 @@ fn dragging_a_ring_gives_builtin_ring_and_clicking_the_scan_gives_the_frame() {
     assert!((moved.0 + 7.0).abs() < 0.5 && (moved.1 - 5.0).abs() < 0.5, "the ring moved by {moved:?}");
     assert!(all_valid, "the complete virtual image is valid everywhere");
     assert_eq!(virtual_image.len(), NAV[0] * NAV[1]);
-    assert_close(&virtual_image, &ring_reference(&data, Default::default(), &after), 1e-5, "virtual image vs builtin:ring");
+    assert_close(
+        &virtual_image,
+        &ring_reference(&data, Default::default(), &after),
+        1e-5,
+        "virtual image vs builtin:ring",
+    );
     // The release sent one request whose results streamed in: partial (some positions
     // not merged yet, drawn grey) before complete.
     let latency = browser.evaluate(&tab, "udfHost.state.latency.at(-1)");

@@ -128,7 +128,7 @@ fn choosing_the_live_source_shows_the_acquisition_as_the_file_gives_it() {
     let mut browser = Browser::start(&chromium);
     let tab = open_page(&mut browser, &server);
     let listed = browser.evaluate(&tab, "Array.from(document.getElementById('dataset').options, o => o.value)");
-    assert_eq!(listed, json!([url, "scan.mib"]), "the live source first, then the files");
+    assert_eq!(listed, json!([url, "scan.hdr", "scan.mib"]), "the live source first, then the files");
     assert_eq!(browser.evaluate(&tab, "udfHost.state.isLive"), json!(false), "opening the page starts no acquisition");
 
     // The sum pattern, and (the frame shape not known yet) each frame's sum as the scan image.
@@ -141,7 +141,11 @@ fn choosing_the_live_source_shows_the_acquisition_as_the_file_gives_it() {
     assert_close(&pattern, &sum_frames(&data, None), 0.0, "the live sum pattern vs the sum of the frames");
     browser.wait_until(&tab, "udfHost.state.liveState === 'complete'", WAIT);
     assert_eq!(text_of(&mut browser, &tab, "live-status"), "acquisition complete (80 frames)");
-    assert_eq!(browser.evaluate(&tab, "udfHost.state.info.sig_shape"), json!(SIG), "the frame shape, from the detector");
+    assert_eq!(
+        browser.evaluate(&tab, "udfHost.state.info.sig_shape"),
+        json!(SIG),
+        "the frame shape, from the detector"
+    );
 
     // Drag the ring on the pattern: the next acquisition gives its virtual image.
     let first = browser.evaluate(&tab, "udfHost.state.requests.live").as_u64().unwrap();
@@ -209,7 +213,11 @@ fn a_live_source_that_is_not_there_or_sends_another_scan_shape_is_reported_on_th
             browser.evaluate(&tab, "document.getElementById('error').hidden = true");
             browser.evaluate(&tab, "document.getElementById('live-acquire').click()");
         }
-        browser.wait_until(&tab, "udfHost.state.liveState === 'failed' && !document.getElementById('error').hidden", WAIT);
+        browser.wait_until(
+            &tab,
+            "udfHost.state.liveState === 'failed' && !document.getElementById('error').hidden",
+            WAIT,
+        );
         let error = text_of(&mut browser, &tab, "error");
         assert!(error.contains("announces 80 frames") && error.contains("[5, 5] has 25"), "attempt {attempt}: {error}");
     }
@@ -225,4 +233,6 @@ fn serve_refuses_a_malformed_live_source_and_one_without_a_nav_shape() {
     assert!(message.contains("--nav-shape"), "{message}");
     let (_, message) = cli(&["serve", "--nav-shape", "2,2"]).unwrap_err();
     assert!(message.contains("--live"), "{message}");
+    let (_, message) = cli(&["serve", "--stall-timeout", "3"]).unwrap_err();
+    assert!(message.contains("options of the live source"), "{message}");
 }

@@ -53,6 +53,9 @@ pub struct LiveArgs {
     runtime: RuntimeArgs,
 }
 
+/// `--stall-timeout`'s default.
+const DEFAULT_STALL_SECONDS: f64 = 10.0;
+
 /// How to reach the detector and hold its frames: shared by `live` and `serve --live`.
 #[derive(Args, Debug)]
 pub struct LiveSourceArgs {
@@ -79,7 +82,7 @@ pub struct LiveSourceArgs {
     max_buffer: u64,
     /// Seconds the detector may send nothing inside a scan before the scan is taken as
     /// ended (the results so far are kept; `live` exits with code 3).
-    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_STALL_SECONDS)]
     stall_timeout: f64,
     /// Seconds to wait for the acquisition to start [default: until Ctrl-C].
     #[arg(long, value_name = "SECONDS")]
@@ -87,6 +90,17 @@ pub struct LiveSourceArgs {
 }
 
 impl LiveSourceArgs {
+    /// Whether any of these options was given (they mean something only with a source).
+    pub fn any_given(&self) -> bool {
+        self.api.is_some()
+            || !self.merlin_set.is_empty()
+            || self.soft_trigger
+            || self.partition_frames.is_some()
+            || self.max_buffer != crate::live::DEFAULT_MAX_BUFFER
+            || self.stall_timeout != DEFAULT_STALL_SECONDS
+            || self.start_timeout.is_some()
+    }
+
     /// `text` as a source armed as these options say, and the options for a scan of
     /// shape `nav`.
     ///

@@ -49,7 +49,14 @@ pub fn main(args: ServeArgs) -> anyhow::Result<()> {
             let (source, options) = args.live_source.source(text, nav.0.clone())?;
             Some(ServeLive { source, options })
         }
-        _ => None,
+        _ => {
+            anyhow::ensure!(
+                !args.live_source.any_given(),
+                "--api, --merlin-set, --soft-trigger, --partition-frames, --max-buffer, --stall-timeout and \
+                 --start-timeout are options of the live source: give it with --live SOURCE --nav-shape Y,X"
+            );
+            None
+        }
     };
     let live_url = live.as_ref().map(|l| l.source.url());
     let server = Server::start(ServeOptions {

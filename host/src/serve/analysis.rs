@@ -25,19 +25,57 @@ use std::sync::Arc;
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Analysis {
-    Pattern { stat: String },
-    Disk { cx: f64, cy: f64, r: f64 },
-    Ring { cx: f64, cy: f64, ri: f64, ro: f64 },
-    Point { cx: f64, cy: f64 },
-    Rectangle { y0: usize, y1: usize, x0: usize, x1: usize },
-    Frame { y: usize, x: usize },
-    Region { y0: usize, y1: usize, x0: usize, x1: usize },
-    Com { cx: f64, cy: f64, r: f64, ri: f64 },
-    Plugin { path: String, params: BTreeMap<String, String> },
+    Pattern {
+        stat: String,
+    },
+    Disk {
+        cx: f64,
+        cy: f64,
+        r: f64,
+    },
+    Ring {
+        cx: f64,
+        cy: f64,
+        ri: f64,
+        ro: f64,
+    },
+    Point {
+        cx: f64,
+        cy: f64,
+    },
+    Rectangle {
+        y0: usize,
+        y1: usize,
+        x0: usize,
+        x1: usize,
+    },
+    Frame {
+        y: usize,
+        x: usize,
+    },
+    Region {
+        y0: usize,
+        y1: usize,
+        x0: usize,
+        x1: usize,
+    },
+    Com {
+        cx: f64,
+        cy: f64,
+        r: f64,
+        ri: f64,
+    },
+    Plugin {
+        path: String,
+        params: BTreeMap<String, String>,
+    },
     /// A live acquisition (the live lane): the pattern `stat` and the scan image — the
     /// virtual `detector` (disk, ring, point or rectangle), or each frame's sum
     /// (`builtin:sumsig`) without one.
-    Live { stat: String, detector: Option<Box<Analysis>> },
+    Live {
+        stat: String,
+        detector: Option<Box<Analysis>>,
+    },
 }
 
 /// Why a request cannot be run.

@@ -1,7 +1,7 @@
 //! The live lane: a live source (`udf-host serve --live merlin://HOST:PORT --nav-shape
 //! Y,X`) offered on the page beside the files, and the lane that runs its acquisitions.
 //!
-//! A request of the live lane ([`Analysis::Live`]) is one acquisition: the lane connects,
+//! A request of the live lane ([`Analysis::Live`](super::Analysis::Live)) is one acquisition: the lane connects,
 //! waits for the detector to start (the page says "waiting"), plans the pattern's UDF and
 //! the scan image's (the detector's, or `builtin:sumsig`) for the frames the detector
 //! announces, and runs them with [`LiveRun`] while the frames come; results merged so far
@@ -12,7 +12,7 @@
 //! The page does not send a new detector position while frames are coming (that would
 //! throw the scan away): it applies to the next acquisition (docs/serve.md).
 
-use super::analysis::{Analysis, AnalysisError};
+use super::analysis::AnalysisError;
 use super::catalog::Catalog;
 use super::lane::{Finished, Outgoing, POLL, Request, UPDATE_EVERY, error_message, plugin_loads, send_results};
 use super::wire::Progress as WireProgress;
@@ -109,15 +109,8 @@ impl LiveLane {
         let (tx, rx) = mpsc::channel();
         let current = Arc::new(Mutex::new(None));
         let finished = Arc::new(Mutex::new(None));
-        let worker = Worker {
-            setup,
-            catalog,
-            threads,
-            requests: rx,
-            current: current.clone(),
-            finished: finished.clone(),
-            out,
-        };
+        let worker =
+            Worker { setup, catalog, threads, requests: rx, current: current.clone(), finished: finished.clone(), out };
         std::thread::Builder::new().name("udf-host-serve-live".into()).spawn(move || worker.work())?;
         Ok(LiveLane { requests: tx, current, finished })
     }
@@ -297,7 +290,12 @@ impl Worker {
                 Poll::Ready(Some(Ok(step))) => {
                     (merged, total) = (step.merged, step.total);
                     if step.merged < step.total && last_sent.is_none_or(|t| t.elapsed() >= UPDATE_EVERY) {
-                        send_results(&self.out, &progress(merged, total, false), run.results().as_ref(), show.as_deref());
+                        send_results(
+                            &self.out,
+                            &progress(merged, total, false),
+                            run.results().as_ref(),
+                            show.as_deref(),
+                        );
                         last_sent = Some(Instant::now());
                     }
                 }
@@ -331,8 +329,9 @@ impl Worker {
         run: &LiveRun,
         progress: WireProgress<'_>,
         show: Option<Vec<String>>,
-        (summary, started): (RunSummary, Instant),
+        (mut summary, started): (RunSummary, Instant),
     ) {
+        summary.live = Some(run.stats());
         let results = match run.results() {
             Ok(results) => results,
             Err(e) => {
@@ -350,7 +349,7 @@ impl Worker {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::super::Analysis;
 
     #[test]
     fn a_live_request_is_read_from_the_pages_json() {

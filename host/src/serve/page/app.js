@@ -507,9 +507,19 @@ connection.on("live", (message) => {
 $("live-acquire").addEventListener("click", acquire);
 $("live-stop").addEventListener("click", () => connection.send({ type: "stop", lane: "live", id: state.requests.live || 0 }));
 
+/** Stop `lanes`' runs in flight and drop their results still coming (another dataset
+ * was chosen). */
+function leave(lanes) {
+  for (const lane of lanes) {
+    if (state.requests[lane]) connection.send({ type: "stop", lane, id: state.requests[lane] });
+    delete state.requests[lane];
+  }
+}
+
 /** Open the live source: its views, and (with `start`) an acquisition. */
 async function openLive(start) {
   const info = await api(`api/info?path=${encodeURIComponent(state.live.path)}`);
+  leave(["pattern", "detector", "frame"]);
   state.dataset = info.path;
   state.info = info;
   state.isLive = true;
@@ -529,7 +539,7 @@ async function openLive(start) {
 async function openDataset(path) {
   try {
     if (state.live && path === state.live.path) return await openLive(true);
-    if (state.isLive) connection.send({ type: "stop", lane: "live", id: state.requests.live || 0 });
+    if (state.isLive) leave(["live"]);
     state.isLive = false;
     $("live-controls").hidden = true;
     const info = await api(`api/info?path=${encodeURIComponent(path)}`);
