@@ -2,8 +2,8 @@
 //! command line's own simulator, as a process) plays the detector, the page in a real
 //! headless Chromium chooses the live source, and what it shows when the acquisition is
 //! complete must be what the file holds: the sum pattern and each frame's sum (plain
-//! loops over the fixture's counts), then, after the ring is dragged, `builtin:ring` run
-//! on the same file. A source that is not there, or a scan of another shape, must reach
+//! loops over the fixture's counts) — the ring dragged meanwhile does not abort the scan
+//! — then, in the next acquisition, the ring's image: `builtin:ring` run on the same file. A source that is not there, or a scan of another shape, must reach
 //! the page as a message while the server goes on serving.
 
 use super::cli::{cli, s};
@@ -43,9 +43,10 @@ struct Simulator {
 }
 
 impl Simulator {
-    fn start(file: &Path) -> Simulator {
+    fn start(file: &Path, extra: &[&str]) -> Simulator {
         let mut child = Command::new(env!("CARGO_BIN_EXE_udf-host-cli"))
             .args(["simulate", "merlin", &s(file), "--port", "0"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -121,7 +122,8 @@ fn choosing_the_live_source_shows_the_acquisition_as_the_file_gives_it() {
     let Some(chromium) = chromium_or_skip("choosing_the_live_source_shows_the_acquisition") else { return };
     let dir = tempfile::tempdir().unwrap();
     let (file, data) = recorded_scan(dir.path());
-    let simulator = Simulator::start(&file);
+    // 20 frames per second: the scan takes 4 s, time to drag the ring while it comes.
+    let simulator = Simulator::start(&file, &["--fps", "20"]);
     let url = format!("merlin://{}", simulator.address);
     let server = serve_live(&dir.path().join("data"), &url, &NAV);
 
@@ -131,24 +133,25 @@ fn choosing_the_live_source_shows_the_acquisition_as_the_file_gives_it() {
     assert_eq!(listed, json!([url, "scan.hdr", "scan.mib"]), "the live source first, then the files");
     assert_eq!(browser.evaluate(&tab, "udfHost.state.isLive"), json!(false), "opening the page starts no acquisition");
 
-    // The sum pattern, and (the frame shape not known yet) each frame's sum as the scan image.
+    // The sum pattern, and (the frame shape not known yet) each frame's sum as the scan
+    // image, filling in as partitions of frames merge.
     browser.evaluate(&tab, "document.getElementById('pattern-stat').value = 'sum'");
     choose(&mut browser, &tab, "dataset", &url);
-    let (scan, all_valid) = page_values(&mut browser, &tab, "live", "scan");
-    assert!(all_valid, "every position of the complete acquisition is valid");
-    assert_close(&scan, &sum_sig(&data), 0.0, "the live scan image vs each frame's sum");
-    let (pattern, _) = page_values(&mut browser, &tab, "live", "pattern");
-    assert_close(&pattern, &sum_frames(&data, None), 0.0, "the live sum pattern vs the sum of the frames");
-    browser.wait_until(&tab, "udfHost.state.liveState === 'complete'", WAIT);
-    assert_eq!(text_of(&mut browser, &tab, "live-status"), "acquisition complete (80 frames)");
+    browser.wait_until(&tab, "udfHost.state.liveState === 'receiving' && udfHost.state.info.sig_shape !== null", WAIT);
     assert_eq!(
         browser.evaluate(&tab, "udfHost.state.info.sig_shape"),
         json!(SIG),
         "the frame shape, from the detector"
     );
-
-    // Drag the ring on the pattern: the next acquisition gives its virtual image.
+    browser.wait_until(
+        &tab,
+        "udfHost.state.results.live?.done === false && udfHost.state.results.live.buffers.scan.valid.includes(0) \
+         && udfHost.state.results.live.buffers.scan.valid.includes(1)",
+        WAIT,
+    );
     let first = browser.evaluate(&tab, "udfHost.state.requests.live").as_u64().unwrap();
+
+    // Drag the ring while the frames come: the scan goes on; the ring is for the next one.
     let before = browser.evaluate(&tab, "udfHost.detectorAnalysis()");
     assert_eq!(before["kind"], "ring");
     let (cx, cy) = (before["cx"].as_f64().unwrap(), before["cy"].as_f64().unwrap());
@@ -156,9 +159,34 @@ fn choosing_the_live_source_shows_the_acquisition_as_the_file_gives_it() {
     let from = client(&mut browser, &tab, "pattern", grab.0, grab.1);
     let to = client(&mut browser, &tab, "pattern", grab.0 - 3.0, grab.1 + 2.0);
     drag(&mut browser, &tab, from, to, 6);
+    let status = text_of(&mut browser, &tab, "live-status");
+    assert!(status.contains("applies to the next acquisition"), "{status}");
+
+    // The first acquisition, complete: the file's sum pattern and frame sums.
+    browser.wait_until(&tab, &format!("udfHost.state.acquired.some(a => a.id === {first})"), WAIT);
+    let first_values = |browser: &mut Browser, part: &str| -> (Vec<f64>, bool) {
+        let got = browser.evaluate(
+            &tab,
+            &format!(
+                "(() => {{ const b = udfHost.state.acquired.find(a => a.id === {first}).buffers.{part}; \
+                 return {{values: Array.from(b.values, Number), valid: b.valid.every(v => v === 1)}}; }})()"
+            ),
+        );
+        let values = got["values"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        (values, got["valid"] == json!(true))
+    };
+    let (scan, all_valid) = first_values(&mut browser, "scan");
+    assert!(all_valid, "every position of the complete acquisition is valid");
+    assert_close(&scan, &sum_sig(&data), 0.0, "the live scan image vs each frame's sum");
+    let (pattern, _) = first_values(&mut browser, "pattern");
+    assert_close(&pattern, &sum_frames(&data, None), 0.0, "the live sum pattern vs the sum of the frames");
+
+    // The next acquisition starts by itself with the ring: builtin:ring on the file.
     browser.wait_until(&tab, &format!("udfHost.state.requests.live > {first}"), WAIT);
     let (virtual_image, all_valid) = page_values(&mut browser, &tab, "live", "scan");
     assert!(all_valid);
+    browser.wait_until(&tab, "udfHost.state.liveState === 'complete'", WAIT);
+    assert_eq!(text_of(&mut browser, &tab, "live-status"), "acquisition complete (80 frames)");
     let after = browser.evaluate(&tab, "udfHost.detectorAnalysis()");
     let moved = (after["cx"].as_f64().unwrap() - cx, after["cy"].as_f64().unwrap() - cy);
     assert!((moved.0 + 3.0).abs() < 0.5 && (moved.1 - 2.0).abs() < 0.5, "the ring moved by {moved:?}");
@@ -202,7 +230,7 @@ fn a_live_source_that_is_not_there_or_sends_another_scan_shape_is_reported_on_th
 
     // The detector announces 80 frames; the server was told 5 x 5: said before any frame
     // is processed, each time it is tried.
-    let simulator = Simulator::start(&file);
+    let simulator = Simulator::start(&file, &[]);
     let url = format!("merlin://{}", simulator.address);
     let server = serve_live(&root, &url, &[5, 5]);
     let tab = open_page(&mut browser, &server);

@@ -37,6 +37,8 @@ const state = {
   liveState: null,
   /** A detector or statistic changed while frames came: it applies to the next acquisition. */
   livePending: false,
+  /** The last few acquisitions that ended: {id, buffers} (the newest last). */
+  acquired: [],
 };
 
 const views = {
@@ -88,6 +90,7 @@ connection.on("result", ({ header, part, typed }) => {
   if (header.lane === "live") buffers = liveParts(buffers);
   const result = { id: header.id, done: header.done, merged: header.merged, total: header.total, elapsed_ms: header.elapsed_ms, buffers };
   state.results[header.lane] = result;
+  if (header.lane === "live" && header.done) state.acquired = [...state.acquired.slice(-4), result];
   if (header.lane === "detector") {
     const entry = state.latency.find((l) => l.id === header.id);
     if (entry) {
