@@ -300,7 +300,7 @@ async fn handle(
             let request = Request { id, dataset, analysis, received: Instant::now() };
             let started = match (&shared.live, live) {
                 (Some(setup), true) if lanes.live.is_none() => {
-                    LiveLane::start(setup.clone(), shared.catalog.clone(), shared.threads, out.clone())
+                    LiveLane::start_live(setup.clone(), shared.catalog.clone(), shared.threads, out.clone())
                         .map(|lane| lanes.live = Some(lane))
                 }
                 (_, false) if !lanes.files.contains_key(&lane_name) => {

@@ -55,49 +55,79 @@ pub struct Finished {
     pub started: Instant,
 }
 
-/// A lane: send it requests; it answers through the channel it was made with.
-pub struct Lane {
+/// What stops a lane's run in flight: a file run's [`Progress`] (interrupted at the next
+/// tile), a live run's [`Stop`](crate::live::Stop).
+pub trait Cancel: Send + 'static {
+    fn cancel(&self);
+}
+
+impl Cancel for Progress {
+    fn cancel(&self) {
+        self.interrupt();
+    }
+}
+
+impl Cancel for crate::live::Stop {
+    fn cancel(&self) {
+        self.stop();
+    }
+}
+
+/// A lane as the page's session holds it: send it requests; its thread answers through
+/// the channel it was made with. Dropping it (the page is gone) cancels the run in flight.
+pub struct LaneHandle<C: Cancel> {
     requests: mpsc::Sender<Request>,
-    current: Arc<Mutex<Option<Progress>>>,
+    current: Arc<Mutex<Option<C>>>,
     finished: Arc<Mutex<Option<Arc<Finished>>>>,
 }
 
-impl Lane {
-    /// Start lane `name`'s thread, answering on `out`.
-    pub fn start(
-        name: &str,
-        catalog: Arc<Catalog>,
-        threads: usize,
-        out: tokio::sync::mpsc::UnboundedSender<Outgoing>,
-    ) -> std::io::Result<Lane> {
+/// What a lane's thread shares with its handle: the requests, the run in flight's
+/// cancel handle (to be set while it runs), the last complete run (for exports).
+pub struct Inbox<C> {
+    pub requests: mpsc::Receiver<Request>,
+    current: Arc<Mutex<Option<C>>>,
+    finished: Arc<Mutex<Option<Arc<Finished>>>>,
+}
+
+impl<C> Inbox<C> {
+    /// Set (or clear) the cancel handle of the run in flight.
+    pub fn running(&self, cancel: Option<C>) {
+        if let Ok(mut current) = self.current.lock() {
+            *current = cancel;
+        }
+    }
+
+    /// Keep `finished` for exports.
+    pub fn finish(&self, finished: Finished) {
+        if let Ok(mut slot) = self.finished.lock() {
+            *slot = Some(Arc::new(finished));
+        }
+    }
+}
+
+impl<C: Cancel> LaneHandle<C> {
+    /// Start the thread `udf-host-serve-<name>` running `work` on the lane's inbox.
+    pub fn spawn(name: &str, work: impl FnOnce(Inbox<C>) + Send + 'static) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel();
         let current = Arc::new(Mutex::new(None));
         let finished = Arc::new(Mutex::new(None));
-        let worker = Worker {
-            name: name.to_owned(),
-            catalog,
-            threads,
-            requests: rx,
-            current: current.clone(),
-            finished: finished.clone(),
-            out,
-        };
-        std::thread::Builder::new().name(format!("udf-host-serve-{name}")).spawn(move || worker.work())?;
-        Ok(Lane { requests: tx, current, finished })
+        let inbox = Inbox { requests: rx, current: current.clone(), finished: finished.clone() };
+        std::thread::Builder::new().name(format!("udf-host-serve-{name}")).spawn(move || work(inbox))?;
+        Ok(LaneHandle { requests: tx, current, finished })
     }
 
-    /// Run `request` next, interrupting the run in flight.
+    /// Run `request` next, cancelling the run in flight.
     pub fn submit(&self, request: Request) {
         self.stop();
         let _ = self.requests.send(request);
     }
 
-    /// Interrupt the run in flight (the page's stop).
+    /// Cancel the run in flight (the page's stop).
     pub fn stop(&self) {
         if let Ok(current) = self.current.lock()
-            && let Some(progress) = current.as_ref()
+            && let Some(cancel) = current.as_ref()
         {
-            progress.interrupt();
+            cancel.cancel();
         }
     }
 
@@ -107,10 +137,26 @@ impl Lane {
     }
 }
 
-impl Drop for Lane {
-    /// The page is gone: stop the run in flight (the thread ends once it has wound down).
+impl<C: Cancel> Drop for LaneHandle<C> {
+    /// The page is gone: cancel the run in flight (the thread ends once it has wound down).
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// A lane of file runs.
+pub type Lane = LaneHandle<Progress>;
+
+impl LaneHandle<Progress> {
+    /// Start lane `name`'s thread, answering on `out`.
+    pub fn start(
+        name: &str,
+        catalog: Arc<Catalog>,
+        threads: usize,
+        out: tokio::sync::mpsc::UnboundedSender<Outgoing>,
+    ) -> std::io::Result<Lane> {
+        let name = name.to_owned();
+        Self::spawn(&name.clone(), move |inbox| Worker { name, catalog, threads, inbox, out }.work())
     }
 }
 
@@ -119,9 +165,7 @@ struct Worker {
     name: String,
     catalog: Arc<Catalog>,
     threads: usize,
-    requests: mpsc::Receiver<Request>,
-    current: Arc<Mutex<Option<Progress>>>,
-    finished: Arc<Mutex<Option<Arc<Finished>>>>,
+    inbox: Inbox<Progress>,
     out: tokio::sync::mpsc::UnboundedSender<Outgoing>,
 }
 
@@ -129,8 +173,8 @@ impl Worker {
     fn work(self) {
         let mut next: Option<Request> = None;
         loop {
-            let Some(mut request) = next.take().or_else(|| self.requests.recv().ok()) else { return };
-            while let Ok(newer) = self.requests.try_recv() {
+            let Some(mut request) = next.take().or_else(|| self.inbox.requests.recv().ok()) else { return };
+            while let Ok(newer) = self.inbox.requests.try_recv() {
                 request = newer;
             }
             next = self.run(request);
@@ -171,14 +215,12 @@ impl Worker {
         let started = Instant::now();
         let mut iter = run.iter();
         let progress = iter.progress();
-        if let Ok(mut current) = self.current.lock() {
-            *current = Some(progress.clone());
-        }
+        self.inbox.running(Some(progress.clone()));
         let mut last_sent: Option<Instant> = None;
         let mut newer = None;
         let (mut merged, mut total) = (0, 0);
         loop {
-            if let Ok(request) = self.requests.try_recv() {
+            if let Ok(request) = self.inbox.requests.try_recv() {
                 progress.interrupt();
                 newer = Some(request);
                 break;
@@ -216,9 +258,7 @@ impl Worker {
                 }
             }
         }
-        if let Ok(mut current) = self.current.lock() {
-            *current = None;
-        }
+        self.inbox.running(None);
         newer
     }
 
@@ -245,9 +285,7 @@ impl Worker {
         };
         send_results::<RunError>(&self.out, &progress, Ok(&results), show.as_deref());
         let finished = Finished { analysis: request.analysis.clone(), summary, results, show, started };
-        if let Ok(mut slot) = self.finished.lock() {
-            *slot = Some(Arc::new(finished));
-        }
+        self.inbox.finish(finished);
     }
 }
 

@@ -14,14 +14,16 @@
 
 use super::analysis::AnalysisError;
 use super::catalog::Catalog;
-use super::lane::{Finished, Outgoing, POLL, Request, UPDATE_EVERY, error_message, plugin_loads, send_results};
+use super::lane::Request;
+use super::lane::{
+    Finished, Inbox, LaneHandle, Outgoing, POLL, UPDATE_EVERY, error_message, plugin_loads, send_results,
+};
 use super::wire::Progress as WireProgress;
 use crate::dataset::DatasetShape;
 use crate::live::{Acquisition, LiveError, LiveOptions, LiveRun, LiveSource, Receiver, Stop};
 use crate::report::RunSummary;
 use bytes::Bytes;
 use serde_json::{Value, json};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -90,56 +92,18 @@ impl LiveSetup {
     }
 }
 
-/// The live lane of one page: send it requests; it answers through the channel it was
-/// made with.
-pub struct LiveLane {
-    requests: mpsc::Sender<Request>,
-    current: Arc<Mutex<Option<Stop>>>,
-    finished: Arc<Mutex<Option<Arc<Finished>>>>,
-}
+/// The live lane of one page: its acquisitions are cancelled through their [`Stop`].
+pub type LiveLane = LaneHandle<Stop>;
 
-impl LiveLane {
-    /// Start the lane's thread, answering on `out`.
-    pub fn start(
+impl LaneHandle<Stop> {
+    /// Start the live lane's thread, answering on `out`.
+    pub fn start_live(
         setup: Arc<LiveSetup>,
         catalog: Arc<Catalog>,
         threads: usize,
         out: tokio::sync::mpsc::UnboundedSender<Outgoing>,
     ) -> std::io::Result<LiveLane> {
-        let (tx, rx) = mpsc::channel();
-        let current = Arc::new(Mutex::new(None));
-        let finished = Arc::new(Mutex::new(None));
-        let worker =
-            Worker { setup, catalog, threads, requests: rx, current: current.clone(), finished: finished.clone(), out };
-        std::thread::Builder::new().name("udf-host-serve-live".into()).spawn(move || worker.work())?;
-        Ok(LiveLane { requests: tx, current, finished })
-    }
-
-    /// Run `request` next, stopping the acquisition in flight (or the wait for one).
-    pub fn submit(&self, request: Request) {
-        self.stop();
-        let _ = self.requests.send(request);
-    }
-
-    /// Stop the acquisition in flight, or the wait for one: what is merged stays.
-    pub fn stop(&self) {
-        if let Ok(current) = self.current.lock()
-            && let Some(stop) = current.as_ref()
-        {
-            stop.stop();
-        }
-    }
-
-    /// The last acquisition that ended (complete, or early with what came), if any.
-    pub fn finished(&self) -> Option<Arc<Finished>> {
-        self.finished.lock().ok().and_then(|f| f.clone())
-    }
-}
-
-impl Drop for LiveLane {
-    /// The page is gone: stop the acquisition (the thread ends once it has wound down).
-    fn drop(&mut self) {
-        self.stop();
+        Self::spawn(LANE, move |inbox| Worker { setup, catalog, threads, inbox, out }.work())
     }
 }
 
@@ -194,9 +158,7 @@ struct Worker {
     setup: Arc<LiveSetup>,
     catalog: Arc<Catalog>,
     threads: usize,
-    requests: mpsc::Receiver<Request>,
-    current: Arc<Mutex<Option<Stop>>>,
-    finished: Arc<Mutex<Option<Arc<Finished>>>>,
+    inbox: Inbox<Stop>,
     out: tokio::sync::mpsc::UnboundedSender<Outgoing>,
 }
 
@@ -206,13 +168,11 @@ impl Worker {
     fn work(self) {
         let mut next: Option<Request> = None;
         loop {
-            let Some(mut request) = next.take().or_else(|| self.requests.recv().ok()) else { return };
+            let Some(mut request) = next.take().or_else(|| self.inbox.requests.recv().ok()) else { return };
             // From here on a newer request stops this one (see `LiveLane::submit`).
             let stop = Stop::default();
-            if let Ok(mut current) = self.current.lock() {
-                *current = Some(stop.clone());
-            }
-            while let Ok(newer) = self.requests.try_recv() {
+            self.inbox.running(Some(stop.clone()));
+            while let Ok(newer) = self.inbox.requests.try_recv() {
                 request = newer;
             }
             next = match self.acquire(&request, &stop) {
@@ -227,9 +187,7 @@ impl Worker {
                     None
                 }
             };
-            if let Ok(mut current) = self.current.lock() {
-                *current = None;
-            }
+            self.inbox.running(None);
             if self.out.is_closed() {
                 return;
             }
@@ -281,7 +239,7 @@ impl Worker {
             elapsed_ms: request.received.elapsed().as_secs_f64() * 1e3,
         };
         loop {
-            if let Ok(newer) = self.requests.try_recv() {
+            if let Ok(newer) = self.inbox.requests.try_recv() {
                 run.stop();
                 return Ok(Some(newer));
             }
@@ -341,9 +299,7 @@ impl Worker {
         };
         send_results::<LiveError>(&self.out, &progress, Ok(&results), show.as_deref());
         let finished = Finished { analysis: request.analysis.clone(), summary, results, show, started };
-        if let Ok(mut slot) = self.finished.lock() {
-            *slot = Some(Arc::new(finished));
-        }
+        self.inbox.finish(finished);
     }
 }
 
