@@ -207,10 +207,10 @@ fn choosing_the_live_source_shows_the_acquisition_as_the_file_gives_it() {
 }
 
 #[test]
-fn a_live_source_that_is_not_there_or_sends_another_scan_shape_is_reported_on_the_page() {
+fn a_live_source_that_is_not_there_sends_another_scan_shape_or_goes_away_is_reported_on_the_page() {
     let Some(chromium) = chromium_or_skip("a_live_source_that_is_not_there") else { return };
     let dir = tempfile::tempdir().unwrap();
-    let (file, _) = recorded_scan(dir.path());
+    let (file, data) = recorded_scan(dir.path());
     let root = dir.path().join("data");
     let mut browser = Browser::start(&chromium);
 
@@ -249,6 +249,29 @@ fn a_live_source_that_is_not_there_or_sends_another_scan_shape_is_reported_on_th
         let error = text_of(&mut browser, &tab, "error");
         assert!(error.contains("announces 80 frames") && error.contains("[5, 5] has 25"), "attempt {attempt}: {error}");
     }
+    server.stop();
+    drop(simulator);
+
+    // The detector goes away after 30 frames: what came is shown, valid where it came.
+    let simulator = Simulator::start(&file, &["--disconnect-after", "30"]);
+    let url = format!("merlin://{}", simulator.address);
+    let server = serve_live(&root, &url, &NAV);
+    let tab = open_page(&mut browser, &server);
+    choose(&mut browser, &tab, "dataset", &url);
+    browser.wait_until(&tab, "udfHost.state.liveState === 'ended'", WAIT);
+    let error = text_of(&mut browser, &tab, "error");
+    assert!(error.contains("ended early after 30 of 80 frames"), "{error}");
+    assert_eq!(text_of(&mut browser, &tab, "live-status"), "the scan ended early after 30 frames");
+    let got = browser.evaluate(
+        &tab,
+        "(() => { const b = udfHost.state.results.live.buffers.scan; \
+         return {values: Array.from(b.values, Number), valid: Array.from(b.valid)}; })()",
+    );
+    let valid: Vec<u64> = got["valid"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+    let expected_valid: Vec<u64> = (0..NAV[0] * NAV[1]).map(|i| u64::from(i < 30)).collect();
+    assert_eq!(valid, expected_valid, "valid exactly where frames came");
+    let values: Vec<f64> = got["values"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    assert_close(&values[..30], &sum_sig(&data)[..30], 0.0, "the frames that came, summed");
     browser.close();
     server.stop();
 }
