@@ -4,7 +4,9 @@
 //! complete must be what the file holds: the sum pattern and each frame's sum (plain
 //! loops over the fixture's counts) — the ring dragged meanwhile does not abort the scan
 //! — then, in the next acquisition, the ring's image: `builtin:ring` run on the same file. A source that is not there, or a scan of another shape, must reach
-//! the page as a message while the server goes on serving.
+//! the page as a message while the server goes on serving. Screenshots go to
+//! `target/serve-live-partial.png` (mid-scan; docs/images/serve-live.png is one) and
+//! `target/serve-live.png`.
 
 use super::cli::{cli, s};
 use super::serve::{WAIT, client, drag, page_values, ring_reference};
@@ -150,6 +152,8 @@ fn choosing_the_live_source_shows_the_acquisition_as_the_file_gives_it() {
         WAIT,
     );
     let first = browser.evaluate(&tab, "udfHost.state.requests.live").as_u64().unwrap();
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
+    std::fs::write(target.join("serve-live-partial.png"), browser.screenshot(&tab, 1300)).unwrap();
 
     // Drag the ring while the frames come: the scan goes on; the ring is for the next one.
     let before = browser.evaluate(&tab, "udfHost.detectorAnalysis()");
@@ -199,9 +203,7 @@ fn choosing_the_live_source_shows_the_acquisition_as_the_file_gives_it() {
     let files = browser.evaluate(&tab, "udfHost.state.exported.files.map(f => f.name)");
     assert!(files.as_array().unwrap().contains(&json!("ring/intensity.npy")), "{files}");
 
-    let png = browser.screenshot(&tab, 1300);
-    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
-    std::fs::write(target.join("serve-live.png"), &png).unwrap();
+    std::fs::write(target.join("serve-live.png"), browser.screenshot(&tab, 1300)).unwrap();
     browser.close();
     server.stop();
 }
