@@ -274,6 +274,16 @@ fn a_live_source_that_is_not_there_sends_another_scan_shape_or_goes_away_is_repo
     assert_eq!(valid, expected_valid, "valid exactly where frames came");
     let values: Vec<f64> = got["values"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
     assert_close(&values[..30], &sum_sig(&data)[..30], 0.0, "the frames that came, summed");
+    // Its export's report says it is partial, and why.
+    browser.evaluate(&tab, "document.getElementById('detector-export').click()");
+    browser.wait_until(&tab, "udfHost.state.exported?.lane === 'live'", WAIT);
+    let report = browser.evaluate_async(
+        &tab,
+        "(async () => { const a = [...document.querySelectorAll('#export-list a')].find(a => a.download.endsWith('index.html')); \
+         return await (await fetch(a.href)).text(); })()",
+    );
+    let report = report.as_str().unwrap();
+    assert!(report.contains("partial") && report.contains("ended early after 30 of 80 frames"), "the exported report");
     browser.close();
     server.stop();
 }

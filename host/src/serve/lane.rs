@@ -53,6 +53,8 @@ pub struct Finished {
     pub show: Option<Vec<String>>,
     /// When the run started.
     pub started: Instant,
+    /// Why it ended before every frame came (a live scan whose detector went away).
+    pub ended_early: Option<String>,
 }
 
 /// What stops a lane's run in flight: a file run's [`Progress`] (interrupted at the next
@@ -284,7 +286,8 @@ impl Worker {
             elapsed_ms: request.received.elapsed().as_secs_f64() * 1e3,
         };
         send_results::<RunError>(&self.out, &progress, Ok(&results), show.as_deref());
-        let finished = Finished { analysis: request.analysis.clone(), summary, results, show, started };
+        let finished =
+            Finished { analysis: request.analysis.clone(), summary, results, show, started, ended_early: None };
         self.inbox.finish(finished);
     }
 }

@@ -260,7 +260,8 @@ impl Worker {
                 Poll::Ready(Some(Err(LiveError::Ended { received, expected, reason }))) => {
                     // What came is kept and shown (valid where frames came), and said.
                     let ended = LiveError::Ended { received, expected, reason };
-                    self.finish(request, &run, progress(merged, total, true), show, (summary, started));
+                    let why = Some(ended.to_string());
+                    self.finish(request, &run, progress(merged, total, true), show, (summary, started), why);
                     let _ = self.out.send(error_message(LANE, request.id, &ended.to_string()));
                     self.status(request.id, "ended", json!({"frames_received": received}));
                     return Ok(None);
@@ -272,7 +273,7 @@ impl Worker {
                 }
                 Poll::Ready(Some(Err(e))) => return Err(e.into()),
                 Poll::Ready(None) => {
-                    self.finish(request, &run, progress(merged, total, true), show, (summary, started));
+                    self.finish(request, &run, progress(merged, total, true), show, (summary, started), None);
                     self.status(request.id, "complete", json!({"frames_received": run.frames_received()}));
                     return Ok(None);
                 }
@@ -288,6 +289,7 @@ impl Worker {
         progress: WireProgress<'_>,
         show: Option<Vec<String>>,
         (mut summary, started): (RunSummary, Instant),
+        ended_early: Option<String>,
     ) {
         summary.live = Some(run.stats());
         let results = match run.results() {
@@ -298,7 +300,7 @@ impl Worker {
             }
         };
         send_results::<LiveError>(&self.out, &progress, Ok(&results), show.as_deref());
-        let finished = Finished { analysis: request.analysis.clone(), summary, results, show, started };
+        let finished = Finished { analysis: request.analysis.clone(), summary, results, show, started, ended_early };
         self.inbox.finish(finished);
     }
 }
