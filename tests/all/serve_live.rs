@@ -37,7 +37,7 @@ fn recorded_scan(dir: &Path) -> (PathBuf, Data) {
     (path, data)
 }
 
-/// `udf-host simulate merlin FILE --port 0`, killed when dropped.
+/// `udf-host simulate merlin|dectris FILE --port 0`, killed when dropped.
 struct Simulator {
     child: Child,
     /// `127.0.0.1:PORT`, as it printed.
@@ -46,8 +46,12 @@ struct Simulator {
 
 impl Simulator {
     fn start(file: &Path, extra: &[&str]) -> Simulator {
+        Simulator::of("merlin", file, extra)
+    }
+
+    fn of(detector: &str, file: &Path, extra: &[&str]) -> Simulator {
         let mut child = Command::new(env!("CARGO_BIN_EXE_udf-host-cli"))
-            .args(["simulate", "merlin", &s(file), "--port", "0"])
+            .args(["simulate", detector, &s(file), "--port", "0"])
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -56,10 +60,12 @@ impl Simulator {
         let mut stderr = BufReader::new(child.stderr.take().unwrap());
         let mut line = String::new();
         stderr.read_line(&mut line).unwrap();
-        // "serving FILE (80 frames) as a Merlin data port on 127.0.0.1:PORT (Ctrl-C to stop)"
+        // "serving FILE (80 frames) as a Merlin data port on 127.0.0.1:PORT (Ctrl-C to stop)",
+        // "... as a DECTRIS stream on tcp://127.0.0.1:PORT (Ctrl-C to stop)"
         let address = line
             .rsplit_once(" on ")
             .and_then(|(_, rest)| rest.split_whitespace().next())
+            .map(|a| a.trim_start_matches("tcp://"))
             .unwrap_or_else(|| panic!("the simulator printed: {line}"))
             .to_owned();
         // Whatever else it prints must not fill the pipe and block it.
@@ -284,6 +290,27 @@ fn a_live_source_that_is_not_there_sends_another_scan_shape_or_goes_away_is_repo
     );
     let report = report.as_str().unwrap();
     assert!(report.contains("partial") && report.contains("ended early after 30 of 80 frames"), "the exported report");
+    browser.close();
+    server.stop();
+}
+
+#[test]
+fn a_dectris_stream_is_a_live_source_as_a_merlin_is() {
+    let Some(chromium) = chromium_or_skip("a_dectris_stream_is_a_live_source") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (file, data) = recorded_scan(dir.path());
+    let simulator = Simulator::of("dectris", &file, &[]);
+    let url = format!("dectris://{}", simulator.address);
+    let server = serve_live(&dir.path().join("data"), &url, &NAV);
+    let mut browser = Browser::start(&chromium);
+    let tab = open_page(&mut browser, &server);
+    choose(&mut browser, &tab, "dataset", &url);
+    let (scan, all_valid) = page_values(&mut browser, &tab, "live", "scan");
+    assert!(all_valid);
+    assert_close(&scan, &sum_sig(&data), 0.0, "each frame's sum, from the DECTRIS stream");
+    let (mean, _) = page_values(&mut browser, &tab, "live", "pattern");
+    let expected: Vec<f64> = sum_frames(&data, None).iter().map(|v| v / 80.0).collect();
+    assert_close(&mean, &expected, 1e-6, "the mean pattern, from the DECTRIS stream");
     browser.close();
     server.stop();
 }
