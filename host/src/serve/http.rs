@@ -14,7 +14,7 @@ use super::access::Refusal;
 use super::analysis::{Analysis, partitions_for};
 use super::catalog::{Catalog, CatalogError};
 use super::export::export_message;
-use super::lane::{Lane, Outgoing, Request};
+use super::lane::{Finished, Lane, Outgoing, Request};
 use super::live::{LiveLane, LiveSetup};
 use crate::report::{DatasetSummary, Loaded, PluginSummary};
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
@@ -272,6 +272,56 @@ struct Lanes {
     live: Option<LiveLane>,
 }
 
+impl Lanes {
+    /// Run `request` in lane `name` (started now if it is new), interrupting its run in
+    /// flight.
+    fn submit(
+        &mut self,
+        name: &str,
+        request: Request,
+        shared: &Shared,
+        out: &tokio::sync::mpsc::UnboundedSender<Outgoing>,
+    ) -> std::io::Result<()> {
+        let (catalog, threads) = (shared.catalog.clone(), shared.threads);
+        if name == LIVE_LANE {
+            if let (None, Some(setup)) = (&self.live, &shared.live) {
+                self.live = Some(LiveLane::start_live(setup.clone(), catalog, threads, out.clone())?);
+            }
+            if let Some(lane) = &self.live {
+                lane.submit(request);
+            }
+        } else {
+            if !self.files.contains_key(name) {
+                self.files.insert(name.to_owned(), Lane::start(name, catalog, threads, out.clone())?);
+            }
+            if let Some(lane) = self.files.get(name) {
+                lane.submit(request);
+            }
+        }
+        Ok(())
+    }
+
+    /// Stop lane `name`'s run in flight, if any.
+    fn stop(&self, name: &str) {
+        if name == LIVE_LANE {
+            if let Some(lane) = &self.live {
+                lane.stop();
+            }
+        } else if let Some(lane) = self.files.get(name) {
+            lane.stop();
+        }
+    }
+
+    /// Lane `name`'s last complete run, if any.
+    fn finished(&self, name: &str) -> Option<Arc<Finished>> {
+        if name == LIVE_LANE {
+            self.live.as_ref().and_then(LiveLane::finished)
+        } else {
+            self.files.get(name).and_then(Lane::finished)
+        }
+    }
+}
+
 /// Act on one request of the page; a message to send back at once, if any.
 async fn handle(
     message: FromPage,
@@ -298,44 +348,15 @@ async fn handle(
     match message {
         FromPage::Run { dataset, analysis, .. } => {
             let request = Request { id, dataset, analysis, received: Instant::now() };
-            let started = match (&shared.live, live) {
-                (Some(setup), true) if lanes.live.is_none() => {
-                    LiveLane::start_live(setup.clone(), shared.catalog.clone(), shared.threads, out.clone())
-                        .map(|lane| lanes.live = Some(lane))
-                }
-                (_, false) if !lanes.files.contains_key(&lane_name) => {
-                    Lane::start(&lane_name, shared.catalog.clone(), shared.threads, out.clone())
-                        .map(|lane| drop(lanes.files.insert(lane_name.clone(), lane)))
-                }
-                _ => Ok(()),
-            };
-            if let Err(e) = started {
-                return Some(error_text(&lane_name, id, &format!("cannot start a thread: {e}")));
-            }
-            if live {
-                if let Some(lane) = &lanes.live {
-                    lane.submit(request);
-                }
-            } else if let Some(lane) = lanes.files.get(&lane_name) {
-                lane.submit(request);
-            }
-            None
+            let started = lanes.submit(&lane_name, request, shared, out);
+            started.err().map(|e| error_text(&lane_name, id, &format!("cannot start a thread: {e}")))
         }
         FromPage::Stop { .. } => {
-            if live {
-                lanes.live.as_ref().map(LiveLane::stop);
-            } else {
-                lanes.files.get(&lane_name).map(Lane::stop);
-            }
+            lanes.stop(&lane_name);
             None
         }
         FromPage::Export { .. } => {
-            let finished = if live {
-                lanes.live.as_ref().and_then(LiveLane::finished)
-            } else {
-                lanes.files.get(&lane_name).and_then(Lane::finished)
-            };
-            let Some(finished) = finished else {
+            let Some(finished) = lanes.finished(&lane_name) else {
                 return Some(error_text(&lane_name, id, "nothing to export yet: no run of this panel has completed"));
             };
             let name = lane_name.clone();

@@ -257,12 +257,18 @@ impl Worker {
                         last_sent = Some(Instant::now());
                     }
                 }
-                Poll::Ready(Some(Err(LiveError::Ended { received, expected, reason }))) => {
+                Poll::Ready(Some(Err(ended @ LiveError::Ended { received, .. }))) => {
                     // What came is kept and shown (valid where frames came), and said.
-                    let ended = LiveError::Ended { received, expected, reason };
-                    let why = Some(ended.to_string());
-                    self.finish(request, &run, progress(merged, total, true), show, (summary, started), why);
-                    let _ = self.out.send(error_message(LANE, request.id, &ended.to_string()));
+                    let why = ended.to_string();
+                    self.finish(
+                        request,
+                        &run,
+                        progress(merged, total, true),
+                        show,
+                        (summary, started),
+                        Some(why.clone()),
+                    );
+                    let _ = self.out.send(error_message(LANE, request.id, &why));
                     self.status(request.id, "ended", json!({"frames_received": received}));
                     return Ok(None);
                 }
@@ -307,7 +313,7 @@ impl Worker {
 
 #[cfg(test)]
 mod tests {
-    use super::super::Analysis;
+    use crate::serve::Analysis;
 
     #[test]
     fn a_live_request_is_read_from_the_pages_json() {
