@@ -454,6 +454,13 @@ function showInfo(info) {
 
 // ---- the live source -----------------------------------------------------------------
 
+/** What the note under the pattern says, for a file and for the live source. */
+const NOTES = {
+  file: "Drag the detector to move it, its edge to resize it; the virtual image follows.",
+  live: "Drag the detector to move it, its edge to resize it; the next acquisition's scan image uses it " +
+    "(a scan under way goes on with the detector it started with).",
+};
+
 const LIVE_STATES = {
   waiting: (m) => `waiting for an acquisition on ${m.source}…`,
   receiving: (m) => `receiving from ${m.source}`,
@@ -530,6 +537,7 @@ async function openLive(start) {
   state.pick = null;
   state.liveState = null;
   $("live-controls").hidden = false;
+  $("pattern-note").textContent = NOTES.live;
   $("live-status").textContent = start ? "" : "press acquire to wait for the next acquisition";
   showInfo(info);
   const nav = info.nav_shape.length === 1 ? [1, info.nav_shape[0]] : info.nav_shape;
@@ -545,6 +553,7 @@ async function openDataset(path) {
     if (state.isLive) leave(["live"]);
     state.isLive = false;
     $("live-controls").hidden = true;
+    $("pattern-note").textContent = NOTES.file;
     const info = await api(`api/info?path=${encodeURIComponent(path)}`);
     state.dataset = path;
     state.info = info;
