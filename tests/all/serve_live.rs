@@ -311,6 +311,20 @@ fn a_dectris_stream_is_a_live_source_as_a_merlin_is() {
     let (mean, _) = page_values(&mut browser, &tab, "live", "pattern");
     let expected: Vec<f64> = sum_frames(&data, None).iter().map(|v| v / 80.0).collect();
     assert_close(&mean, &expected, 1e-6, "the mean pattern, from the DECTRIS stream");
+    server.stop();
+
+    // A ZeroMQ socket connects in the background: a DECTRIS stream nobody sends looks like
+    // an acquisition not started yet. The page says it waits, and *stop* ends the wait.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let nobody = format!("dectris://127.0.0.1:{port}");
+    let server = serve_live(&dir.path().join("data"), &nobody, &NAV);
+    let tab = open_page(&mut browser, &server);
+    choose(&mut browser, &tab, "dataset", &nobody);
+    browser.wait_until(&tab, "udfHost.state.liveState === 'waiting'", WAIT);
+    browser.wait_until(&tab, "document.getElementById('live-status').textContent.startsWith('waiting for')", WAIT);
+    browser.evaluate(&tab, "document.getElementById('live-stop').click()");
+    browser.wait_until(&tab, "udfHost.state.liveState === 'stopped'", WAIT);
+    assert_eq!(text_of(&mut browser, &tab, "live-status"), "stopped");
     browser.close();
     server.stop();
 }
