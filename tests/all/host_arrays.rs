@@ -156,3 +156,40 @@ fn host_arrays_and_linear_memory_count_against_one_memory_cap() {
     drop(udf); // and its main-side instance
     assert_eq!(runtime.budget().used(), 0, "every instance gave its memory and arrays back");
 }
+
+/// A uint16 file read by a host-array plugin alone is lent to it unconverted (the plan's
+/// direct dtype is the stored uint16: the plugin's tiles are converting host arrays, which
+/// convert in its reductions), and gives the plain loops' sums; with a ROI the executor
+/// converts (float32 tiles) and the sums are the same.
+#[test]
+fn a_uint16_file_reaches_a_host_array_plugin_unconverted_and_sums_as_plain_loops() {
+    let dir = tempfile::tempdir().unwrap();
+    let (nav, sig) = ([5, 6], [13, 9]);
+    let data = scaled(fixtures::mk_uniform(&nav, &sig, 11), 60000.0);
+    let path = write(dir.path(), "host-arrays-u16", &data, Ty::U16);
+    let stored = data.rounded(Ty::U16);
+    let udf = load("probe_host_arrays");
+    let roi = fixtures::random_roi(30, 0.5, 4);
+    for with_roi in [false, true] {
+        let options = udf_host::exec::RunOptions {
+            roi: with_roi.then(|| udf_host::roi::Roi::from_mask(roi.clone())),
+            partitions: Some(3),
+            ..Default::default()
+        };
+        let opened = udf_host::dataset::DatasetSpec::file(&path, udf_host::dataset::OpenOptions::default())
+            .open()
+            .unwrap();
+        let spec = udf_host::exec::UdfSpec { udf: udf.clone(), params: Params::default() };
+        let run = udf_host::exec::Run::plan(opened, vec![spec], options).unwrap();
+        let expected_dtype = if with_roi { udf_host::dtype::DType::F32 } else { udf_host::dtype::DType::U16 };
+        assert_eq!(run.as_plan().direct_dtype, expected_dtype, "roi={with_roi}");
+        let results = run.execute().unwrap();
+        let mut sum = vec![0.0; stored.frame_len()];
+        for n in (0..stored.frames()).filter(|&n| !with_roi || roi[n]) {
+            for (o, v) in sum.iter_mut().zip(stored.frame(n).iter()) {
+                *o += v;
+            }
+        }
+        assert_close(&values(&results.udfs[0], "intensity"), &sum, 1e-6, &format!("roi={with_roi}"));
+    }
+}
