@@ -176,9 +176,8 @@ fn a_uint16_file_reaches_a_host_array_plugin_unconverted_and_sums_as_plain_loops
             partitions: Some(3),
             ..Default::default()
         };
-        let opened = udf_host::dataset::DatasetSpec::file(&path, udf_host::dataset::OpenOptions::default())
-            .open()
-            .unwrap();
+        let opened =
+            udf_host::dataset::DatasetSpec::file(&path, udf_host::dataset::OpenOptions::default()).open().unwrap();
         let spec = udf_host::exec::UdfSpec { udf: udf.clone(), params: Params::default() };
         let run = udf_host::exec::Run::plan(opened, vec![spec], options).unwrap();
         let expected_dtype = if with_roi { udf_host::dtype::DType::F32 } else { udf_host::dtype::DType::U16 };
