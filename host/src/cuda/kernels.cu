@@ -201,6 +201,74 @@ __device__ void masks_impl(const S* __restrict__ tile, unsigned int frames, unsi
     }
 }
 
+// masks, 5 to 32 at once: out[row0 + f, m0 + m] += Σ_i (R)tile[f, i] · masks[m0 + m, i].
+// Each block holds the masks of one range of TILED_PIXELS(MB, R) pixels in shared memory
+// (32 KiB), read from global memory once per block; each warp then takes frames two at a
+// time: its lanes walk the range's pixels (coalesced), multiply each with the MB mask values
+// from shared memory into two rows of MB sums, and reduce them across the warp (one atomic
+// add per frame and mask). Grid: x over pixel ranges, y over groups of warps (grid-stride
+// over frame pairs). So a mask value read from memory serves every frame of the chunk,
+// where masks_impl rereads it for each few frames.
+#define TILED_BYTES 32768
+template <typename R, int MB>
+__host__ __device__ constexpr unsigned int tiled_pixels() { return TILED_BYTES / (MB * sizeof(R)); }
+
+__device__ __forceinline__ float warp_total(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ double warp_total(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    return v;
+}
+
+template <typename S, typename R, int MB>
+__device__ void masks_tiled_impl(const S* __restrict__ tile, unsigned int frames, unsigned int slice_len,
+                                 const R* __restrict__ masks, unsigned int m_count, unsigned int m0, int skip_zero,
+                                 double* __restrict__ out, unsigned int row0, unsigned int width) {
+    constexpr unsigned int P = tiled_pixels<R, MB>();
+    __shared__ R w[MB * P];
+    const unsigned int p0 = blockIdx.x * P;
+    if (p0 >= slice_len) return;  // the whole block
+    const unsigned int np = min(P, slice_len - p0);
+    const unsigned int mb = min((unsigned int)MB, m_count - m0);
+    for (unsigned int j = threadIdx.x; j < MB * P; j += THREADS) {
+        const unsigned int m = j / P, p = j % P;
+        w[j] = (m < mb && p < np) ? masks[(size_t)(m0 + m) * slice_len + p0 + p] : (R)0;
+    }
+    __syncthreads();
+    const unsigned int lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    const unsigned int stride = gridDim.y * WARPS * 2;
+    for (unsigned int f0 = (blockIdx.y * WARPS + warp) * 2; f0 < frames; f0 += stride) {
+        const bool two = f0 + 1 < frames;
+        const S* a = tile + (size_t)f0 * slice_len + p0;
+        const S* b = two ? a + slice_len : a;
+        R acc0[MB], acc1[MB];
+#pragma unroll
+        for (int m = 0; m < MB; ++m) acc0[m] = acc1[m] = (R)0;
+        for (unsigned int p = lane; p < np; p += 32) {
+            const R x0 = (R)a[p];
+            const R x1 = two ? (R)b[p] : (R)0;
+#pragma unroll
+            for (int m = 0; m < MB; ++m) {
+                const R v = w[m * P + p];
+                if (skip_zero && v == (R)0) continue;
+                acc0[m] += x0 * v;
+                acc1[m] += x1 * v;
+            }
+        }
+#pragma unroll
+        for (int m = 0; m < MB; ++m) {
+            const R t0 = warp_total(acc0[m]);
+            const R t1 = warp_total(acc1[m]);
+            if (lane == 0 && (unsigned int)m < mb) {
+                atomicAdd(&out[(size_t)(row0 + f0) * width + m0 + m], (double)t0);
+                if (two) atomicAdd(&out[(size_t)(row0 + f0 + 1) * width + m0 + m], (double)t1);
+            }
+        }
+    }
+}
+
 // Computed masks (disk, ring, point, com): inside = ri2 < (y − cy)² + (x − cx)² ≤ ro2,
 // evaluated in double like the CPU's mask builders; M = 1 (inside) or, WEIGHTED, 3
 // (inside, y · inside, x · inside: CoM). Frames are 2-D of width sx.
