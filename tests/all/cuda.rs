@@ -189,10 +189,9 @@ fn every_kernel_agrees_with_its_cpu_builtin_on_the_gpu() {
     every_kernel_agrees_with_its_cpu_builtin(true);
 }
 
-/// `masks` at every width the GPU treats differently, float32 masks through the one-pass
-/// kernels (1, 4, 8, 16, 32 masks per pass, more in passes of 32) and through cuBLAS SGEMM
-/// (where `libcublas` loads), float64 masks (one-pass only), on frames of several ranges
-/// of pixels.
+/// `masks` at every width the GPU treats differently: 1, 4, 16 and 32 masks (the one-pass
+/// kernels of 1/4/16/32 masks per pass), 33 and 128 (float32: cuBLAS SGEMM where
+/// `libcublas` loads, else passes of 32), on frames of several blocks of pixels.
 fn masks_agree_at_every_width(expect_gpu: bool) {
     let test = "masks_agree_at_every_width";
     if !gpu_or_skip(test, expect_gpu) {
@@ -206,19 +205,13 @@ fn masks_agree_at_every_width(expect_gpu: bool) {
     for ty in [Ty::F32, Ty::U16] {
         let path = dir.path().join(format!("masks-{ty:?}.npy"));
         fixtures::write_npy(&path, &data, ty);
-        for (count, gemm_above) in [1, 4, 8, 16, 32, 33, 128].into_iter().flat_map(|c| [(c, 4), (c, usize::MAX)]) {
-            // Float32 masks above `gemm_above` go to cuBLAS: both paths, every width.
-            #[cfg(any(feature = "cuda", feature = "cuda13"))]
-            cuda::set_masks_gemm_above(gemm_above);
-            #[cfg(not(any(feature = "cuda", feature = "cuda13")))]
-            let _ = gemm_above;
+        for count in [1, 4, 16, 32, 33, 128] {
             let values: Vec<f32> =
                 (0..count * frame_len).map(|i| ((i * 2_654_435_761usize) % 17) as f32 / 8.0 - 0.5).collect();
             let masks = udf_host::array::NdArray::from_vec(&[count, sig[0], sig[1]], values).unwrap();
             let udfs = vec![(builtin("masks"), params(&[("masks", ParamValue::Array(Arc::new(masks)))]))];
             for (partitions, with_roi) in [(3, false), (2, true)] {
-                let what =
-                    format!("{ty:?} {count} masks (cuBLAS above {gemm_above}) partitions={partitions} roi={with_roi}");
+                let what = format!("{ty:?} {count} masks partitions={partitions} roi={with_roi}");
                 let options = RunOptions {
                     partitions: Some(partitions),
                     roi: with_roi.then(|| udf_host::roi::Roi::from_mask(roi.clone())),
@@ -229,21 +222,6 @@ fn masks_agree_at_every_width(expect_gpu: bool) {
                 assert_agree(&gpu, &cpu, &what);
             }
         }
-    }
-    #[cfg(any(feature = "cuda", feature = "cuda13"))]
-    cuda::set_masks_gemm_above(4);
-    // Float64 masks always take the one-pass kernels (cuBLAS is for float32).
-    let path = dir.path().join("masks-f64.npy");
-    fixtures::write_npy(&path, &data, Ty::F32);
-    for count in [3, 8, 20] {
-        let values: Vec<f64> = (0..count * frame_len).map(|i| ((i * 40_503) % 11) as f64 / 4.0 - 1.0).collect();
-        let masks = udf_host::array::NdArray::from_vec(&[count, sig[0], sig[1]], values).unwrap();
-        let udfs = vec![(builtin("masks"), params(&[("masks", ParamValue::Array(Arc::new(masks)))]))];
-        let what = format!("float64: {count} masks");
-        let options = RunOptions { partitions: Some(2), ..Default::default() };
-        let (gpu, cpu, plan) = run_both(&path, &udfs, &options, &what);
-        assert_eq!(plan.udfs[0].device, DeviceClass::Cuda, "{what}: {:?}", plan.udfs[0].device_note);
-        assert_agree(&gpu, &cpu, &what);
     }
 }
 

@@ -27,15 +27,6 @@ const MASKS_PER_PASS: usize = 32;
 /// 2.0 (the one-pass kernel rereads every mask value from L2 for each few frames).
 const GEMM_ABOVE: usize = 4;
 
-/// [`GEMM_ABOVE`], unless tests or benchmarks set another ([`set_masks_gemm_above`]).
-static GEMM_ABOVE_NOW: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(GEMM_ABOVE);
-
-/// Float32 masks above `count` go to cuBLAS from now on in this process (`usize::MAX`:
-/// never); for tests and benchmarks that check or time both paths.
-pub fn set_masks_gemm_above(count: usize) {
-    GEMM_ABOVE_NOW.store(count, std::sync::atomic::Ordering::Relaxed);
-}
-
 /// How a masks consumer multiplies: chosen by the mask count ([`GEMM_ABOVE`]), or forced
 /// (the benchmark compares both).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -354,15 +345,6 @@ impl Consumer for StdDevConsumer {
     }
 }
 
-/// How a one-pass masks kernel is launched.
-#[derive(Clone, Copy)]
-enum Layout {
-    /// `masks_impl`: this many frames per block, the pixels split over x.
-    FrameGroups(usize),
-    /// `masks_tiled_impl` with this many masks per pass.
-    Tiled(usize),
-}
-
 /// The product's output: doubles added by the one-pass kernel, or float32 by cuBLAS.
 enum Products {
     OnePass(CudaSlice<f64>),
@@ -417,9 +399,7 @@ impl MasksConsumer {
             slices.push(stream.clone_htod(&cut).map_err(|e| format!("uploading the masks: {e:?}"))?);
         }
         let gemm = match path {
-            MasksPath::Chosen => {
-                float == DType::F32 && count > GEMM_ABOVE_NOW.load(std::sync::atomic::Ordering::Relaxed) && gpu.cublas
-            }
+            MasksPath::Chosen => float == DType::F32 && count > GEMM_ABOVE && gpu.cublas,
             MasksPath::OnePass => false,
             MasksPath::Gemm if float == DType::F32 && gpu.cublas => true,
             MasksPath::Gemm => {
@@ -457,14 +437,11 @@ impl Consumer for MasksConsumer {
         match &mut self.products {
             Products::OnePass(out) => {
                 for m0 in (0..count).step_by(MASKS_PER_PASS) {
-                    // (kernel, frames per block) of masks_impl, or the masks per pass of
-                    // masks_tiled_impl (its grid: pixel ranges × groups of warps).
-                    let (kernel, layout) = match count - m0 {
-                        1 => ("masks1", Layout::FrameGroups(8)),
-                        2..=4 => ("masks4", Layout::FrameGroups(8)),
-                        5..=8 => ("masks8", Layout::Tiled(8)),
-                        9..=16 => ("masks16", Layout::Tiled(16)),
-                        _ => ("masks32", Layout::Tiled(32)),
+                    let (kernel, per_block) = match count - m0 {
+                        1 => ("masks1", 8),
+                        2..=4 => ("masks4", 8),
+                        5..=16 => ("masks16", 4),
+                        _ => ("masks32", 2),
                     };
                     let function = gpu.function(kernel, chunk.dtype, self.float)?;
                     let args = MasksArgs {
@@ -479,16 +456,7 @@ impl Consumer for MasksConsumer {
                         row0: chunk.row0 as u32,
                         width: count as u32,
                     };
-                    let config = match layout {
-                        Layout::FrameGroups(per_block) => frame_group_grid(gpu, chunk, per_block),
-                        Layout::Tiled(per_pass) => {
-                            // TILED_PIXELS in kernels.cu: 32 KiB of mask values per block.
-                            let pixels = 32768 / (per_pass * self.float.size());
-                            let ranges = k.div_ceil(pixels);
-                            let warp_groups = frames.div_ceil(2 * THREADS / 32);
-                            grid(ranges, target_blocks(gpu).div_ceil(ranges).clamp(1, warp_groups))
-                        }
-                    };
+                    let config = frame_group_grid(gpu, chunk, per_block);
                     // SAFETY: the masks are (count, k) of the float type, `out` holds
                     // (partition frames, count) doubles and the chunk's rows lie within
                     // the partition.

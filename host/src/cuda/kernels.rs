@@ -112,15 +112,13 @@ kernel_args! {
         varsum: out &'a mut CudaSlice<f64> = "double*",
     }
 
-    /// `masks_impl` (1 and 4 masks: frames per block, masks per pass) and
-    /// `masks_tiled_impl` (8, 16, 32 masks per pass, the masks of a pixel range in shared
-    /// memory): products of the frames with masks `m0..`.
+    /// `masks_impl`: products of the frames with masks `m0..` (frames per block, masks
+    /// per pass).
     MasksArgs [
         ("masks1", "masks_impl<S, F, 8, 1>"),
         ("masks4", "masks_impl<S, F, 8, 4>"),
-        ("masks8", "masks_tiled_impl<S, F, 8>"),
-        ("masks16", "masks_tiled_impl<S, F, 16>"),
-        ("masks32", "masks_tiled_impl<S, F, 32>"),
+        ("masks16", "masks_impl<S, F, 4, 16>"),
+        ("masks32", "masks_impl<S, F, 2, 32>"),
     ] {
         tile: buf &'a CudaSlice<u8> = "const S*",
         frames: val u32 = "unsigned int",
@@ -190,9 +188,9 @@ mod tests {
              unsigned int run_len, unsigned int group_frames, double* acc) { sum_impl<S, F>(tile, frames, slice_len, \
              starts, run_len, group_frames, acc); }"
         ));
-        assert!(text.contains("masks16_##S##_##F(") && text.contains("masks_tiled_impl<S, F, 16>(tile, frames"));
+        assert!(text.contains("masks16_##S##_##F(") && text.contains("masks_impl<S, F, 4, 16>(tile, frames"));
         assert!(text.contains("to_f32_##S##_##F(const S* input, unsigned long long n, float* out)"));
-        assert_eq!(KERNEL_NAMES.len(), 11);
+        assert_eq!(KERNEL_NAMES.len(), 10);
         for name in KERNEL_NAMES {
             assert_eq!(text.matches(&format!(" {name}_##S##_##F(")).count(), 1, "{name}");
         }

@@ -243,8 +243,6 @@ pub const TILE_TYPES: [(DType, &str); 8] = [
     (DType::F64, "f64"),
 ];
 
-#[cfg(any(feature = "cuda", feature = "cuda13"))]
-pub use consumers::set_masks_gemm_above;
 pub use kernels::KERNEL_NAMES;
 
 /// The float types computed in, with their CUDA C names.
