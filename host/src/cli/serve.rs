@@ -27,6 +27,10 @@ pub struct ServeArgs {
     /// Worker threads per run [default: all cores].
     #[arg(long)]
     threads: Option<usize>,
+    /// Refuse runs whose results (with the page's images) would need more host memory
+    /// than this [default: half the machine's memory].
+    #[arg(long, value_name = "SIZE", value_parser = super::parse_memory)]
+    max_result_memory: Option<u64>,
     /// A live source offered on the page beside the files: merlin://HOST[:PORT] or
     /// dectris://HOST[:PORT]; choosing it starts an acquisition (docs/serve.md).
     #[arg(long, value_name = "SOURCE", requires = "nav_shape")]
@@ -64,6 +68,7 @@ pub fn main(args: ServeArgs) -> anyhow::Result<()> {
         data: args.data,
         address: SocketAddr::new(args.bind, args.port),
         threads: args.threads,
+        max_result_bytes: args.max_result_memory,
         stop_on_ctrl_c: true,
         live,
         ..ServeOptions::default()

@@ -105,16 +105,27 @@ pub struct Udfs {
     pub show: Option<Vec<String>>,
 }
 
+/// What the server gives every run: its threads and its result memory cap.
+#[derive(Debug, Clone, Copy)]
+pub struct RunDefaults {
+    pub threads: usize,
+    /// `None`: the default cap (half the machine's memory).
+    pub max_result_bytes: Option<u64>,
+}
+
 impl Job {
-    /// The run's options: the ROI, `threads`, and partitions small enough that the
-    /// first one is merged soon (see [`partitions_for`]); the page's images and the
-    /// export's previews counted with the results against the result memory cap.
-    pub fn options(&self, threads: usize) -> RunOptions {
+    /// The run's options: the ROI, the server's threads and result memory cap, and
+    /// partitions small enough that the first one is merged soon (see
+    /// [`partitions_for`]); the page's images and the export's previews counted with the
+    /// results against the cap.
+    pub fn options(&self, defaults: RunDefaults) -> RunOptions {
+        let threads = defaults.threads;
         let shape = self.dataset.dataset.shape();
         let bytes = (shape.nav_len() * shape.sig_len() * self.dataset.dataset.stored_dtype().dtype.size()) as u64;
         RunOptions {
             roi: self.roi.clone(),
             threads: Some(threads),
+            max_result_bytes: defaults.max_result_bytes,
             partitions: Some(partitions_for(bytes, shape.nav_len(), threads)),
             result_extra: Some(crate::preview::result_extra_drawn(vec![
                 super::wire::page_preview_options(),
@@ -343,7 +354,7 @@ mod tests {
             show: None,
         };
         let plan = |cap: u64| {
-            let options = RunOptions { max_result_bytes: Some(cap), ..job.options(2) };
+            let options = job.options(RunDefaults { threads: 2, max_result_bytes: Some(cap) });
             Run::plan(job.dataset.clone(), job.specs.clone(), options)
         };
         match plan(1 << 20) {

@@ -11,7 +11,7 @@
 //! | `GET /api/ws` | the WebSocket: `run`, `stop` and `export` requests in, results ([`super::wire`]) out |
 
 use super::access::Refusal;
-use super::analysis::{Analysis, partitions_for};
+use super::analysis::{Analysis, RunDefaults, partitions_for};
 use super::catalog::{Catalog, CatalogError};
 use super::export::export_message;
 use super::lane::{Finished, Lane, Outgoing, Request};
@@ -33,7 +33,7 @@ use std::time::Instant;
 /// What every handler shares.
 pub struct Shared {
     pub catalog: Arc<Catalog>,
-    pub threads: usize,
+    pub defaults: RunDefaults,
     /// The live source, if the server was started with one.
     pub live: Option<Arc<LiveSetup>>,
 }
@@ -173,8 +173,8 @@ struct PathQuery {
 /// info` prints it) and the partitions the server runs it in.
 fn dataset_summary(shared: &Shared, path: &str) -> Result<Value, CatalogError> {
     let opened = shared.catalog.dataset(path)?;
-    let summary = DatasetSummary::of(opened.dataset.as_ref(), shared.threads);
-    let serve_partitions = partitions_for(summary.bytes as u64, summary.frames, shared.threads);
+    let summary = DatasetSummary::of(opened.dataset.as_ref(), shared.defaults.threads);
+    let serve_partitions = partitions_for(summary.bytes as u64, summary.frames, shared.defaults.threads);
     let mut value = serde_json::to_value(summary).map_err(|e| CatalogError::Internal(e.to_string()))?;
     value["serve_partitions"] = json!(serve_partitions);
     Ok(value)
@@ -282,17 +282,17 @@ impl Lanes {
         shared: &Shared,
         out: &tokio::sync::mpsc::UnboundedSender<Outgoing>,
     ) -> std::io::Result<()> {
-        let (catalog, threads) = (shared.catalog.clone(), shared.threads);
+        let (catalog, defaults) = (shared.catalog.clone(), shared.defaults);
         if name == LIVE_LANE {
             if let (None, Some(setup)) = (&self.live, &shared.live) {
-                self.live = Some(LiveLane::start_live(setup.clone(), catalog, threads, out.clone())?);
+                self.live = Some(LiveLane::start_live(setup.clone(), catalog, defaults, out.clone())?);
             }
             if let Some(lane) = &self.live {
                 lane.submit(request);
             }
         } else {
             if !self.files.contains_key(name) {
-                self.files.insert(name.to_owned(), Lane::start(name, catalog, threads, out.clone())?);
+                self.files.insert(name.to_owned(), Lane::start(name, catalog, defaults, out.clone())?);
             }
             if let Some(lane) = self.files.get(name) {
                 lane.submit(request);

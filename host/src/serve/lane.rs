@@ -8,7 +8,7 @@
 //! merged so far go to the page after the first merge and then at most every
 //! [`UPDATE_EVERY`], and once more when it is complete.
 
-use super::analysis::{Analysis, Job};
+use super::analysis::{Analysis, Job, RunDefaults};
 use super::catalog::Catalog;
 use super::wire::{self, Progress as WireProgress};
 use crate::exec::{Progress, Run, RunError, RunResults};
@@ -154,11 +154,11 @@ impl LaneHandle<Progress> {
     pub fn start(
         name: &str,
         catalog: Arc<Catalog>,
-        threads: usize,
+        defaults: RunDefaults,
         out: tokio::sync::mpsc::UnboundedSender<Outgoing>,
     ) -> std::io::Result<Lane> {
         let name = name.to_owned();
-        Self::spawn(&name.clone(), move |inbox| Worker { name, catalog, threads, inbox, out }.work())
+        Self::spawn(&name.clone(), move |inbox| Worker { name, catalog, defaults, inbox, out }.work())
     }
 }
 
@@ -166,7 +166,7 @@ impl LaneHandle<Progress> {
 struct Worker {
     name: String,
     catalog: Arc<Catalog>,
-    threads: usize,
+    defaults: RunDefaults,
     inbox: Inbox<Progress>,
     out: tokio::sync::mpsc::UnboundedSender<Outgoing>,
 }
@@ -206,7 +206,7 @@ impl Worker {
             }
         };
         let Job { dataset, specs, show, .. } = &job;
-        let run = match Run::plan(dataset.clone(), specs.clone(), job.options(self.threads)) {
+        let run = match Run::plan(dataset.clone(), specs.clone(), job.options(self.defaults)) {
             Ok(run) => run,
             Err(e) => {
                 self.error(id, e.to_string());

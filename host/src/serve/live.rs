@@ -12,7 +12,7 @@
 //! The page does not send a new detector position while frames are coming (that would
 //! throw the scan away): it applies to the next acquisition (docs/serve.md).
 
-use super::analysis::AnalysisError;
+use super::analysis::{AnalysisError, RunDefaults};
 use super::catalog::Catalog;
 use super::lane::Request;
 use super::lane::{
@@ -100,10 +100,10 @@ impl LaneHandle<Stop> {
     pub fn start_live(
         setup: Arc<LiveSetup>,
         catalog: Arc<Catalog>,
-        threads: usize,
+        defaults: RunDefaults,
         out: tokio::sync::mpsc::UnboundedSender<Outgoing>,
     ) -> std::io::Result<LiveLane> {
-        Self::spawn(LANE, move |inbox| Worker { setup, catalog, threads, inbox, out }.work())
+        Self::spawn(LANE, move |inbox| Worker { setup, catalog, defaults, inbox, out }.work())
     }
 }
 
@@ -157,7 +157,7 @@ enum AcquireError {
 struct Worker {
     setup: Arc<LiveSetup>,
     catalog: Arc<Catalog>,
-    threads: usize,
+    defaults: RunDefaults,
     inbox: Inbox<Stop>,
     out: tokio::sync::mpsc::UnboundedSender<Outgoing>,
 }
@@ -216,7 +216,8 @@ impl Worker {
         let shape = DatasetShape { nav: nav.clone(), sig: acquisition.sig.clone() };
         let udfs = request.analysis.udfs(&shape, &self.catalog)?;
         let mut options = config.options.clone();
-        options.run.threads = Some(self.threads);
+        options.run.threads = Some(self.defaults.threads);
+        options.run.max_result_bytes = self.defaults.max_result_bytes;
         options.run.result_extra = Some(crate::preview::result_extra_drawn(vec![
             super::wire::page_preview_options(),
             crate::preview::PreviewOptions::default(),

@@ -62,6 +62,9 @@ pub struct ServeOptions {
     pub address: SocketAddr,
     /// Worker threads per run (default: all cores).
     pub threads: Option<usize>,
+    /// Refuse runs whose results need more host memory than this (default: half the
+    /// machine's memory).
+    pub max_result_bytes: Option<u64>,
     /// How datasets are opened (format, shapes, corrections).
     pub open_options: OpenOptions,
     /// The limits plugins run under (the runtime is set up from them, the threads and
@@ -81,6 +84,7 @@ impl Default for ServeOptions {
             data: Vec::new(),
             address: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
             threads: None,
+            max_result_bytes: None,
             open_options: OpenOptions::default(),
             limits: Limits::default(),
             stop_on_ctrl_c: false,
@@ -139,7 +143,11 @@ impl Server {
             config.options.run.limits = options.limits;
             Arc::new(live::LiveSetup::new(config))
         });
-        let app = http::router(Arc::new(http::Shared { catalog, threads, live }));
+        let app = http::router(Arc::new(http::Shared {
+            catalog,
+            defaults: analysis::RunDefaults { threads, max_result_bytes: options.max_result_bytes },
+            live,
+        }));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let stop_on_ctrl_c = options.stop_on_ctrl_c;
         let thread = std::thread::Builder::new()
