@@ -2,7 +2,7 @@
 
 A LiberTEM user changes `from libertem.udf import UDF` to `from udf_host import UDF`, and
 `ctx.run_udf(dataset=ds, udf=MyUDF(param=...))` runs the class in udf-host's Python runner
-component (CPython in WebAssembly, `python/runner/`), where `import numpy` is the host's
+component (CPython in WebAssembly, `python/udf_host/_runner/`), where `import numpy` is the host's
 arrays (`udf_host.xp`) presented as NumPy. The class's code never runs in the user's process:
 it travels to the runner as source text (`udf_host.capture`) and the keyword arguments as
 the plugin contract's parameters.
@@ -11,7 +11,7 @@ This one file is used in both places:
 
 - in the user's process only `__init__` (the keyword arguments, `self.params`),
   `aux_data` and the constants are used, and `_spec()` hands the class to the engine;
-- inside the runner the whole of LiberTEM's semantics run on it (`python/runner/app.py`
+- inside the runner the whole of LiberTEM's semantics run on it (`python/udf_host/_runner/app.py`
   drives it): buffers and their views (API.md §3.1), `self.meta`, `self.task_data`,
   `merge`, `get_results`, `with_mask`, `forbuf`, `self.xp`.
 
