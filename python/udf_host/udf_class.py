@@ -179,10 +179,28 @@ class UDFMeta:
         self.device_class = "cpu"
         self.array_backend = None
         self.threads_per_worker = None
-        self.coordinates = None
+        self._coordinates = None
+        self._coordinates_of = None
         self._valid_nav_mask = None
         self._roi_flat = None
         self.__dict__.update(fields)
+
+    @property
+    def coordinates(self):
+        """The nav coordinates of the current unit's frames, `(frames, nav dims)` int64:
+        made when first asked for (most classes never do; the runner sets a maker per unit)."""
+        if self._coordinates_of is not None:
+            self._coordinates = self._coordinates_of()
+            self._coordinates_of = None
+        return self._coordinates
+
+    @coordinates.setter
+    def coordinates(self, value):
+        self._coordinates, self._coordinates_of = value, None
+
+    def _coordinates_later(self, make):
+        """Set `coordinates` to what `make()` returns, called only if someone reads it."""
+        self._coordinates, self._coordinates_of = None, make
 
     @property
     def partition_shape(self):
