@@ -748,6 +748,26 @@ mod tests {
         assert!(matches!(refused, Err(ArrayError::Memory { .. })), "{refused:?}");
     }
 
+    /// `astype` of a converting tile to float64 (cast from the stored integers) and to
+    /// float32 and int32 give the converted values; the tile still expires with its lease.
+    #[test]
+    fn a_converting_tiles_astype_gives_the_converted_values() {
+        let memory = ArrayMemory::with_limit(1 << 20);
+        let lease = Lease::new();
+        let cx = Ctx { memory: &memory, stop: &|| None };
+        let tile = converting_tile(&memory, &lease, &VALUES);
+        let f64s = crate::arrays::astype(&cx, &tile, DType::F64).unwrap();
+        let expected: Vec<f64> = VALUES.iter().map(|&v| f64::from(v)).collect();
+        assert_eq!(to_vec::<f64>(&f64s).unwrap(), expected);
+        let f32s = crate::arrays::astype(&cx, &tile, DType::F32).unwrap();
+        assert_eq!(to_vec::<f32>(&f32s).unwrap(), reference());
+        let i32s = crate::arrays::astype(&cx, &tile, DType::I32).unwrap();
+        let expected: Vec<i32> = VALUES.iter().map(|&v| i32::from(v)).collect();
+        assert_eq!(to_vec::<i32>(&i32s).unwrap(), expected);
+        lease.revoke();
+        assert!(matches!(crate::arrays::astype(&cx, &tile, DType::F64), Err(ArrayError::Expired { .. })));
+    }
+
     /// `sum(axis=0)` adds four rows per pass where it can (then the rest one by one): the
     /// column sums of 4k, 4k + 1, ..., 4k + 3 rows, float and integer, against a plain
     /// f64 loop.
