@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -22,19 +21,9 @@ CLASS_RUN = """
 import sys
 import numpy as np
 import udf_host
-from udf_host import UDF
 
-
-class SumUDF(UDF):
-    def get_result_buffers(self):
-        return {"intensity": self.buffer(kind="sig", dtype=np.float32)}
-
-    def process_tile(self, tile):
-        self.results.intensity[:] += np.sum(tile, axis=0)
-
-    def merge(self, dest, src):
-        dest.intensity[:] += src.intensity
-
+sys.path.insert(0, sys.argv[1])
+from uh_classes import SumUDF  # the benchmark's SumUDF, its import changed to udf_host's
 
 data = np.arange(4 * 5 * 6 * 7, dtype=np.float32).reshape(4, 5, 6, 7) % 11
 ctx = udf_host.Context(threads=2)
@@ -43,6 +32,7 @@ np.testing.assert_array_equal(np.asarray(result["intensity"]), data.sum(axis=(0,
 from udf_host.class_spec import runner_path
 print(runner_path())
 """
+CLASSES = Path(__file__).parent / "libertem_classes" / "classes.py"
 
 
 def _wheel(tmp_path: Path) -> Path:
@@ -72,19 +62,21 @@ def test_a_fresh_install_without_the_projects_runner_builds_it_on_first_use(tmp_
     # The wheel and its dependencies (NumPy, componentize-py) from PyPI, as a user gets them.
     _run(python, "-m", "pip", "install", "--quiet", wheel)
     script = tmp_path / "run_class.py"
-    script.write_text(textwrap.dedent(CLASS_RUN))
+    script.write_text(CLASS_RUN)
+    source = CLASSES.read_text().replace("from libertem.udf import UDF", "from udf_host import UDF")
+    (tmp_path / "uh_classes.py").write_text(source)
     cache = tmp_path / "cache"
     # Nothing of the project's: no UDF_HOST_RUNNER, an empty cache, not run from the repository.
     env = {k: v for k, v in os.environ.items() if k not in ("UDF_HOST_RUNNER", "PYTHONPATH")}
     env["UDF_HOST_CACHE_DIR"] = str(cache)
-    first = _run(python, script, env=env)
+    first = _run(python, script, tmp_path, env=env)
     runner = Path(first.stdout.strip().splitlines()[-1])
     assert runner.parent == cache / "runners", runner
     assert runner.stat().st_size > 10_000_000
     built = runner.stat().st_mtime_ns
 
     # A second process finds it there and builds nothing.
-    second = _run(python, script, env=env)
+    second = _run(python, script, tmp_path, env=env)
     assert Path(second.stdout.strip().splitlines()[-1]) == runner
     assert runner.stat().st_mtime_ns == built
 
@@ -92,7 +84,7 @@ def test_a_fresh_install_without_the_projects_runner_builds_it_on_first_use(tmp_
     # missing and the command that installs it, before any data is read.
     _run(python, "-m", "pip", "uninstall", "--quiet", "--yes", "componentize-py")
     env["UDF_HOST_CACHE_DIR"] = str(tmp_path / "empty-cache")
-    failed = _run(python, script, env=env, check=False)
+    failed = _run(python, script, tmp_path, env=env, check=False)
     assert failed.returncode != 0
     assert "componentize-py 0.25.1 is not installed" in failed.stderr, failed.stderr
     assert "-m pip install componentize-py==0.25.1" in failed.stderr, failed.stderr
