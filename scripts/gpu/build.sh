@@ -5,8 +5,8 @@
 #   - the wasm plugin the CUDA tests run beside the GPU built-ins (sum.wasm);
 #   - NVRTC from the `nvidia-cuda-nvrtc-cu12` wheel, for GPU machines without a CUDA toolkit
 #     (the driver alone is enough then);
-# into target/gpu-kit/, xz-compressed (about 40-60 MiB). Then, on the GPU machine, from a
-# copy of this repository with target/gpu-kit/ beside it: scripts/gpu/run.sh (no Rust
+# into target/gpu-kit/kit/, xz-compressed (about 40-60 MiB). Then, on the GPU machine, from a
+# copy of this repository with target/gpu-kit/kit/ in it: scripts/gpu/run.sh (no Rust
 # needed there). The first build takes 20-30 minutes on 2 cores (a release build of
 # wasmtime and the tests).
 # Usage: scripts/gpu/build.sh   (UDF_GPU_FEATURE=cuda13 for CUDA 13 drivers; UDF_GPU_NVRTC=0
@@ -17,13 +17,15 @@ source scripts/polyglot/common.sh   # say, die, python_venv
 scripts/setup.sh
 feature=${UDF_GPU_FEATURE:-cuda}
 case $feature in
-    cuda) nvrtc_wheel=nvidia-cuda-nvrtc-cu12==12.9.86 ;;
-    cuda13) nvrtc_wheel=nvidia-cuda-nvrtc==13.5.37 ;;
+    cuda) nvrtc_wheel=nvidia-cuda-nvrtc-cu12==12.9.86 nvrtc_dir='*nvidia/cuda_nvrtc/lib' nvrtc_so=12 ;;
+    cuda13) nvrtc_wheel=nvidia-cuda-nvrtc==13.5.37 nvrtc_dir='*nvidia/cu13/lib' nvrtc_so=13 ;;
     *) die "UDF_GPU_FEATURE must be cuda or cuda13, not '$feature'" ;;
 esac
 command -v xz >/dev/null || apt_install xz-utils
 target=${CARGO_TARGET_DIR:-$PWD/target}
-kit="$target/gpu-kit"
+# The kit goes beside the profile's own build output (target/gpu-kit/), which stays, so
+# that a rebuild is incremental.
+kit="$target/gpu-kit/kit"
 rm -rf "$kit"
 mkdir -p "$kit/plugins" "$kit/lib"
 
@@ -52,13 +54,13 @@ cp "$target/wasm-plugins/wasm32-wasip2/release/sum.wasm" "$kit/plugins/"
 if [[ ${UDF_GPU_NVRTC:-1} == 1 ]]; then
     # ~30 MiB of the kit: leave it out (UDF_GPU_NVRTC=0) where the GPU machine has CUDA.
     venv=$(python_venv "$nvrtc_wheel")
-    nvrtc_lib=$(find "$venv" -type d -path '*nvidia/cu*nvrtc/lib' | head -1)
-    [[ -n $nvrtc_lib ]] || die "no NVRTC library in the $nvrtc_wheel wheel"
-    for so in "$nvrtc_lib"/libnvrtc.so.* "$nvrtc_lib"/libnvrtc-builtins.so.*; do
+    nvrtc_lib=$(find "$venv" -type d -path "$nvrtc_dir" | head -1)
+    [[ -n $nvrtc_lib && -e $nvrtc_lib/libnvrtc.so.$nvrtc_so ]] || die "no libnvrtc.so.$nvrtc_so in the $nvrtc_wheel wheel"
+    for so in "$nvrtc_lib/libnvrtc.so.$nvrtc_so" "$nvrtc_lib/libnvrtc-builtins.so.$nvrtc_so".*; do
         xz -T0 -6 -c "$so" >"$kit/lib/$(basename "$so").xz"
     done
 fi
 git rev-parse HEAD >"$kit/commit" 2>/dev/null || true
 echo "$feature" >"$kit/feature"
 du -sh "$kit"
-say "done: carry target/gpu-kit to the GPU machine and run scripts/gpu/run.sh there"
+say "done: carry target/gpu-kit/kit to the GPU machine and run scripts/gpu/run.sh there"

@@ -189,6 +189,90 @@ fn every_kernel_agrees_with_its_cpu_builtin_on_the_gpu() {
     every_kernel_agrees_with_its_cpu_builtin(true);
 }
 
+/// `masks` at every width the GPU treats differently: 1, 4, 16 and 32 masks (the one-pass
+/// kernels of 1/4/16/32 masks per pass), 33 and 128 (float32: cuBLAS SGEMM where
+/// `libcublas` loads, else passes of 32), on frames of several blocks of pixels.
+fn masks_agree_at_every_width(expect_gpu: bool) {
+    let test = "masks_agree_at_every_width";
+    if !gpu_or_skip(test, expect_gpu) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (nav, sig) = ([10, 13], [48, 67]);
+    let data = dataset(&nav, &sig, 23);
+    let roi = fixtures::random_roi(130, 0.5, 9);
+    let frame_len: usize = sig.iter().product();
+    for ty in [Ty::F32, Ty::U16] {
+        let path = dir.path().join(format!("masks-{ty:?}.npy"));
+        fixtures::write_npy(&path, &data, ty);
+        for count in [1, 4, 16, 32, 33, 128] {
+            let values: Vec<f32> =
+                (0..count * frame_len).map(|i| ((i * 2_654_435_761usize) % 17) as f32 / 8.0 - 0.5).collect();
+            let masks = udf_host::array::NdArray::from_vec(&[count, sig[0], sig[1]], values).unwrap();
+            let udfs = vec![(builtin("masks"), params(&[("masks", ParamValue::Array(Arc::new(masks)))]))];
+            for (partitions, with_roi) in [(3, false), (2, true)] {
+                let what = format!("{ty:?} {count} masks partitions={partitions} roi={with_roi}");
+                let options = RunOptions {
+                    partitions: Some(partitions),
+                    roi: with_roi.then(|| udf_host::roi::Roi::from_mask(roi.clone())),
+                    ..Default::default()
+                };
+                let (gpu, cpu, plan) = run_both(&path, &udfs, &options, &what);
+                assert_eq!(plan.udfs[0].device, DeviceClass::Cuda, "{what}: {:?}", plan.udfs[0].device_note);
+                assert_agree(&gpu, &cpu, &what);
+            }
+        }
+    }
+}
+
+#[test]
+fn masks_agree_at_every_width_where_there_is_a_gpu() {
+    masks_agree_at_every_width(false);
+}
+
+#[test]
+#[ignore = "needs a GPU: run with --ignored on a GPU machine (scripts/gpu/run.sh)"]
+fn masks_agree_at_every_width_on_the_gpu() {
+    masks_agree_at_every_width(true);
+}
+
+/// Large odd frames (131 × 257: many blocks of pixels per frame, more than one chunk per
+/// lane) through every kernel, float32 and uint16, compared with the CPU built-ins.
+fn large_odd_frames_agree(expect_gpu: bool) {
+    let test = "large_odd_frames_agree";
+    if !gpu_or_skip(test, expect_gpu) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (nav, sig) = ([12, 11], [131, 257]);
+    let data = dataset(&nav, &sig, 31);
+    for ty in [Ty::F32, Ty::U16] {
+        let path = dir.path().join(format!("large-{ty:?}.npy"));
+        fixtures::write_npy(&path, &data, ty);
+        let udfs = kernel_builtins(&sig, false);
+        // One partition: a float32 tile of 17.8 MB read in place is two chunks of a 16 MiB lane.
+        for (partitions, tile) in [(1, None), (2, None), (3, Some(vec![4, 131, 257]))] {
+            let what = format!("{ty:?} {sig:?} partitions={partitions} tile={tile:?}");
+            let options = RunOptions { partitions: Some(partitions), tile_shape: tile, ..Default::default() };
+            let (gpu, cpu, _) = run_both(&path, &udfs, &options, &what);
+            assert_agree(&gpu, &cpu, &what);
+            let sum = gpu.udfs[0].buffer("intensity").unwrap();
+            assert_close(&to_f64(&sum.data), &sum_frames(&data.rounded(ty), None), 1e-5, &format!("{what}: sum"));
+        }
+    }
+}
+
+#[test]
+fn large_odd_frames_agree_where_there_is_a_gpu() {
+    large_odd_frames_agree(false);
+}
+
+#[test]
+#[ignore = "needs a GPU: run with --ignored on a GPU machine (scripts/gpu/run.sh)"]
+fn large_odd_frames_agree_on_the_gpu() {
+    large_odd_frames_agree(true);
+}
+
 /// A plan made here with the GPU runs its GPU built-ins in another worker from its JSON.
 fn a_shipped_plan_keeps_its_devices(expect_gpu: bool) {
     if !gpu_or_skip("a_shipped_plan_keeps_its_devices", expect_gpu) {
@@ -199,13 +283,25 @@ fn a_shipped_plan_keeps_its_devices(expect_gpu: bool) {
     let path = dir.path().join("data.npy");
     fixtures::write_npy(&path, &data, Ty::U16);
     let udfs = vec![(builtin("sum"), Params::default()), (builtin("pick"), Params::default())];
-    let options = RunOptions { partitions: Some(3), device: Device::Auto, ..Default::default() };
+    // One thread: `auto` estimates the GPU faster for `sum` (crate::cuda::auto).
+    let options = RunOptions { partitions: Some(3), device: Device::Auto, threads: Some(1), ..Default::default() };
     let (gpu, cpu, plan) = run_both(&path, &udfs, &options, "shipped");
     let back = Plan::from_json(&plan.to_json()).unwrap();
     assert_eq!(back.udfs[0].device, DeviceClass::Cuda);
     assert_eq!(back.udfs[1].device, DeviceClass::Cpu);
     assert!(back.udfs[1].device_note.as_deref().is_some_and(|n| n.contains("no CUDA kernel")), "{:?}", back.udfs[1]);
     assert_agree(&gpu, &cpu, "shipped");
+
+    // 16 threads (uint16): `auto` keeps `sum` on the CPU and says why; `stddev` goes to the GPU.
+    let opened = udf_host::dataset::DatasetSpec::file(&path, OpenOptions::default()).open().unwrap();
+    let specs = ["sum", "stddev"].map(|name| UdfSpec { udf: builtin(name), params: Params::default() });
+    let many = RunOptions { device: Device::Auto, threads: Some(16), ..Default::default() };
+    let run = Run::plan(opened, specs.to_vec(), many).unwrap();
+    let planned = &run.as_plan().udfs;
+    assert_eq!(planned[0].device, DeviceClass::Cpu, "{:?}", planned[0]);
+    assert!(planned[0].device_note.as_deref().is_some_and(|n| n.contains("16 CPU threads")), "{:?}", planned[0]);
+    assert_eq!(planned[1].device, DeviceClass::Cuda, "{:?}", planned[1]);
+    run.execute().unwrap();
 }
 
 #[test]

@@ -46,5 +46,7 @@ mod sandbox;
 mod sdk_examples;
 #[cfg(unix)]
 mod serve;
+#[cfg(unix)]
+mod serve_live;
 mod snapshots;
 mod sum;

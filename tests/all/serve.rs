@@ -19,7 +19,7 @@ use udf_host_tests::reference::{assert_close, to_f64};
 
 const NAV: [usize; 2] = [24, 32];
 const SIG: [usize; 2] = [64, 64];
-const WAIT: Duration = Duration::from_secs(60);
+pub(super) const WAIT: Duration = Duration::from_secs(60);
 
 /// A synthetic uint16 scan (moving disk) in `dir/data/scan.npy`, and a file beside
 /// `data/` that the server must not open.
@@ -43,9 +43,10 @@ fn serve(root: &Path, data: &Path) -> Server {
     .unwrap()
 }
 
-/// `builtin:ring` over `data` with the given geometry, run by the library directly.
-fn ring_reference(data: &Path, geometry: &Value) -> Vec<f64> {
-    let opened = udf_host::dataset::DatasetSpec::file(data, Default::default()).open().unwrap();
+/// `builtin:ring` over `data` (opened with `open`) with the given geometry, run by the
+/// library directly.
+pub(super) fn ring_reference(data: &Path, open: udf_host::dataset::OpenOptions, geometry: &Value) -> Vec<f64> {
+    let opened = udf_host::dataset::DatasetSpec::file(data, open).open().unwrap();
     let mut params = Params::default();
     for name in ["cx", "cy", "ri", "ro"] {
         params.set(name, ParamValue::Float(geometry[name].as_f64().unwrap()));
@@ -57,7 +58,7 @@ fn ring_reference(data: &Path, geometry: &Value) -> Vec<f64> {
 
 /// The page's newest complete result of `lane`: its buffer `name` as numbers, and
 /// whether every element is valid.
-fn page_values(browser: &mut Browser, tab: &str, lane: &str, name: &str) -> (Vec<f64>, bool) {
+pub(super) fn page_values(browser: &mut Browser, tab: &str, lane: &str, name: &str) -> (Vec<f64>, bool) {
     browser.wait_until(
         tab,
         &format!("udfHost.state.results.{lane}?.done === true && udfHost.state.results.{lane}.id === udfHost.state.requests.{lane}"),
@@ -75,13 +76,13 @@ fn page_values(browser: &mut Browser, tab: &str, lane: &str, name: &str) -> (Vec
 }
 
 /// Client coordinates of data pixel position `(x, y)` in view `view`.
-fn client(browser: &mut Browser, tab: &str, view: &str, x: f64, y: f64) -> (f64, f64) {
+pub(super) fn client(browser: &mut Browser, tab: &str, view: &str, x: f64, y: f64) -> (f64, f64) {
     let p = browser.evaluate(tab, &format!("udfHost.views.{view}.toClient({x}, {y})"));
     (p["x"].as_f64().unwrap(), p["y"].as_f64().unwrap())
 }
 
 /// Press at `from`, move to `to` in `steps`, release there.
-fn drag(browser: &mut Browser, tab: &str, from: (f64, f64), to: (f64, f64), steps: usize) {
+pub(super) fn drag(browser: &mut Browser, tab: &str, from: (f64, f64), to: (f64, f64), steps: usize) {
     browser.mouse(tab, "mousePressed", from);
     for i in 1..=steps {
         let t = i as f64 / steps as f64;
@@ -146,7 +147,12 @@ fn dragging_a_ring_gives_builtin_ring_and_clicking_the_scan_gives_the_frame() {
     assert!((moved.0 + 7.0).abs() < 0.5 && (moved.1 - 5.0).abs() < 0.5, "the ring moved by {moved:?}");
     assert!(all_valid, "the complete virtual image is valid everywhere");
     assert_eq!(virtual_image.len(), NAV[0] * NAV[1]);
-    assert_close(&virtual_image, &ring_reference(&data, &after), 1e-5, "virtual image vs builtin:ring");
+    assert_close(
+        &virtual_image,
+        &ring_reference(&data, Default::default(), &after),
+        1e-5,
+        "virtual image vs builtin:ring",
+    );
     // The release sent one request whose results streamed in: partial (some positions
     // not merged yet, drawn grey) before complete.
     let latency = browser.evaluate(&tab, "udfHost.state.latency.at(-1)");

@@ -82,9 +82,15 @@ mod gpu {
             KernelCase::StdDev,
             KernelCase::Masks(1),
             KernelCase::Masks(4),
-            KernelCase::Masks(16),
-            KernelCase::Masks(32),
-            KernelCase::Masks(128),
+            KernelCase::MasksGemm(4),
+            KernelCase::MasksOnePass(8),
+            KernelCase::MasksGemm(8),
+            KernelCase::MasksOnePass(16),
+            KernelCase::MasksGemm(16),
+            KernelCase::MasksOnePass(32),
+            KernelCase::MasksGemm(32),
+            KernelCase::MasksOnePass(128),
+            KernelCase::MasksGemm(128),
             KernelCase::Disk,
             KernelCase::Com,
         ];
@@ -173,11 +179,13 @@ mod gpu {
         let dir = PathBuf::from(std::env::var("UDF_BENCH_DIR").unwrap_or_else(|_| "/tmp".into()));
         let gib = env_number("UDF_GPU_BENCH_GIB", 4.0);
         let repeat = env_number("UDF_BENCH_REPEAT", 3.0) as usize;
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let mut out = String::new();
+        let mut feeding = String::new();
         let _ = writeln!(
             out,
             "## End to end from the page cache (all CPU threads; best of {repeat})\n\n\
-             | case | dtype | file GiB | CPU GB/s | GPU GB/s | GPU / CPU | GPU / host-to-device link |\n|---|---|---|---|---|---|---|"
+             | case | dtype | file GiB | CPU GB/s | GPU GB/s | GPU / CPU | GPU / host-to-device link | `auto` chooses ({threads} threads) |\n|---|---|---|---|---|---|---|---|"
         );
         println!("{out}");
         for dtype in [DType::F32, DType::U16] {
@@ -190,12 +198,22 @@ mod gpu {
             // Into the page cache.
             let mut file = std::fs::File::open(&path).map_err(|e| e.to_string())?;
             std::io::copy(&mut file, &mut std::io::sink()).map_err(|e| e.to_string())?;
+            if dtype == DType::F32 {
+                feeding.push_str(&feeding_report(&path, link));
+            }
             for case in ["sum", "sumsig", "stddev", "masks16", "com"] {
                 let cpu = seconds(&path, case, Device::Cpu, repeat)?;
                 let gpu = seconds(&path, case, Device::Cuda, repeat)?;
                 let (c, g) = (file_bytes / cpu / 1e9, file_bytes / gpu / 1e9);
+                let (builtin, masks) = if case == "masks16" { ("masks", 16) } else { (case, 0) };
+                let auto = match udf_host::cuda::auto::prefers_gpu(builtin, masks, dtype, threads) {
+                    Ok(()) if g >= c => "GPU (right)",
+                    Ok(()) => "GPU (wrong)",
+                    Err(_) if c >= g => "CPU (right)",
+                    Err(_) => "CPU (wrong)",
+                };
                 let line = format!(
-                    "| {case} | {dtype} | {:.1} | {c:.1} | {g:.1} | {:.2} | {:.0} % |",
+                    "| {case} | {dtype} | {:.1} | {c:.1} | {g:.1} | {:.2} | {:.0} % | {auto} |",
                     file_bytes / (1u64 << 30) as f64,
                     g / c,
                     100.0 * g / link
@@ -204,6 +222,37 @@ mod gpu {
                 let _ = writeln!(out, "{line}");
             }
         }
+        out.push('\n');
+        out.push_str(&feeding);
         Ok(out)
+    }
+
+    /// Where the end-to-end time goes: the CPU's staging copy, the link with one and
+    /// several streams, and a registered file mapping the GPU copies from directly.
+    fn feeding_report(path: &Path, link: f64) -> String {
+        let mut out =
+            String::from("## Feeding the GPU from the page cache (float32 file)\n\n| step | GB/s |\n|---|---|\n");
+        let mut line = |what: &str, value: Result<String, String>| {
+            let line = format!("| {what} | {} |", value.unwrap_or_else(|e| format!("failed: {e}")));
+            println!("{line}");
+            let _ = writeln!(out, "{line}");
+        };
+        line("host-to-device, pinned, 1 stream (256 MiB)", Ok(format!("{link:.1}")));
+        for streams in [2, 4] {
+            line(
+                &format!("host-to-device, pinned, {streams} streams at once (64 MiB each)"),
+                bench::host_to_device_streams_gbps(64 << 20, streams).map(|g| format!("{g:.1}")),
+            );
+        }
+        line(
+            "staging copy: file mapping to pinned memory, all CPU threads",
+            bench::staging_copy_gbps(path).map(|g| format!("{g:.1}")),
+        );
+        line(
+            "host-to-device from the file mapping registered read-only (2 streams; registering took)",
+            bench::registered_mapping(path).map(|(seconds, g)| format!("{g:.1} ({seconds:.3} s)")),
+        );
+        out.push('\n');
+        out
     }
 }

@@ -38,6 +38,27 @@ pub struct LiveArgs {
     /// Write PNG previews of image results (and in the snapshots).
     #[arg(long)]
     preview: bool,
+    #[command(flatten)]
+    source: LiveSourceArgs,
+    /// Process only a rectangle of scan positions: y0:y1,x0:x1 (end exclusive; ';' joins several).
+    #[arg(long, value_name = "RANGES")]
+    roi_rect: Option<String>,
+    /// Worker threads [default: all cores].
+    #[arg(long)]
+    threads: Option<usize>,
+    /// No progress line and no summary.
+    #[arg(short, long)]
+    quiet: bool,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
+}
+
+/// `--stall-timeout`'s default.
+const DEFAULT_STALL_SECONDS: f64 = 10.0;
+
+/// How to reach the detector and hold its frames: shared by `live` and `serve --live`.
+#[derive(Args, Debug)]
+pub struct LiveSourceArgs {
     /// Arm the detector before the scan [default: wait for an acquisition started by
     /// someone else]. DECTRIS: the SIMPLON API, e.g. http://HOST:80. Merlin: the control
     /// port, HOST[:PORT] (default port 6341): udf-host sets NUMFRAMESTOACQUIRE to the
@@ -60,23 +81,42 @@ pub struct LiveArgs {
     #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = super::parse_memory)]
     max_buffer: u64,
     /// Seconds the detector may send nothing inside a scan before the scan is taken as
-    /// ended (the results so far are written; exit code 3).
-    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    /// ended (the results so far are kept; `live` exits with code 3).
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_STALL_SECONDS)]
     stall_timeout: f64,
     /// Seconds to wait for the acquisition to start [default: until Ctrl-C].
     #[arg(long, value_name = "SECONDS")]
     start_timeout: Option<f64>,
-    /// Process only a rectangle of scan positions: y0:y1,x0:x1 (end exclusive; ';' joins several).
-    #[arg(long, value_name = "RANGES")]
-    roi_rect: Option<String>,
-    /// Worker threads [default: all cores].
-    #[arg(long)]
-    threads: Option<usize>,
-    /// No progress line and no summary.
-    #[arg(short, long)]
-    quiet: bool,
-    #[command(flatten)]
-    runtime: RuntimeArgs,
+}
+
+impl LiveSourceArgs {
+    /// Whether any of these options was given (they mean something only with a source).
+    pub fn any_given(&self) -> bool {
+        self.api.is_some()
+            || !self.merlin_set.is_empty()
+            || self.soft_trigger
+            || self.partition_frames.is_some()
+            || self.max_buffer != crate::live::DEFAULT_MAX_BUFFER
+            || self.stall_timeout != DEFAULT_STALL_SECONDS
+            || self.start_timeout.is_some()
+    }
+
+    /// `text` as a source armed as these options say, and the options for a scan of
+    /// shape `nav`.
+    ///
+    /// # Errors
+    /// Not a source, settings without a control port, a timeout that is not a positive
+    /// number of seconds.
+    pub fn source(&self, text: &str, nav: Vec<usize>) -> anyhow::Result<(LiveSource, LiveOptions)> {
+        let mut source: LiveSource = text.parse()?;
+        source.set_api(self.api.as_deref(), &self.merlin_set, self.soft_trigger)?;
+        let mut options = LiveOptions::new(nav);
+        options.partition_frames = self.partition_frames;
+        options.max_buffer = self.max_buffer;
+        options.stall_timeout = seconds("stall-timeout", self.stall_timeout)?;
+        options.start_timeout = self.start_timeout.map(|s| seconds("start-timeout", s)).transpose()?;
+        Ok((source, options))
+    }
 }
 
 fn seconds(name: &str, value: f64) -> anyhow::Result<Duration> {
@@ -87,15 +127,13 @@ fn seconds(name: &str, value: f64) -> anyhow::Result<Duration> {
 pub fn live(args: LiveArgs) -> Result<(), Failure> {
     let started = Instant::now();
     let (source_text, plugins) = args.inputs.split_first().ok_or_else(|| anyhow!("give the source, then plugins"))?;
-    let mut source: LiveSource = source_text.parse()?;
-    source.set_api(args.api.as_deref(), &args.merlin_set, args.soft_trigger)?;
+    let (source, mut options) = args.source.source(source_text, args.nav_shape.0.clone())?;
     args.results.check_out()?;
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
     let runtime = args.runtime.build(crate::log::stderr(LogLevel::Warn), threads, plugins.len())?;
     let sources: Vec<PathBuf> = plugins.iter().map(PathBuf::from).collect();
     let loaded = crate::loader::load_sources(&runtime, &sources).map_err(super::load_failure)?;
     let nav = args.nav_shape.0.clone();
-    let mut options = LiveOptions::new(nav.clone());
     options.run.threads = Some(threads);
     options.run.limits = args.runtime.limits();
     options.run.roi = args
@@ -103,10 +141,6 @@ pub fn live(args: LiveArgs) -> Result<(), Failure> {
         .as_deref()
         .map(|r| Roi::from_rect(r, &nav).map_err(|e| anyhow!("--roi-rect: {e}")))
         .transpose()?;
-    options.partition_frames = args.partition_frames;
-    options.max_buffer = args.max_buffer;
-    options.stall_timeout = seconds("stall-timeout", args.stall_timeout)?;
-    options.start_timeout = args.start_timeout.map(|s| seconds("start-timeout", s)).transpose()?;
     let snapshot_every = args.snapshot_every.map(|s| seconds("snapshot-every", s)).transpose()?;
     // Snapshots draw previews whether or not --preview asks for them in the results.
     options.run.result_extra =

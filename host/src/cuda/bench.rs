@@ -3,7 +3,7 @@
 //! link from pinned memory, and each kernel on device-resident data, timed with CUDA
 //! events. End-to-end runs are measured by the benchmark itself through `exec`.
 
-use super::consumers::{consumer, float_of};
+use super::consumers::{MasksPath, consumer_with, float_of};
 use super::feed::Chunk;
 use super::gpu::Gpu;
 use super::{GpuInfo, MaskStack, RadialMask, Request, Unavailable};
@@ -12,7 +12,10 @@ use crate::dtype::DType;
 use crate::udf::SliceRuns;
 use cudarc::driver::CudaStream;
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
+use rayon::prelude::*;
+use std::path::Path;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// What the device is, with its nominal memory bandwidth.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -99,14 +102,142 @@ pub fn host_to_device_gbps(bytes: usize) -> Result<f64, String> {
     Ok(bytes as f64 / seconds / 1e9)
 }
 
+/// Host-to-device GB/s (all streams together) from pinned memory, `streams` streams each
+/// copying `bytes` at once: whether copies in flight on several streams (as the feeding
+/// lanes of several partitions are) share the link or add up.
+///
+/// # Errors
+/// No GPU, out of memory, a CUDA error.
+pub fn host_to_device_streams_gbps(bytes: usize, streams: usize) -> Result<f64, String> {
+    let gpu = gpu()?;
+    let mut lanes = Vec::with_capacity(streams);
+    for _ in 0..streams.max(1) {
+        let stream = gpu.ctx.new_stream().map_err(|e| format!("{e:?}"))?;
+        // SAFETY: the contents are never read; only copied to the device.
+        let pinned = unsafe { gpu.ctx.alloc_pinned::<u8>(bytes) }.map_err(|e| format!("{e:?}"))?;
+        let dst = stream.alloc_zeros::<u8>(bytes).map_err(|e| format!("{e:?}"))?;
+        lanes.push((stream, pinned, dst));
+    }
+    let mut best = f64::INFINITY;
+    for round in 0..4 {
+        let start = Instant::now();
+        for (stream, pinned, dst) in &mut lanes {
+            stream.memcpy_htod(&*pinned, dst).map_err(|e| format!("{e:?}"))?;
+        }
+        for (stream, _, _) in &lanes {
+            stream.synchronize().map_err(|e| format!("{e:?}"))?;
+        }
+        if round > 0 {
+            best = best.min(start.elapsed().as_secs_f64());
+        }
+    }
+    Ok((bytes * lanes.len()) as f64 / best / 1e9)
+}
+
+/// The CPU's copy from the mapping of the file at `path` (page-cached) into pinned memory
+/// with every thread, as the feeding lanes' staging copy does: GB/s, best of 3.
+///
+/// # Errors
+/// No GPU, the file cannot be mapped, out of pinned memory.
+pub fn staging_copy_gbps(path: &Path) -> Result<f64, String> {
+    let gpu = gpu()?;
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    // SAFETY: the benchmark's own file, not modified while mapped.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("{}: {e}", path.display()))?;
+    let source = &map[..];
+    let size = source.len().min(1 << 30);
+    // SAFETY: only written (below) before it is read.
+    let mut pinned = unsafe { gpu.ctx.alloc_pinned::<u8>(size.max(1)) }.map_err(|e| format!("{e:?}"))?;
+    let staging = pinned.as_mut_slice().map_err(|e| format!("{e:?}"))?;
+    let mut best = f64::INFINITY;
+    for _ in 0..3 {
+        let start = Instant::now();
+        for piece in source.chunks(size.max(1)) {
+            staging[..piece.len()]
+                .par_chunks_mut(1 << 20)
+                .zip(piece.par_chunks(1 << 20))
+                .for_each(|(to, from)| to.copy_from_slice(from));
+        }
+        best = best.min(start.elapsed().as_secs_f64());
+    }
+    Ok(source.len() as f64 / best / 1e9)
+}
+
+/// A file mapping registered with the driver (read-only host memory the GPU copies from
+/// directly, with no staging copy): the seconds registering took and the host-to-device
+/// GB/s of the whole file through two streams, or why it cannot be done.
+///
+/// # Errors
+/// No GPU, the file cannot be mapped, or the driver refuses the registration (its error).
+pub fn registered_mapping(path: &Path) -> Result<(f64, f64), String> {
+    use cudarc::driver::sys;
+    let gpu = gpu()?;
+    let supported = gpu
+        .ctx
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED)
+        .map_err(|e| format!("{e:?}"))?;
+    if supported == 0 {
+        return Err("the device does not support registering read-only host memory".into());
+    }
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    // SAFETY: the benchmark's own file, not modified while mapped.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("{}: {e}", path.display()))?;
+    let len = map.len() / 4096 * 4096;
+    gpu.ctx.bind_to_thread().map_err(|e| format!("{e:?}"))?;
+    let ptr = map.as_ptr() as *mut std::ffi::c_void;
+    let start = Instant::now();
+    // SAFETY: `ptr..ptr + len` is a live, page-aligned mapping, unregistered below before
+    // it is unmapped; read-only registration never writes to it.
+    unsafe { sys::cuMemHostRegister_v2(ptr, len, sys::CU_MEMHOSTREGISTER_READ_ONLY) }
+        .result()
+        .map_err(|e| format!("cuMemHostRegister(READ_ONLY) of a file mapping: {e:?}"))?;
+    let register = start.elapsed().as_secs_f64();
+    let copy = (|| -> Result<f64, String> {
+        const CHUNK: usize = 64 << 20;
+        let streams =
+            [gpu.ctx.new_stream().map_err(|e| format!("{e:?}"))?, gpu.ctx.new_stream().map_err(|e| format!("{e:?}"))?];
+        let mut targets = Vec::new();
+        for s in &streams {
+            targets.push(s.alloc_zeros::<u8>(CHUNK).map_err(|e| format!("{e:?}"))?);
+        }
+        let mut best = f64::INFINITY;
+        for _ in 0..3 {
+            let start = Instant::now();
+            for (i, offset) in (0..len).step_by(CHUNK).enumerate() {
+                let n = CHUNK.min(len - offset);
+                let (stream, target) = (&streams[i % 2], &mut targets[i % 2]);
+                let (device, _written) = cudarc::driver::DevicePtrMut::device_ptr_mut(target, stream);
+                // SAFETY: `n` bytes from inside the registered mapping into a device buffer
+                // of CHUNK >= n bytes.
+                unsafe { sys::cuMemcpyHtoDAsync_v2(device, map.as_ptr().add(offset).cast(), n, stream.cu_stream()) }
+                    .result()
+                    .map_err(|e| format!("copy from the registered mapping: {e:?}"))?;
+            }
+            for s in &streams {
+                s.synchronize().map_err(|e| format!("{e:?}"))?;
+            }
+            best = best.min(start.elapsed().as_secs_f64());
+        }
+        Ok(len as f64 / best / 1e9)
+    })();
+    // SAFETY: registered above.
+    let _ = unsafe { sys::cuMemHostUnregister(ptr) };
+    Ok((register, copy?))
+}
+
 /// A kernel case of the benchmark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KernelCase {
     Sum,
     SumSig,
     StdDev,
-    /// Dense float32 masks of this count (over 32: cuBLAS where it can be loaded).
+    /// Dense float32 masks of this count, by the path the built-in chooses (cuBLAS above
+    /// the threshold where it can be loaded).
     Masks(usize),
+    /// As `Masks`, always in the one-pass kernel.
+    MasksOnePass(usize),
+    /// As `Masks`, always with cuBLAS SGEMM.
+    MasksGemm(usize),
     Disk,
     Com,
 }
@@ -118,6 +249,8 @@ impl KernelCase {
             KernelCase::SumSig => "sumsig".into(),
             KernelCase::StdDev => "stddev".into(),
             KernelCase::Masks(n) => format!("masks{n}"),
+            KernelCase::MasksOnePass(n) => format!("masks{n} (one-pass kernel)"),
+            KernelCase::MasksGemm(n) => format!("masks{n} (cuBLAS)"),
             KernelCase::Disk => "disk".into(),
             KernelCase::Com => "com".into(),
         }
@@ -136,15 +269,28 @@ pub fn kernel_gbps(case: KernelCase, dtype: DType, frames: usize, sy: usize, sx:
     let stream = gpu.ctx.new_stream().map_err(|e| format!("{e:?}"))?;
     let k = sy * sx;
     let elements = frames * k;
-    let bytes: Vec<u8> = match dtype {
-        DType::U16 => (0..elements).flat_map(|i| ((i * 7919 % 4096) as u16).to_ne_bytes()).collect(),
-        DType::F32 => (0..elements).flat_map(|i| ((i * 7919 % 4096) as f32).to_ne_bytes()).collect(),
+    let value = |i: usize| (i * 7919 % 4096) as u16;
+    let data = match dtype {
+        DType::U16 => {
+            let values: Vec<u16> = (0..elements).into_par_iter().map(value).collect();
+            stream.clone_htod(bytemuck::cast_slice::<u16, u8>(&values))
+        }
+        DType::F32 => {
+            let values: Vec<f32> = (0..elements).into_par_iter().map(|i| f32::from(value(i))).collect();
+            stream.clone_htod(bytemuck::cast_slice::<f32, u8>(&values))
+        }
         other => return Err(format!("the benchmark makes float32 or uint16 data, not {other}")),
-    };
-    let data = stream.clone_htod(&bytes).map_err(|e| format!("upload: {e:?}"))?;
+    }
+    .map_err(|e| format!("upload: {e:?}"))?;
+    let data_bytes = elements * dtype.size();
     let runs = [SliceRuns { run_len: k, starts: vec![0], slice_len: k }];
     let starts = stream.clone_htod(&[0u32]).map_err(|e| format!("{e:?}"))?;
-    let mask_count = if let KernelCase::Masks(n) = case { n } else { 0 };
+    let (mask_count, path) = match case {
+        KernelCase::Masks(n) => (n, MasksPath::Chosen),
+        KernelCase::MasksOnePass(n) => (n, MasksPath::OnePass),
+        KernelCase::MasksGemm(n) => (n, MasksPath::Gemm),
+        _ => (0, MasksPath::Chosen),
+    };
     let masks = NdArray::from_vec(&[mask_count, k], (0..mask_count * k).map(|i| (i % 3) as f32).collect::<Vec<f32>>())
         .map_err(|e| e.to_string())?;
     let radial = RadialMask {
@@ -159,7 +305,7 @@ pub fn kernel_gbps(case: KernelCase, dtype: DType, frames: usize, sy: usize, sx:
         KernelCase::Sum => Request::Sum,
         KernelCase::SumSig => Request::SumSig,
         KernelCase::StdDev => Request::StdDev { base: DType::F64, sum: float },
-        KernelCase::Masks(n) => Request::Masks {
+        KernelCase::Masks(n) | KernelCase::MasksOnePass(n) | KernelCase::MasksGemm(n) => Request::Masks {
             masks: MaskStack { values: &masks, count: n, sparse: false },
             buffer: "intensity",
             extra_shape: &[],
@@ -170,7 +316,7 @@ pub fn kernel_gbps(case: KernelCase, dtype: DType, frames: usize, sy: usize, sx:
     };
     let float = float_of(request, float)?;
     gpu.prepare(&[(dtype, float)])?;
-    let mut consumer = consumer(gpu, &stream, request, float, &[sy, sx], &runs, frames)?;
+    let mut consumer = consumer_with(gpu, &stream, request, float, &[sy, sx], &runs, frames, path)?;
     let chunk = Chunk {
         dtype,
         data: &data,
@@ -184,5 +330,5 @@ pub fn kernel_gbps(case: KernelCase, dtype: DType, frames: usize, sy: usize, sx:
         stream: &stream,
     };
     let seconds = time(&stream, 5, 5, || consumer.launch(gpu, &chunk))?;
-    Ok(bytes.len() as f64 / seconds / 1e9)
+    Ok(data_bytes as f64 / seconds / 1e9)
 }

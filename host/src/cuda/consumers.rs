@@ -21,6 +21,21 @@ const THREADS: usize = 256;
 /// Masks applied per pass of the one-pass kernel (its largest variant).
 const MASKS_PER_PASS: usize = 32;
 
+/// Float32 masks above this count go to cuBLAS SGEMM (where it loads); fewer run in the
+/// one-pass kernel. From the benchmark on an H200 (docs/benchmarks.md "GPU"): with 4
+/// masks the one-pass kernel reads 3.3 TB/s of frames, cuBLAS 2.0; with 8, 0.95 against
+/// 2.0 (the one-pass kernel rereads every mask value from L2 for each few frames).
+const GEMM_ABOVE: usize = 4;
+
+/// How a masks consumer multiplies: chosen by the mask count ([`GEMM_ABOVE`]), or forced
+/// (the benchmark compares both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MasksPath {
+    Chosen,
+    OnePass,
+    Gemm,
+}
+
 /// A built-in's runner on the GPU: its consumer in the partition's shared feed.
 struct GpuRunner {
     feed: Arc<Mutex<Feed>>,
@@ -110,6 +125,21 @@ pub(crate) fn consumer(
     runs: &[SliceRuns],
     frames: usize,
 ) -> Result<Box<dyn Consumer>, String> {
+    consumer_with(gpu, stream, request, float, sig, runs, frames, MasksPath::Chosen)
+}
+
+/// [`consumer`], with the masks' product path given.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn consumer_with(
+    gpu: &Gpu,
+    stream: &Arc<CudaStream>,
+    request: Request<'_>,
+    float: DType,
+    sig: &[usize],
+    runs: &[SliceRuns],
+    frames: usize,
+    path: MasksPath,
+) -> Result<Box<dyn Consumer>, String> {
     let frame_len: usize = sig.iter().product();
     let zeros = |len: usize| stream.alloc_zeros::<f64>(len.max(1)).map_err(|e| format!("device memory: {e:?}"));
     Ok(match request {
@@ -125,7 +155,7 @@ pub(crate) fn consumer(
             sig: sig.to_vec(),
         }),
         Request::Masks { masks, buffer, extra_shape } => {
-            Box::new(MasksConsumer::new(gpu, stream, &masks, runs, frames, buffer, extra_shape)?)
+            Box::new(MasksConsumer::new(gpu, stream, &masks, runs, frames, buffer, extra_shape, path)?)
         }
         Request::Radial { mask, result, buffer, extra_shape } => {
             let sx = match sig {
@@ -318,7 +348,12 @@ impl Consumer for StdDevConsumer {
 /// The product's output: doubles added by the one-pass kernel, or float32 by cuBLAS.
 enum Products {
     OnePass(CudaSlice<f64>),
-    Gemm { out: CudaSlice<f32>, blas: [Option<CudaBlas>; 2], scratch: Option<CudaSlice<f32>> },
+    Gemm {
+        out: CudaSlice<f32>,
+        blas: [Option<CudaBlas>; 2],
+        /// The chunk as float32 (integer tiles).
+        scratch: Option<CudaSlice<f32>>,
+    },
 }
 
 /// `masks` (and the mask-based built-ins when given masks): the masks cut to each signal
@@ -335,6 +370,7 @@ struct MasksConsumer {
 }
 
 impl MasksConsumer {
+    #[allow(clippy::too_many_arguments)]
     fn new(
         gpu: &Gpu,
         stream: &Arc<CudaStream>,
@@ -343,6 +379,7 @@ impl MasksConsumer {
         frames: usize,
         buffer: &str,
         extra_shape: &[usize],
+        path: MasksPath,
     ) -> Result<Self, String> {
         let (values, count, float) = (masks.values, masks.count, masks.values.dtype());
         let frame_len = values.shape().get(1).copied().ok_or("masks must be (M, pixels)")?;
@@ -361,7 +398,14 @@ impl MasksConsumer {
             }
             slices.push(stream.clone_htod(&cut).map_err(|e| format!("uploading the masks: {e:?}"))?);
         }
-        let gemm = float == DType::F32 && count > MASKS_PER_PASS && gpu.cublas;
+        let gemm = match path {
+            MasksPath::Chosen => float == DType::F32 && count > GEMM_ABOVE && gpu.cublas,
+            MasksPath::OnePass => false,
+            MasksPath::Gemm if float == DType::F32 && gpu.cublas => true,
+            MasksPath::Gemm => {
+                return Err(format!("cuBLAS SGEMM needs float32 masks and libcublas, not {float} masks"));
+            }
+        };
         let products = if gemm {
             let out =
                 stream.alloc_zeros::<f32>((frames * count).max(1)).map_err(|e| format!("device memory: {e:?}"))?;

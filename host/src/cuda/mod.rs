@@ -5,6 +5,7 @@
 //! |------|------|
 //! | [`Device`] | what a run asks for: `cpu`, `cuda` or `auto` ([`RunOptions::device`](crate::exec::RunOptions)) |
 //! | [`available`] | whether this process can use a GPU, and why not (probes the libraries before any CUDA call) |
+//! | [`auto`] | what `--device auto` decides per built-in: the GPU only where it is expected to finish first (an estimate from the measured figures) |
 //! | [`computes`] | whether the kernels compute a UDF's buffers (which built-ins have a GPU request is the built-in registry's to say) |
 //! | [`Request`], [`start`] | what a built-in's `start` requests when its device is CUDA (which kernel, with what), and the GPU runner it gets back |
 //! | [`KERNEL_SOURCE`], [`kernels`], `compile_all`, `nvrtc` | the CUDA C of every kernel; each kernel's arguments, declared once (its entry points and its Rust launch); compiled with NVRTC at run time (the last two with a feature) |
@@ -35,6 +36,7 @@ compile_error!(
      cudarc's CUDA-version features are not additive; build with one of them"
 );
 
+pub mod auto;
 #[cfg(any(feature = "cuda", feature = "cuda13"))]
 mod consumers;
 #[cfg(any(feature = "cuda", feature = "cuda13"))]

@@ -11,8 +11,8 @@ use crate::dataset::{Dataset, DatasetShape, DatasetSpec, OpenedDataset, Partitio
 use crate::dtype::{DType, StoredDType, result_type};
 use crate::roi::Roi;
 use crate::udf::{
-    BufferDecl, CallError, DTypePreference, DatasetMeta, Description, DeviceClass, FUSED_STORED, Method, ParamSpec,
-    ParamValue, Params, RunPlan, Udf, UdfOrigin, rules,
+    BufferDecl, BufferKind, CallError, DTypePreference, DatasetMeta, Description, DeviceClass, FUSED_STORED, Method,
+    ParamSpec, ParamValue, Params, RunPlan, Udf, UdfOrigin, rules,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -171,7 +171,7 @@ impl Plan {
             let version = spec.udf.description().version.clone();
             planned.push(PlannedUdf { name, origin, version, params, plan, decls, device: cpu(), device_note: None });
         }
-        choose_devices(&mut planned, options.device)?;
+        choose_devices(&mut planned, options.device, stored.dtype, threads)?;
         let readers: Vec<&dyn Udf> = udfs.iter().map(|s| s.udf.as_ref()).collect();
         let direct_dtype = direct_dtype(dataset, &readers, &meta, options);
         let count = options
@@ -285,10 +285,16 @@ fn declare_buffers(
 }
 
 /// Step: which UDFs compute on the GPU: with `cuda` or `auto` and a usable GPU, the
-/// built-ins with a GPU request ([`crate::builtins::gpu_request_for`]); `cuda` without a usable
+/// built-ins with a GPU request ([`crate::builtins::gpu_request_for`]), with `auto` only
+/// those expected to finish first there ([`crate::cuda::auto`]); `cuda` without a usable
 /// GPU is an error, `auto` falls back to the CPU. Each UDF left on the CPU gets a note
 /// saying why.
-fn choose_devices(planned: &mut [PlannedUdf], device: crate::cuda::Device) -> Result<(), RunError> {
+fn choose_devices(
+    planned: &mut [PlannedUdf],
+    device: crate::cuda::Device,
+    stored: DType,
+    threads: usize,
+) -> Result<(), RunError> {
     use crate::cuda::Device;
     if device == Device::Cpu {
         return Ok(());
@@ -303,7 +309,16 @@ fn choose_devices(planned: &mut [PlannedUdf], device: crate::cuda::Device) -> Re
         return Ok(());
     }
     for p in planned.iter_mut() {
-        match crate::builtins::gpu_request_for(&p.origin, &p.decls) {
+        let chosen = crate::builtins::gpu_request_for(&p.origin, &p.decls).and_then(|()| match (&p.origin, device) {
+            (UdfOrigin::Builtin { name }, Device::Auto) => {
+                // `masks`: its count is the extra shape of its nav buffer.
+                let masks =
+                    p.decls.iter().find(|d| d.kind == BufferKind::Nav).map_or(0, |d| d.extra_shape.iter().product());
+                crate::cuda::auto::prefers_gpu(name, masks, stored, threads)
+            }
+            _ => Ok(()),
+        });
+        match chosen {
             Ok(()) => p.device = DeviceClass::Cuda,
             Err(why) => p.device_note = Some(why),
         }

@@ -46,7 +46,7 @@ pub use dectris::{DectrisReceiver, StreamFormat};
 pub use frames::{Acquisition, FrameEncoding};
 pub use merlin::{MerlinReceiver, mpx_prefix};
 pub use merlin_control::{DEFAULT_CONTROL_PORT, MerlinArming, MerlinControl};
-pub use run::{LiveOptions, LiveRun, LiveStats, LiveStep};
+pub use run::{DEFAULT_MAX_BUFFER, LiveOptions, LiveRun, LiveStats, LiveStep};
 
 use crate::exec::RunError;
 use bytes::Bytes;

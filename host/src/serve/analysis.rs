@@ -9,10 +9,11 @@
 //! | `region` | `builtin:sum` with a ROI of scan rows `y0..y1`, columns `x0..x1` |
 //! | `com` | `builtin:com` (field, divergence, curl, ...) with the centre and radii |
 //! | `plugin` | a `.wasm` or a `FILE.py:Class` under the root, its params given as text as `--param` takes them |
+//! | `live` (`stat`, `detector`) | the live lane's acquisition: the pattern's run and the detector's (`builtin:sumsig` without one) together |
 
 use super::catalog::{Catalog, CatalogError};
 use crate::array::NdArray;
-use crate::dataset::OpenedDataset;
+use crate::dataset::{DatasetShape, OpenedDataset};
 use crate::exec::{RunOptions, UdfSpec};
 use crate::roi::Roi;
 use crate::udf::{ParamValue, Params, Udf};
@@ -24,15 +25,57 @@ use std::sync::Arc;
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Analysis {
-    Pattern { stat: String },
-    Disk { cx: f64, cy: f64, r: f64 },
-    Ring { cx: f64, cy: f64, ri: f64, ro: f64 },
-    Point { cx: f64, cy: f64 },
-    Rectangle { y0: usize, y1: usize, x0: usize, x1: usize },
-    Frame { y: usize, x: usize },
-    Region { y0: usize, y1: usize, x0: usize, x1: usize },
-    Com { cx: f64, cy: f64, r: f64, ri: f64 },
-    Plugin { path: String, params: BTreeMap<String, String> },
+    Pattern {
+        stat: String,
+    },
+    Disk {
+        cx: f64,
+        cy: f64,
+        r: f64,
+    },
+    Ring {
+        cx: f64,
+        cy: f64,
+        ri: f64,
+        ro: f64,
+    },
+    Point {
+        cx: f64,
+        cy: f64,
+    },
+    Rectangle {
+        y0: usize,
+        y1: usize,
+        x0: usize,
+        x1: usize,
+    },
+    Frame {
+        y: usize,
+        x: usize,
+    },
+    Region {
+        y0: usize,
+        y1: usize,
+        x0: usize,
+        x1: usize,
+    },
+    Com {
+        cx: f64,
+        cy: f64,
+        r: f64,
+        ri: f64,
+    },
+    Plugin {
+        path: String,
+        params: BTreeMap<String, String>,
+    },
+    /// A live acquisition (the live lane): the pattern `stat` and the scan image — the
+    /// virtual `detector` (disk, ring, point or rectangle), or each frame's sum
+    /// (`builtin:sumsig`) without one.
+    Live {
+        stat: String,
+        detector: Option<Box<Analysis>>,
+    },
 }
 
 /// Why a request cannot be run.
@@ -47,6 +90,15 @@ pub enum AnalysisError {
 /// A request made into a run: what to plan, and which result buffers the page shows.
 pub struct Job {
     pub dataset: OpenedDataset,
+    pub specs: Vec<UdfSpec>,
+    pub roi: Option<Roi>,
+    /// The buffers sent to the page (`None`: all of them).
+    pub show: Option<Vec<String>>,
+}
+
+/// The UDFs of a request, for a dataset of a given shape (a file's, or a live
+/// acquisition's once it has started).
+pub struct Udfs {
     pub specs: Vec<UdfSpec>,
     pub roi: Option<Roi>,
     /// The buffers sent to the page (`None`: all of them).
@@ -98,8 +150,8 @@ fn floats(values: &[(&str, f64)]) -> Params {
 }
 
 /// The scan as a 2-D grid, for requests that name scan positions.
-fn nav_2d(dataset: &OpenedDataset) -> Result<(usize, usize), AnalysisError> {
-    match dataset.dataset.shape().nav.as_slice() {
+fn nav_2d(shape: &DatasetShape) -> Result<(usize, usize), AnalysisError> {
+    match shape.nav.as_slice() {
         [h, w] => Ok((*h, *w)),
         [n] => Ok((1, *n)),
         other => Err(AnalysisError::Invalid(format!(
@@ -130,6 +182,19 @@ impl Analysis {
     /// Positions outside the data, an unknown statistic, a plugin that cannot be loaded
     /// or a parameter it does not take.
     pub fn job(&self, dataset: OpenedDataset, catalog: &Catalog) -> Result<Job, AnalysisError> {
+        if matches!(self, Analysis::Live { .. }) {
+            return Err(AnalysisError::Invalid("a live acquisition runs in the live lane, on the live source".into()));
+        }
+        let Udfs { specs, roi, show } = self.udfs(dataset.dataset.shape(), catalog)?;
+        Ok(Job { dataset, specs, roi, show })
+    }
+
+    /// The UDFs for this request over a dataset of `shape`.
+    ///
+    /// # Errors
+    /// As [`job`](Self::job); a live request whose detector is not a disk, ring, point
+    /// or rectangle.
+    pub fn udfs(&self, shape: &DatasetShape, catalog: &Catalog) -> Result<Udfs, AnalysisError> {
         let one = |udf: Arc<dyn Udf>, params: Params| vec![UdfSpec { udf, params }];
         let (specs, roi, show): (Vec<UdfSpec>, Option<Roi>, Option<Vec<String>>) = match self {
             Analysis::Pattern { stat } => match stat.as_str() {
@@ -150,7 +215,7 @@ impl Analysis {
             }
             Analysis::Point { cx, cy } => (one(builtin("point")?, floats(&[("cx", *cx), ("cy", *cy)])), None, None),
             Analysis::Rectangle { y0, y1, x0, x1 } => {
-                let sig = dataset.dataset.shape().sig.clone();
+                let sig = &shape.sig;
                 let [height, width] = sig[..] else {
                     return Err(AnalysisError::Invalid(format!(
                         "a rectangle detector needs 2-D frames; this dataset's frames are {sig:?}"
@@ -168,15 +233,15 @@ impl Analysis {
                 (one(builtin("masks")?, params), None, None)
             }
             Analysis::Frame { y, x } => {
-                let grid = nav_2d(&dataset)?;
+                let grid = nav_2d(shape)?;
                 let (y0, y1, x0, x1) = rectangle("frame", (*y, y + 1, *x, x + 1), grid)?;
-                let roi = scan_roi(&dataset, (y0, y1, x0, x1))?;
+                let roi = scan_roi(shape, (y0, y1, x0, x1))?;
                 (one(builtin("pick")?, Params::default()), Some(roi), None)
             }
             Analysis::Region { y0, y1, x0, x1 } => {
-                let grid = nav_2d(&dataset)?;
+                let grid = nav_2d(shape)?;
                 let rect = rectangle("region", (*y0, *y1, *x0, *x1), grid)?;
-                (one(builtin("sum")?, Params::default()), Some(scan_roi(&dataset, rect)?), None)
+                (one(builtin("sum")?, Params::default()), Some(scan_roi(shape, rect)?), None)
             }
             Analysis::Com { cx, cy, r, ri } => {
                 let params = floats(&[("cx", *cx), ("cy", *cy), ("r", *r), ("ri", *ri)]);
@@ -188,14 +253,37 @@ impl Analysis {
                 let params = plugin_params(udf.as_ref(), params, catalog)?;
                 (one(udf, params), None, None)
             }
+            Analysis::Live { stat, detector } => {
+                let pattern = Analysis::Pattern { stat: stat.clone() }.udfs(shape, catalog)?;
+                let scan = match detector.as_deref() {
+                    None => Udfs { specs: one(builtin("sumsig")?, Params::default()), roi: None, show: None },
+                    Some(
+                        d @ (Analysis::Disk { .. }
+                        | Analysis::Ring { .. }
+                        | Analysis::Point { .. }
+                        | Analysis::Rectangle { .. }),
+                    ) => d.udfs(shape, catalog)?,
+                    Some(other) => {
+                        return Err(AnalysisError::Invalid(format!(
+                            "a live scan image comes from a disk, ring, point or rectangle detector, not {other:?}"
+                        )));
+                    }
+                };
+                // The pattern's buffer (mean, std) and every buffer of the detector's run.
+                let show = pattern.show.map(|mut names| {
+                    names.push("intensity".to_owned());
+                    names
+                });
+                (pattern.specs.into_iter().chain(scan.specs).collect(), None, show)
+            }
         };
-        Ok(Job { dataset, specs, roi, show })
+        Ok(Udfs { specs, roi, show })
     }
 }
 
 /// A ROI of scan rows `y0..y1`, columns `x0..x1` (of a 1-D scan: positions `x0..x1`).
-fn scan_roi(dataset: &OpenedDataset, (y0, y1, x0, x1): (usize, usize, usize, usize)) -> Result<Roi, AnalysisError> {
-    let nav = &dataset.dataset.shape().nav;
+fn scan_roi(shape: &DatasetShape, (y0, y1, x0, x1): (usize, usize, usize, usize)) -> Result<Roi, AnalysisError> {
+    let nav = &shape.nav;
     let spec = if nav.len() == 1 { format!("{x0}:{x1}") } else { format!("{y0}:{y1},{x0}:{x1}") };
     Roi::from_rect(&spec, nav).map_err(AnalysisError::Invalid)
 }

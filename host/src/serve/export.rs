@@ -5,6 +5,7 @@
 
 use super::lane::Finished;
 use super::wire::Message;
+use crate::exec::PartitionFailure;
 use crate::output::page;
 use crate::preview::{PreviewOptions, run_previews};
 use crate::report::RunStatus;
@@ -44,7 +45,15 @@ pub fn export_message(lane: &str, id: u64, finished: &Finished) -> Result<Vec<u8
     // The run's summary (the library's, as results.json has it) with these results.
     let mut summary = finished.summary.clone();
     summary.record_results(results, &previews);
-    summary.finish(RunStatus::Complete, &[], 0, &results.stats, finished.started);
+    // A live scan that ended early holds what came: partial, and why.
+    let (status, failures) = match &finished.ended_early {
+        None => (RunStatus::Complete, Vec::new()),
+        Some(why) => {
+            let failure = PartitionFailure { partition: None, frames: None, udf: None, at: None, error: why.clone() };
+            (RunStatus::Partial, vec![failure])
+        }
+    };
+    summary.finish(status, &failures, 0, &results.stats, finished.started);
     let page = page::page(&summary, &previews, true, None);
     files.push(json!({"name": "index.html", "part": message.part(page.as_bytes())}));
     *message.header_mut() = json!({"type": "export", "lane": lane, "id": id, "files": files});

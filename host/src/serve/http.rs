@@ -5,16 +5,17 @@
 //! |-------|--------|
 //! | `GET /` | the page (and, when opened with `?token=`, the token as an HttpOnly cookie) |
 //! | `GET /page/{file}` | the page's JavaScript modules and style sheet, compiled into the binary |
-//! | `GET /api/datasets` | the datasets and plugins under the root ([`Listing`](super::catalog::Listing)) |
-//! | `GET /api/info?path=` | a dataset's format, shapes, dtype and details |
+//! | `GET /api/datasets` | the datasets and plugins under the root ([`Listing`](super::catalog::Listing)), and the live source if one is configured |
+//! | `GET /api/info?path=` | a dataset's format, shapes, dtype and details (the live source's: [`LiveSetup::info`]) |
 //! | `GET /api/plugin?path=` | a plugin's description: the parameters its form is made from |
-//! | `GET /api/ws` | the WebSocket: `run` and `export` requests in, results ([`super::wire`]) out |
+//! | `GET /api/ws` | the WebSocket: `run`, `stop` and `export` requests in, results ([`super::wire`]) out |
 
 use super::access::Refusal;
 use super::analysis::{Analysis, partitions_for};
 use super::catalog::{Catalog, CatalogError};
 use super::export::export_message;
-use super::lane::{Lane, Outgoing, Request};
+use super::lane::{Finished, Lane, Outgoing, Request};
+use super::live::{LiveLane, LiveSetup};
 use crate::report::{DatasetSummary, Loaded, PluginSummary};
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Query, State};
@@ -33,6 +34,8 @@ use std::time::Instant;
 pub struct Shared {
     pub catalog: Arc<Catalog>,
     pub threads: usize,
+    /// The live source, if the server was started with one.
+    pub live: Option<Arc<LiveSetup>>,
 }
 
 type AppState = State<Arc<Shared>>;
@@ -45,8 +48,12 @@ const PAGE: &[(&str, &str, &str)] = &[
     ("style.css", "text/css; charset=utf-8", include_str!("page/style.css")),
 ];
 
-/// The lanes a page may use (each is one thread while its page is open).
+/// The lanes a page may use (each is one thread while its page is open); and
+/// [`LIVE_LANE`] when a live source is configured.
 pub const LANES: &[&str] = &["pattern", "detector", "frame", "com", "plugin"];
+
+/// The lane of the live source's acquisitions ([`super::live`]).
+pub const LIVE_LANE: &str = "live";
 
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
@@ -146,8 +153,13 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) 
 }
 
 async fn datasets(State(shared): AppState) -> Response {
+    let live = shared.live.as_ref().map(|l| l.info());
     match blocking(move || shared.catalog.list()).await {
-        Ok(listing) => Json(listing).into_response(),
+        Ok(listing) => {
+            let mut value = serde_json::to_value(listing).unwrap_or_else(|e| json!({"error": e.to_string()}));
+            value["live"] = live.unwrap_or(Value::Null);
+            Json(value).into_response()
+        }
         Err(response) => response,
     }
 }
@@ -169,6 +181,9 @@ fn dataset_summary(shared: &Shared, path: &str) -> Result<Value, CatalogError> {
 }
 
 async fn info(State(shared): AppState, Query(query): Query<PathQuery>) -> Response {
+    if let Some(live) = shared.live.as_ref().filter(|l| l.url() == query.path) {
+        return Json(live.info()).into_response();
+    }
     match blocking(move || dataset_summary(&shared, &query.path)).await {
         Ok(Ok(summary)) => Json(summary).into_response(),
         Ok(Err(e)) => e.into_response(),
@@ -206,6 +221,8 @@ enum FromPage {
     Run { lane: String, id: u64, dataset: String, analysis: Analysis },
     /// Send the lane's last complete results as files.
     Export { lane: String, id: u64 },
+    /// Stop the lane's run in flight (the live lane: the acquisition, or the wait for one).
+    Stop { lane: String, id: u64 },
 }
 
 fn error_text(lane: &str, id: u64, message: &str) -> Message {
@@ -215,7 +232,7 @@ fn error_text(lane: &str, id: u64, message: &str) -> Message {
 /// One page's session: its lanes, made as it first uses them, and its results.
 async fn session(mut socket: WebSocket, shared: Arc<Shared>) {
     let (out, mut results) = tokio::sync::mpsc::unbounded_channel::<Outgoing>();
-    let mut lanes: HashMap<String, Lane> = HashMap::new();
+    let mut lanes = Lanes::default();
     loop {
         tokio::select! {
             incoming = socket.recv() => {
@@ -248,37 +265,98 @@ async fn session(mut socket: WebSocket, shared: Arc<Shared>) {
     }
 }
 
+/// A page's lanes, made as it first uses them.
+#[derive(Default)]
+struct Lanes {
+    files: HashMap<String, Lane>,
+    live: Option<LiveLane>,
+}
+
+impl Lanes {
+    /// Run `request` in lane `name` (started now if it is new), interrupting its run in
+    /// flight.
+    fn submit(
+        &mut self,
+        name: &str,
+        request: Request,
+        shared: &Shared,
+        out: &tokio::sync::mpsc::UnboundedSender<Outgoing>,
+    ) -> std::io::Result<()> {
+        let (catalog, threads) = (shared.catalog.clone(), shared.threads);
+        if name == LIVE_LANE {
+            if let (None, Some(setup)) = (&self.live, &shared.live) {
+                self.live = Some(LiveLane::start_live(setup.clone(), catalog, threads, out.clone())?);
+            }
+            if let Some(lane) = &self.live {
+                lane.submit(request);
+            }
+        } else {
+            if !self.files.contains_key(name) {
+                self.files.insert(name.to_owned(), Lane::start(name, catalog, threads, out.clone())?);
+            }
+            if let Some(lane) = self.files.get(name) {
+                lane.submit(request);
+            }
+        }
+        Ok(())
+    }
+
+    /// Stop lane `name`'s run in flight, if any.
+    fn stop(&self, name: &str) {
+        if name == LIVE_LANE {
+            if let Some(lane) = &self.live {
+                lane.stop();
+            }
+        } else if let Some(lane) = self.files.get(name) {
+            lane.stop();
+        }
+    }
+
+    /// Lane `name`'s last complete run, if any.
+    fn finished(&self, name: &str) -> Option<Arc<Finished>> {
+        if name == LIVE_LANE {
+            self.live.as_ref().and_then(LiveLane::finished)
+        } else {
+            self.files.get(name).and_then(Lane::finished)
+        }
+    }
+}
+
 /// Act on one request of the page; a message to send back at once, if any.
 async fn handle(
     message: FromPage,
     shared: &Arc<Shared>,
-    lanes: &mut HashMap<String, Lane>,
+    lanes: &mut Lanes,
     out: &tokio::sync::mpsc::UnboundedSender<Outgoing>,
 ) -> Option<Message> {
     let (lane_name, id) = match &message {
-        FromPage::Run { lane, id, .. } | FromPage::Export { lane, id } => (lane.clone(), *id),
+        FromPage::Run { lane, id, .. } | FromPage::Export { lane, id } | FromPage::Stop { lane, id } => {
+            (lane.clone(), *id)
+        }
     };
-    if !LANES.contains(&lane_name.as_str()) {
+    let live = lane_name == LIVE_LANE;
+    if live && shared.live.is_none() {
+        return Some(error_text(
+            &lane_name,
+            id,
+            "no live source is configured: start udf-host serve with --live merlin://HOST:PORT --nav-shape Y,X",
+        ));
+    }
+    if !live && !LANES.contains(&lane_name.as_str()) {
         return Some(error_text(&lane_name, id, &format!("unknown lane '{lane_name}' (lanes: {})", LANES.join(", "))));
     }
     match message {
         FromPage::Run { dataset, analysis, .. } => {
             let request = Request { id, dataset, analysis, received: Instant::now() };
-            if !lanes.contains_key(&lane_name) {
-                match Lane::start(&lane_name, shared.catalog.clone(), shared.threads, out.clone()) {
-                    Ok(lane) => {
-                        lanes.insert(lane_name.clone(), lane);
-                    }
-                    Err(e) => return Some(error_text(&lane_name, id, &format!("cannot start a thread: {e}"))),
-                }
-            }
-            if let Some(lane) = lanes.get(&lane_name) {
-                lane.submit(request);
-            }
+            let started = lanes.submit(&lane_name, request, shared, out);
+            started.err().map(|e| error_text(&lane_name, id, &format!("cannot start a thread: {e}")))
+        }
+        FromPage::Stop { .. } => {
+            lanes.stop(&lane_name);
             None
         }
         FromPage::Export { .. } => {
-            let Some(finished) = lanes.get(&lane_name).and_then(Lane::finished) else {
+            let Some(finished) = lanes.finished(&lane_name) else {
                 return Some(error_text(&lane_name, id, "nothing to export yet: no run of this panel has completed"));
             };
             let name = lane_name.clone();

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 pub const UPDATE_EVERY: Duration = Duration::from_millis(40);
 
 /// How long the lane waits for a merge before it looks for a newer request.
-const POLL: Duration = Duration::from_millis(5);
+pub(super) const POLL: Duration = Duration::from_millis(5);
 
 /// What the lane sends to the page.
 #[derive(Debug)]
@@ -53,47 +53,84 @@ pub struct Finished {
     pub show: Option<Vec<String>>,
     /// When the run started.
     pub started: Instant,
+    /// Why it ended before every frame came (a live scan whose detector went away).
+    pub ended_early: Option<String>,
 }
 
-/// A lane: send it requests; it answers through the channel it was made with.
-pub struct Lane {
+/// What stops a lane's run in flight: a file run's [`Progress`] (interrupted at the next
+/// tile), a live run's [`Stop`](crate::live::Stop).
+pub trait Cancel: Send + 'static {
+    fn cancel(&self);
+}
+
+impl Cancel for Progress {
+    fn cancel(&self) {
+        self.interrupt();
+    }
+}
+
+impl Cancel for crate::live::Stop {
+    fn cancel(&self) {
+        self.stop();
+    }
+}
+
+/// A lane as the page's session holds it: send it requests; its thread answers through
+/// the channel it was made with. Dropping it (the page is gone) cancels the run in flight.
+pub struct LaneHandle<C: Cancel> {
     requests: mpsc::Sender<Request>,
-    current: Arc<Mutex<Option<Progress>>>,
+    current: Arc<Mutex<Option<C>>>,
     finished: Arc<Mutex<Option<Arc<Finished>>>>,
 }
 
-impl Lane {
-    /// Start lane `name`'s thread, answering on `out`.
-    pub fn start(
-        name: &str,
-        catalog: Arc<Catalog>,
-        threads: usize,
-        out: tokio::sync::mpsc::UnboundedSender<Outgoing>,
-    ) -> std::io::Result<Lane> {
+/// What a lane's thread shares with its handle: the requests, the run in flight's
+/// cancel handle (to be set while it runs), the last complete run (for exports).
+pub struct Inbox<C> {
+    pub requests: mpsc::Receiver<Request>,
+    current: Arc<Mutex<Option<C>>>,
+    finished: Arc<Mutex<Option<Arc<Finished>>>>,
+}
+
+impl<C> Inbox<C> {
+    /// Set (or clear) the cancel handle of the run in flight.
+    pub fn running(&self, cancel: Option<C>) {
+        if let Ok(mut current) = self.current.lock() {
+            *current = cancel;
+        }
+    }
+
+    /// Keep `finished` for exports.
+    pub fn finish(&self, finished: Finished) {
+        if let Ok(mut slot) = self.finished.lock() {
+            *slot = Some(Arc::new(finished));
+        }
+    }
+}
+
+impl<C: Cancel> LaneHandle<C> {
+    /// Start the thread `udf-host-serve-<name>` running `work` on the lane's inbox.
+    pub fn spawn(name: &str, work: impl FnOnce(Inbox<C>) + Send + 'static) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel();
         let current = Arc::new(Mutex::new(None));
         let finished = Arc::new(Mutex::new(None));
-        let worker = Worker {
-            name: name.to_owned(),
-            catalog,
-            threads,
-            requests: rx,
-            current: current.clone(),
-            finished: finished.clone(),
-            out,
-        };
-        std::thread::Builder::new().name(format!("udf-host-serve-{name}")).spawn(move || worker.work())?;
-        Ok(Lane { requests: tx, current, finished })
+        let inbox = Inbox { requests: rx, current: current.clone(), finished: finished.clone() };
+        std::thread::Builder::new().name(format!("udf-host-serve-{name}")).spawn(move || work(inbox))?;
+        Ok(LaneHandle { requests: tx, current, finished })
     }
 
-    /// Run `request` next, interrupting the run in flight.
+    /// Run `request` next, cancelling the run in flight.
     pub fn submit(&self, request: Request) {
-        if let Ok(current) = self.current.lock()
-            && let Some(progress) = current.as_ref()
-        {
-            progress.interrupt();
-        }
+        self.stop();
         let _ = self.requests.send(request);
+    }
+
+    /// Cancel the run in flight (the page's stop).
+    pub fn stop(&self) {
+        if let Ok(current) = self.current.lock()
+            && let Some(cancel) = current.as_ref()
+        {
+            cancel.cancel();
+        }
     }
 
     /// The last complete run, if any.
@@ -102,14 +139,26 @@ impl Lane {
     }
 }
 
-impl Drop for Lane {
-    /// The page is gone: stop the run in flight (the thread ends once it has wound down).
+impl<C: Cancel> Drop for LaneHandle<C> {
+    /// The page is gone: cancel the run in flight (the thread ends once it has wound down).
     fn drop(&mut self) {
-        if let Ok(current) = self.current.lock()
-            && let Some(progress) = current.as_ref()
-        {
-            progress.interrupt();
-        }
+        self.stop();
+    }
+}
+
+/// A lane of file runs.
+pub type Lane = LaneHandle<Progress>;
+
+impl LaneHandle<Progress> {
+    /// Start lane `name`'s thread, answering on `out`.
+    pub fn start(
+        name: &str,
+        catalog: Arc<Catalog>,
+        threads: usize,
+        out: tokio::sync::mpsc::UnboundedSender<Outgoing>,
+    ) -> std::io::Result<Lane> {
+        let name = name.to_owned();
+        Self::spawn(&name.clone(), move |inbox| Worker { name, catalog, threads, inbox, out }.work())
     }
 }
 
@@ -118,9 +167,7 @@ struct Worker {
     name: String,
     catalog: Arc<Catalog>,
     threads: usize,
-    requests: mpsc::Receiver<Request>,
-    current: Arc<Mutex<Option<Progress>>>,
-    finished: Arc<Mutex<Option<Arc<Finished>>>>,
+    inbox: Inbox<Progress>,
     out: tokio::sync::mpsc::UnboundedSender<Outgoing>,
 }
 
@@ -128,8 +175,8 @@ impl Worker {
     fn work(self) {
         let mut next: Option<Request> = None;
         loop {
-            let Some(mut request) = next.take().or_else(|| self.requests.recv().ok()) else { return };
-            while let Ok(newer) = self.requests.try_recv() {
+            let Some(mut request) = next.take().or_else(|| self.inbox.requests.recv().ok()) else { return };
+            while let Ok(newer) = self.inbox.requests.try_recv() {
                 request = newer;
             }
             next = self.run(request);
@@ -140,8 +187,7 @@ impl Worker {
     }
 
     fn error(&self, id: u64, message: String) {
-        let text = json!({"type": "error", "lane": self.name, "id": id, "message": message}).to_string();
-        let _ = self.out.send(Outgoing::Text(text));
+        let _ = self.out.send(error_message(&self.name, id, &message));
     }
 
     /// Run `request` until it is complete, fails, or a newer request comes (returned).
@@ -167,30 +213,16 @@ impl Worker {
                 return None;
             }
         };
-        let plugins = specs
-            .iter()
-            .map(|s| PluginLoad {
-                source: s.udf.source().to_owned(),
-                cache: if s.udf.source().starts_with(crate::builtins::PREFIX) {
-                    LoadCache::Builtin
-                } else {
-                    LoadCache::Hit
-                },
-                load_seconds: 0.0,
-            })
-            .collect();
-        let summary = RunSummary::planned(&run, plugins, crate::cuda::Device::Cpu);
+        let summary = RunSummary::planned(&run, plugin_loads(specs), crate::cuda::Device::Cpu);
         let started = Instant::now();
         let mut iter = run.iter();
         let progress = iter.progress();
-        if let Ok(mut current) = self.current.lock() {
-            *current = Some(progress.clone());
-        }
+        self.inbox.running(Some(progress.clone()));
         let mut last_sent: Option<Instant> = None;
         let mut newer = None;
         let (mut merged, mut total) = (0, 0);
         loop {
-            if let Ok(request) = self.requests.try_recv() {
+            if let Ok(request) = self.inbox.requests.try_recv() {
                 progress.interrupt();
                 newer = Some(request);
                 break;
@@ -208,14 +240,7 @@ impl Worker {
                             done: false,
                             elapsed_ms: request.received.elapsed().as_secs_f64() * 1e3,
                         };
-                        match iter.results().map_err(|e| e.to_string()).and_then(|r| {
-                            wire::results_message(&progress, &r, show.as_deref()).map_err(|e| e.to_string())
-                        }) {
-                            Ok(bytes) => {
-                                let _ = self.out.send(Outgoing::Binary(bytes));
-                            }
-                            Err(message) => self.error(id, message),
-                        }
+                        send_results(&self.out, &progress, iter.results().as_ref(), show.as_deref());
                         last_sent = Some(Instant::now());
                     }
                 }
@@ -235,9 +260,7 @@ impl Worker {
                 }
             }
         }
-        if let Ok(mut current) = self.current.lock() {
-            *current = None;
-        }
+        self.inbox.running(None);
         newer
     }
 
@@ -262,15 +285,48 @@ impl Worker {
             done: true,
             elapsed_ms: request.received.elapsed().as_secs_f64() * 1e3,
         };
-        match wire::results_message(&progress, &results, show.as_deref()) {
-            Ok(bytes) => {
-                let _ = self.out.send(Outgoing::Binary(bytes));
-            }
-            Err(e) => self.error(request.id, e.to_string()),
-        }
-        let finished = Finished { analysis: request.analysis.clone(), summary, results, show, started };
-        if let Ok(mut slot) = self.finished.lock() {
-            *slot = Some(Arc::new(finished));
-        }
+        send_results::<RunError>(&self.out, &progress, Ok(&results), show.as_deref());
+        let finished =
+            Finished { analysis: request.analysis.clone(), summary, results, show, started, ended_early: None };
+        self.inbox.finish(finished);
     }
+}
+
+/// An `error` text message of lane `lane` about request `id`.
+pub fn error_message(lane: &str, id: u64, message: &str) -> Outgoing {
+    Outgoing::Text(json!({"type": "error", "lane": lane, "id": id, "message": message}).to_string())
+}
+
+/// Send `results` (the buffers named in `show`) as a `result` message, or the error
+/// that kept them from being made.
+pub fn send_results<E: std::fmt::Display>(
+    out: &tokio::sync::mpsc::UnboundedSender<Outgoing>,
+    progress: &WireProgress<'_>,
+    results: Result<&RunResults, E>,
+    show: Option<&[String]>,
+) {
+    let message = results
+        .map_err(|e| e.to_string())
+        .and_then(|r| wire::results_message(progress, r, show).map_err(|e| e.to_string()));
+    let _ = out.send(match message {
+        Ok(bytes) => Outgoing::Binary(bytes),
+        Err(message) => error_message(progress.lane, progress.id, &message),
+    });
+}
+
+/// How the report of a run names its UDFs: built-ins as built-ins, plugins as loaded
+/// (the catalog loaded them before).
+pub fn plugin_loads(specs: &[crate::exec::UdfSpec]) -> Vec<PluginLoad> {
+    specs
+        .iter()
+        .map(|s| PluginLoad {
+            source: s.udf.source().to_owned(),
+            cache: if s.udf.source().starts_with(crate::builtins::PREFIX) {
+                LoadCache::Builtin
+            } else {
+                LoadCache::Hit
+            },
+            load_seconds: 0.0,
+        })
+        .collect()
 }

@@ -11,6 +11,7 @@
 //! | [`catalog`] | the datasets and plugins under the root, opened once |
 //! | [`analysis`] | what the page asks for, made into runs of built-ins or plugins |
 //! | [`lane`] | a thread per kind of request: the newest request interrupts the run in flight; partial results stream out |
+//! | [`live`] | the live source (`--live merlin://…`) and its lane: one acquisition per request, results as frames arrive |
 //! | [`wire`] | the binary messages that carry results (JSON header, raw arrays, PNG images) |
 //! | [`export`] | the last results as `.npy`, PNG and the `index.html` report |
 //! | `http` | routes, the guard in front of them, the WebSocket session |
@@ -35,10 +36,12 @@ pub mod catalog;
 pub mod export;
 mod http;
 pub mod lane;
+pub mod live;
 pub mod wire;
 
 pub use access::{Access, Refusal};
 pub use analysis::Analysis;
+pub use live::ServeLive;
 
 use crate::dataset::OpenOptions;
 use crate::exec::Limits;
@@ -67,6 +70,8 @@ pub struct ServeOptions {
     /// Stop when the process gets Ctrl-C (the command line); otherwise only
     /// [`Server::stop`] stops it.
     pub stop_on_ctrl_c: bool,
+    /// A live source offered beside the files (the page starts its acquisitions).
+    pub live: Option<ServeLive>,
 }
 
 impl Default for ServeOptions {
@@ -79,6 +84,7 @@ impl Default for ServeOptions {
             open_options: OpenOptions::default(),
             limits: Limits::default(),
             stop_on_ctrl_c: false,
+            live: None,
         }
     }
 }
@@ -129,7 +135,11 @@ impl Server {
             options.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
         let setup = RuntimeSetup::new(options.limits, threads, UDFS_PER_SHARED_RUN);
         let catalog = Arc::new(catalog::Catalog::new(access.clone(), named, options.open_options, setup));
-        let app = http::router(Arc::new(http::Shared { catalog, threads }));
+        let live = options.live.map(|mut config| {
+            config.options.run.limits = options.limits;
+            Arc::new(live::LiveSetup::new(config))
+        });
+        let app = http::router(Arc::new(http::Shared { catalog, threads, live }));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let stop_on_ctrl_c = options.stop_on_ctrl_c;
         let thread = std::thread::Builder::new()

@@ -1,6 +1,7 @@
 // The page of `udf-host serve`: a dataset's pattern and virtual image side by side, a
-// detector dragged on the pattern, frames picked on the scan, centre of mass, plugins.
-// Every result is computed by the server's library calls and arrives as it merges.
+// detector dragged on the pattern, frames picked on the scan, centre of mass, plugins;
+// or a live source's acquisitions (the "live" lane: pattern and scan image as frames
+// arrive). Every result is computed by the server's library calls and arrives as it merges.
 
 import { Connection } from "./connection.js";
 import { ImageView, outline } from "./views.js";
@@ -28,6 +29,16 @@ const state = {
   /** Detector requests sent on mouse release: times in ms after the release. */
   latency: [],
   plugin: null,
+  /** The live source the server offers ({path, nav_shape, ...}), if any. */
+  live: null,
+  /** Whether the chosen dataset is the live source. */
+  isLive: false,
+  /** Where the newest acquisition stands: waiting, receiving, complete, ended, stopped, failed. */
+  liveState: null,
+  /** A detector or statistic changed while frames came: it applies to the next acquisition. */
+  livePending: false,
+  /** The last few acquisitions that ended: {id, buffers} (the newest last). */
+  acquired: [],
 };
 
 const views = {
@@ -53,6 +64,12 @@ connection.on("error", (message) => {
   showError(`${message.lane || "request"}: ${message.message}`);
 });
 
+/** The parts of the live lane's results: the pattern (sig) and the scan image (nav). */
+function liveParts(buffers) {
+  const find = (kind) => Object.values(buffers).find((b) => b.kind === kind && b.images.length > 0);
+  return { pattern: find("sig"), scan: find("nav") };
+}
+
 /** Send a run request for `lane`; its id. */
 function run(lane, analysis) {
   const id = state.nextId++;
@@ -65,12 +82,15 @@ function run(lane, analysis) {
 
 connection.on("result", ({ header, part, typed }) => {
   if (header.id !== state.requests[header.lane]) return;
-  const buffers = {};
+  let buffers = {};
   for (const b of header.buffers) {
-    buffers[b.name] = { ...b, values: typed(b.dtype, b.data), valid: part(b.valid), pngs: b.images.map((i) => part(i.png)) };
+    const key = header.lane === "live" ? `${b.udf}.${b.name}` : b.name;
+    buffers[key] = { ...b, values: typed(b.dtype, b.data), valid: part(b.valid), pngs: b.images.map((i) => part(i.png)) };
   }
+  if (header.lane === "live") buffers = liveParts(buffers);
   const result = { id: header.id, done: header.done, merged: header.merged, total: header.total, elapsed_ms: header.elapsed_ms, buffers };
   state.results[header.lane] = result;
+  if (header.lane === "live" && header.done) state.acquired = [...state.acquired.slice(-4), result];
   if (header.lane === "detector") {
     const entry = state.latency.find((l) => l.id === header.id);
     if (entry) {
@@ -126,6 +146,10 @@ function render(lane) {
       break;
     case "com":
       showBuffer(views.com, result.buffers[$("com-buffer").value], result, $("com-meta"));
+      break;
+    case "live":
+      showBuffer(views.pattern, result.buffers.pattern, result, $("pattern-meta"));
+      showBuffer(views.scan, result.buffers.scan, result, $("scan-meta"));
       break;
     case "plugin": {
       const select = $("plugin-buffer");
@@ -203,7 +227,7 @@ function scheduleDetector() {
   sendScheduled = true;
   requestAnimationFrame(() => {
     sendScheduled = false;
-    if (grab) run("detector", detectorAnalysis());
+    if (grab && !state.isLive) run("detector", detectorAnalysis());
   });
 }
 
@@ -240,6 +264,7 @@ views.pattern.onPointer({
   up(p) {
     this.move(p);
     grab = null;
+    if (state.isLive) return liveChanged();
     const release = performance.now();
     const id = run("detector", detectorAnalysis());
     state.latency.push({ id, release, first: null, done: null });
@@ -250,10 +275,14 @@ $("detector-kind").addEventListener("change", (event) => {
   state.detector.kind = event.target.value;
   views.pattern.redraw();
   describeDetector();
-  run("detector", detectorAnalysis());
+  if (state.isLive) liveChanged();
+  else run("detector", detectorAnalysis());
 });
 
-$("pattern-stat").addEventListener("change", () => run("pattern", { kind: "pattern", stat: $("pattern-stat").value }));
+$("pattern-stat").addEventListener("change", () => {
+  if (state.isLive) liveChanged();
+  else run("pattern", { kind: "pattern", stat: $("pattern-stat").value });
+});
 
 // ---- picking on the scan ------------------------------------------------------------
 
@@ -278,18 +307,26 @@ function scanPick(a, b) {
   return { kind: "region", y0: ya, y1: yb + 1, x0: xa, x1: xb + 1 };
 }
 
+/** What a panel that runs on files says on the live source. */
+function fileOnly(what) {
+  showError(`${what} runs on files: the frames of a live acquisition are not kept (record the scan, then open the file)`);
+}
+
 views.scan.onPointer({
   down(p) {
+    if (state.isLive) return fileOnly("picking frames");
     pickStart = p;
     state.pick = scanPick(p, p);
     views.scan.redraw();
   },
   move(p) {
     if (!pickStart) return;
+    if (state.isLive) return;
     state.pick = scanPick(pickStart, p);
     views.scan.redraw();
   },
   up(p) {
+    if (state.isLive || !pickStart) return;
     state.pick = scanPick(pickStart, p);
     pickStart = null;
     views.scan.redraw();
@@ -300,8 +337,8 @@ views.scan.onPointer({
     run("frame", pick);
   },
   hover(p) {
-    const result = state.results.detector;
-    const buffer = result && firstImageBuffer(result);
+    const result = state.results[state.isLive ? "live" : "detector"];
+    const buffer = result && (state.isLive ? result.buffers.scan : firstImageBuffer(result));
     if (!buffer) return;
     const [y, x] = [Math.floor(p.y), Math.floor(p.x)];
     const [height, width] = buffer.shape;
@@ -316,6 +353,7 @@ views.scan.onPointer({
 // ---- centre of mass -----------------------------------------------------------------
 
 $("com-run").addEventListener("click", () => {
+  if (state.isLive) return fileOnly("the centre of mass");
   const d = state.detector;
   run("com", { kind: "com", cx: d.cx, cy: d.cy, r: d.ro, ri: d.kind === "ring" ? d.ri : 0 });
 });
@@ -353,6 +391,7 @@ async function choosePlugin(path) {
 $("plugin").addEventListener("change", (event) => choosePlugin(event.target.value));
 $("plugin-form").addEventListener("submit", (event) => {
   event.preventDefault();
+  if (state.isLive) return fileOnly("a plugin");
   if (!state.plugin) return;
   const params = {};
   for (const input of event.target.querySelectorAll("input")) params[input.name] = input.value;
@@ -361,8 +400,11 @@ $("plugin-form").addEventListener("submit", (event) => {
 
 // ---- export -------------------------------------------------------------------------
 
-for (const lane of ["detector", "frame", "com", "plugin"]) {
-  $(`${lane}-export`).addEventListener("click", () => connection.send({ type: "export", lane, id: state.nextId++ }));
+for (const panel of ["detector", "frame", "com", "plugin"]) {
+  $(`${panel}-export`).addEventListener("click", () => {
+    const lane = panel === "detector" && state.isLive ? "live" : panel;
+    connection.send({ type: "export", lane, id: state.nextId++ });
+  });
 }
 
 const TYPES = { npy: "application/octet-stream", png: "image/png", html: "text/html" };
@@ -387,7 +429,12 @@ connection.on("export", ({ header, part }) => {
 // ---- datasets -----------------------------------------------------------------------
 
 function showInfo(info) {
-  const rows = [
+  const rows = info.live ? [
+    ["source", info.path], ["format", info.format], ["nav shape", info.nav_shape.join(" × ")],
+    ["sig shape", info.sig_shape ? info.sig_shape.join(" × ") : "known once an acquisition starts"],
+    ["dtype", info.dtype_name || "known once an acquisition starts"], ["frames", info.frames],
+    ...Object.entries(info.details),
+  ] : [
     ["path", info.path], ["format", info.format],
     ["nav shape", info.nav_shape.join(" × ")], ["sig shape", info.sig_shape.join(" × ")],
     ["dtype", info.dtype_name], ["size", `${(info.bytes / 1e6).toFixed(1)} MB (${info.frames} frames)`],
@@ -405,8 +452,108 @@ function showInfo(info) {
   }));
 }
 
+// ---- the live source -----------------------------------------------------------------
+
+/** What the note under the pattern says, for a file and for the live source. */
+const NOTES = {
+  file: "Drag the detector to move it, its edge to resize it; the virtual image follows.",
+  live: "Drag the detector to move it, its edge to resize it; the next acquisition's scan image uses it " +
+    "(a scan under way goes on with the detector it started with).",
+};
+
+const LIVE_STATES = {
+  waiting: (m) => `waiting for an acquisition on ${m.source}…`,
+  receiving: (m) => `receiving from ${m.source}`,
+  complete: (m) => `acquisition complete (${m.frames_received} frames)`,
+  ended: (m) => `the scan ended early after ${m.frames_received} frames`,
+  stopped: () => "stopped",
+  failed: () => "failed (see above)",
+};
+
+/** Size the pattern view for frames of `sig` and put the detector in their middle. */
+function setPattern(sig) {
+  const [sy, sx] = sig.length === 2 ? sig : [1, sig[0]];
+  const side = Math.min(sy, sx);
+  Object.assign(state.detector, { cx: sx / 2, cy: sy / 2, ri: side / 8, ro: side / 4 });
+  views.pattern.setShape(sy, sx);
+  describeDetector();
+}
+
+/** Wait for the detector's next acquisition and show it as it comes: the pattern and the
+ * scan image of the detector drawn on the pattern, or of each frame's sum while the
+ * frame shape is not known yet (before the first acquisition). */
+function acquire() {
+  state.livePending = false;
+  state.liveState = "waiting";
+  const detector = state.info.sig_shape ? detectorAnalysis() : null;
+  run("live", { kind: "live", stat: $("pattern-stat").value, detector });
+}
+
+/** The detector or the statistic changed on the live source: a scan whose frames are
+ * coming is not thrown away; the change applies to the next acquisition. */
+function liveChanged() {
+  if (state.liveState === "receiving") {
+    state.livePending = true;
+    $("live-status").textContent = "receiving; the new detector applies to the next acquisition";
+  } else {
+    acquire();
+  }
+}
+
+connection.on("live", (message) => {
+  if (message.id !== state.requests.live) return;
+  state.liveState = message.state;
+  if (message.sig_shape && !state.info?.sig_shape && state.isLive) {
+    state.info.sig_shape = message.sig_shape;
+    setPattern(message.sig_shape);
+  }
+  let text = (LIVE_STATES[message.state] || (() => message.state))(message);
+  if (state.livePending && message.state === "receiving") text += "; the new detector applies to the next acquisition";
+  $("live-status").textContent = text;
+  // A change made while frames came: the next acquisition has it.
+  if (state.livePending && ["complete", "ended"].includes(message.state)) acquire();
+});
+
+$("live-acquire").addEventListener("click", acquire);
+$("live-stop").addEventListener("click", () => connection.send({ type: "stop", lane: "live", id: state.requests.live || 0 }));
+
+/** Stop `lanes`' runs in flight and drop their results still coming (another dataset
+ * was chosen). */
+function leave(lanes) {
+  for (const lane of lanes) {
+    if (state.requests[lane]) connection.send({ type: "stop", lane, id: state.requests[lane] });
+    delete state.requests[lane];
+  }
+}
+
+/** Open the live source: its views, and (with `start`) an acquisition. */
+async function openLive(start) {
+  const info = await api(`api/info?path=${encodeURIComponent(state.live.path)}`);
+  leave(["pattern", "detector", "frame"]);
+  state.dataset = info.path;
+  state.info = info;
+  state.isLive = true;
+  state.results = {};
+  state.pick = null;
+  state.liveState = null;
+  $("live-controls").hidden = false;
+  $("pattern-note").textContent = NOTES.live;
+  $("live-status").textContent = start ? "" : "press acquire to wait for the next acquisition";
+  showInfo(info);
+  const nav = info.nav_shape.length === 1 ? [1, info.nav_shape[0]] : info.nav_shape;
+  views.scan.setShape(nav[0], nav[1]);
+  if (info.sig_shape) setPattern(info.sig_shape);
+  if (start) acquire();
+  showError("");
+}
+
 async function openDataset(path) {
   try {
+    if (state.live && path === state.live.path) return await openLive(true);
+    if (state.isLive) leave(["live"]);
+    state.isLive = false;
+    $("live-controls").hidden = true;
+    $("pattern-note").textContent = NOTES.file;
     const info = await api(`api/info?path=${encodeURIComponent(path)}`);
     state.dataset = path;
     state.info = info;
@@ -440,7 +587,9 @@ function fillSelect(select, options) {
 /** Read the folder listing (again): files added under the root since appear. */
 async function refreshListing() {
   const listing = await api("api/datasets");
-  fillSelect($("dataset"), listing.datasets.map((d) => new Option(`${d.path} (${(d.bytes / 1e6).toFixed(1)} MB)`, d.path)));
+  state.live = listing.live;
+  const live = listing.live ? [new Option(`live: ${listing.live.path} (${listing.live.nav_shape.join(" × ")})`, listing.live.path)] : [];
+  fillSelect($("dataset"), [...live, ...listing.datasets.map((d) => new Option(`${d.path} (${(d.bytes / 1e6).toFixed(1)} MB)`, d.path))]);
   fillSelect($("plugin"), [new Option("—", ""), ...listing.plugins.map((p) => new Option(p.path, p.path))]);
   state.listing = listing;
   return listing;
@@ -456,8 +605,13 @@ $("refresh").addEventListener("click", refresh);
 async function start() {
   try {
     const listing = await refreshListing();
-    if (listing.datasets.length === 0) showError(`no datasets under ${listing.root}`);
-    else await openDataset(listing.datasets[0].path);
+    // A live source is not started by opening the page (with --api that would start the
+    // detector): it waits for a choice or the acquire button.
+    if (listing.datasets.length > 0) {
+      $("dataset").value = listing.datasets[0].path;
+      await openDataset(listing.datasets[0].path);
+    } else if (listing.live) await openLive(false);
+    else showError(`no datasets under ${listing.root}`);
   } catch (error) {
     showError(error.message);
   }
