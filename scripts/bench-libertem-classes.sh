@@ -13,6 +13,8 @@ if [[ ! -x $venv/bin/python ]]; then
 fi
 "$venv/bin/python" -m pip install --quiet "maturin>=1.16,<2" "numpy>=1.23" "libertem==0.16.0" "distributed==2026.8.0"
 scripts/polyglot/runner.sh
+# The runner just built (the benchmark's fresh processes use empty compile caches).
+export UDF_HOST_RUNNER="$PWD/target/polyglot/runner/udf-runner.wasm"
 echo "==> building the udf_host wheel (release) into $venv"
 rm -rf target/wheels-release
 (cd python && "../$venv/bin/maturin" build --quiet --release -o ../target/wheels-release)

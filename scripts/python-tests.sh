@@ -27,10 +27,17 @@ fi
 "$venv/bin/python" -m pip install --quiet "libertem-live[sim]==0.3.0" ||
     echo "warning: libertem-live 0.3.0 could not be installed: python/tests/test_live_simulators.py will skip" >&2
 # The Python runner of LiberTEM UDF classes (componentize-py from PyPI on first use; a
-# no-op when up to date): it lands in python/udf_host/, so the wheel below carries it.
+# no-op when up to date). The tests use this one (UDF_HOST_RUNNER), except
+# test_runner_install.py, which installs the wheel into a fresh venv without it.
 scripts/polyglot/runner.sh
+export UDF_HOST_RUNNER="$PWD/target/polyglot/runner/udf-runner.wasm"
 echo "==> building the udf_host wheel (dev profile) into $venv"
-MATURIN_PEP517_ARGS="--profile dev" "$venv/bin/python" -m pip install --quiet --force-reinstall --no-deps ./python
+wheels=target/python-wheel
+rm -f "$wheels"/udf_host-*.whl
+MATURIN_PEP517_ARGS="--profile dev" "$venv/bin/python" -m pip wheel --quiet --no-deps ./python -w "$wheels"
+wheel=$(echo "$PWD/$wheels"/udf_host-*.whl)
+"$venv/bin/python" -m pip install --quiet --force-reinstall --no-deps "$wheel"
+export UDF_HOST_TEST_WHEEL="$wheel"
 cargo build --quiet -p udf-host
 echo "==> pytest python/tests"
 set +e

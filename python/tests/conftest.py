@@ -16,6 +16,10 @@ CLI = Path(os.environ.get("UDF_HOST_BIN", ROOT / "target/debug/udf-host"))
 CACHE = ROOT / "target/test-cache"
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: takes a minute or more (a fresh venv); `-m 'not slow'` leaves it out")
+
+
 def plugin(name: str) -> Path:
     path = PLUGINS / f"{name}.wasm"
     if not path.exists():

@@ -22,32 +22,26 @@ from typing import Any
 
 import numpy as np
 
+from ._runner.build import RUNNER_FILE, RunnerBuildError, ensure_runner
 from .capture import CaptureError, capture
 from .udf_class import AuxData
 
-__all__ = ["RUNNER_FILE", "runner_path", "runner_identity", "class_spec", "class_document"]
+__all__ = ["RUNNER_FILE", "RunnerBuildError", "runner_path", "runner_identity", "class_spec", "class_document"]
 
-#: The runner's file name (scripts/polyglot/runner.sh builds it).
-RUNNER_FILE = "udf-runner.wasm"
-
-#: The hidden parameter with the ROI (python/runner/app.py's ROI_PARAM).
+#: The hidden parameter with the ROI (_runner/app.py's ROI_PARAM).
 ROI_PARAM = "udf_host_roi"
 
 
 def runner_path() -> str:
-    """Where udf-host's Python runner is: `$UDF_HOST_RUNNER`, beside this package (the
-    wheel carries it), or the repository's build (`target/polyglot/runner/`)."""
+    """Where udf-host's Python runner is: `$UDF_HOST_RUNNER`, else the user's cache, where
+    the first use builds it from the sources the package carries (`_runner/build.py`;
+    `RunnerBuildError` when it cannot)."""
     env = os.environ.get("UDF_HOST_RUNNER")
-    candidates = [Path(env)] if env else []
-    here = Path(__file__).resolve().parent
-    candidates += [here / RUNNER_FILE, here.parent.parent / "target" / "polyglot" / "runner" / RUNNER_FILE]
-    for path in candidates:
-        if path.is_file():
-            return str(path)
-    raise FileNotFoundError(
-        "udf-host's Python runner (udf-runner.wasm) is not built; build it with scripts/polyglot/runner.sh "
-        f"(looked in: {', '.join(str(p) for p in candidates)}), or set UDF_HOST_RUNNER to its path"
-    )
+    if env:
+        if not Path(env).is_file():
+            raise FileNotFoundError(f"UDF_HOST_RUNNER is {env}, which is not a file (udf-host's Python runner, {RUNNER_FILE})")
+        return env
+    return str(ensure_runner())
 
 
 @functools.lru_cache(maxsize=4)
@@ -110,7 +104,7 @@ def _kwarg(name: str, value: Any) -> tuple[str, Any]:
 
 
 def class_document(cls: type, kwargs_spec: dict | None = None) -> str:
-    """The JSON document the runner's `load` takes for `cls` (python/runner/app.py)."""
+    """The JSON document the runner's `load` takes for `cls` (_runner/app.py)."""
     captured = capture(cls)
     doc = {
         "class_name": captured.class_name,

@@ -60,7 +60,7 @@ _CLASS = "_udf_host_class"  # a udf_host.UDF class's document (the plugin is the
 _RESERVED = (_WASM, _SOURCE, _SHA256, _CLASS)
 
 # The hidden parameter with the ROI that the runner gives a class as `self.meta.roi`
-# (python/runner/app.py's ROI_PARAM).
+# (python/udf_host/_runner/app.py's ROI_PARAM).
 _ROI_PARAM = "udf_host_roi"
 
 # Loaded plugins of this process, by SHA-256: a worker loads (and compiles, or reads from
@@ -76,16 +76,17 @@ _METHODS = {"tile": UDFMethod.TILE, "frame": UDFMethod.FRAME, "partition": UDFMe
 def _runner_here(sha256: str) -> bytes:
     """This process's own runner, when it is the one with `sha256` (a `ClassUDF` travels
     with the runner's identity, not its 20 MB, unless made with `send_runner=True`)."""
-    from .class_spec import runner_identity
+    from .class_spec import RunnerBuildError, runner_identity
 
     try:
         path, wasm, found = runner_identity()
-    except FileNotFoundError as e:
+    except (FileNotFoundError, RunnerBuildError) as e:
         raise RuntimeError(f"ClassUDF: {e}; or make it with ClassUDF(udf, send_runner=True)") from None
     if found != sha256:
         raise RuntimeError(
             f"ClassUDF: the Python runner here ({path}) has SHA-256 {found}, but the UDF was made with {sha256}: "
-            "install the same udf-host here as where the UDF was made (or set UDF_HOST_RUNNER), or make it "
+            "use the same runner file here as where the UDF was made (a worker on the same machine shares its cache; "
+            "on another machine set UDF_HOST_RUNNER to a copy of it: two builds of the runner differ), or make it "
             "with ClassUDF(udf, send_runner=True) to send the runner's bytes along"
         )
     return wasm

@@ -2,7 +2,7 @@
 
 A LiberTEM user changes `from libertem.udf import UDF` to `from udf_host import UDF`, and
 `ctx.run_udf(dataset=ds, udf=MyUDF(param=...))` runs the class in udf-host's Python runner
-component (CPython in WebAssembly, `python/runner/`), where `import numpy` is the host's
+component (CPython in WebAssembly, `python/udf_host/_runner/`), where `import numpy` is the host's
 arrays (`udf_host.xp`) presented as NumPy. The class's code never runs in the user's process:
 it travels to the runner as source text (`udf_host.capture`) and the keyword arguments as
 the plugin contract's parameters.
@@ -11,7 +11,7 @@ This one file is used in both places:
 
 - in the user's process only `__init__` (the keyword arguments, `self.params`),
   `aux_data` and the constants are used, and `_spec()` hands the class to the engine;
-- inside the runner the whole of LiberTEM's semantics run on it (`python/runner/app.py`
+- inside the runner the whole of LiberTEM's semantics run on it (`python/udf_host/_runner/app.py`
   drives it): buffers and their views (API.md §3.1), `self.meta`, `self.task_data`,
   `merge`, `get_results`, `with_mask`, `forbuf`, `self.xp`.
 
@@ -179,10 +179,28 @@ class UDFMeta:
         self.device_class = "cpu"
         self.array_backend = None
         self.threads_per_worker = None
-        self.coordinates = None
+        self._coordinates = None
+        self._coordinates_of = None
         self._valid_nav_mask = None
         self._roi_flat = None
         self.__dict__.update(fields)
+
+    @property
+    def coordinates(self):
+        """The nav coordinates of the current unit's frames, `(frames, nav dims)` int64:
+        made when first asked for (most classes never do; the runner sets a maker per unit)."""
+        if self._coordinates_of is not None:
+            self._coordinates = self._coordinates_of()
+            self._coordinates_of = None
+        return self._coordinates
+
+    @coordinates.setter
+    def coordinates(self, value):
+        self._coordinates, self._coordinates_of = value, None
+
+    def _coordinates_later(self, make):
+        """Set `coordinates` to what `make()` returns, called only if someone reads it."""
+        self._coordinates, self._coordinates_of = None, make
 
     @property
     def partition_shape(self):

@@ -679,7 +679,8 @@ class Udf(_exports.Udf):
             _set_params_unit(udf, unit if unit else None)
             meta.slice = udf_class.Slice((int(tile.origin), *sig_origin),
                                          udf_class.Shape((count, *sig_shape), sig_dims))
-            meta.coordinates = _coordinates(tile.true_nav_indices, udf._nav)
+            indices = tile.true_nav_indices
+            meta._coordinates_later(lambda: _coordinates(indices, udf._nav))
             name = "process_tile" if method == t.Method.TILE else "process_partition"
             _STATE["unit"] = f"{name} (partition {partition.index}, frames {tile.origin}..{int(tile.origin) + count})"
             getattr(udf, name)(data)
@@ -690,7 +691,7 @@ class Udf(_exports.Udf):
                 udf.results._enter(unit)
                 _set_params_unit(udf, unit)
                 meta.slice = udf_class.Slice((int(tile.origin) + i,) + (0,) * sig_dims, frame_shape)
-                meta.coordinates = _coordinates(tile.true_nav_indices[i : i + 1], udf._nav)
+                meta._coordinates_later(lambda i=i: _coordinates(tile.true_nav_indices[i : i + 1], udf._nav))
                 _STATE["unit"] = f"process_frame (partition {partition.index}, frame {int(tile.origin) + i})"
                 udf.process_frame(data[i])
         _STATE["unit"] = None

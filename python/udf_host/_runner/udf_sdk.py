@@ -1,0 +1,1 @@
+../../../guest-sdk/python/udf_sdk.py

@@ -1,0 +1,1 @@
+../../../guest-sdk/python/xp_backend.py
