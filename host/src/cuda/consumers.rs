@@ -87,7 +87,9 @@ pub(crate) fn start(ctx: &InitContext<'_>, request: Request<'_>) -> Result<Box<d
     gpu.prepare(&pairs).map_err(|e| CallError::internal(format!("CUDA: {e}")))?;
     let runs = SliceRuns::for_scheme(&sig, &partition.tiling.slices);
     let frames = partition.frames;
-    let make = move |stream: &Arc<CudaStream>| consumer(gpu, stream, request, float, &sig, &runs, frames);
+    let make = move |stream: &Arc<CudaStream>| {
+        consumer_with(gpu, stream, request, float, &sig, &runs, frames, MasksPath::Chosen)
+    };
     let max_elem = meta.input_dtype.size().max(meta.dataset_dtype.size());
     let (feed, id) = feed::join(gpu, partition, &meta.sig_shape, max_elem, &make)
         .map_err(|e| CallError::internal(format!("CUDA: {e}")))?;
@@ -112,23 +114,10 @@ pub(crate) fn float_of(request: Request<'_>, input: DType) -> Result<DType, Stri
 }
 
 /// A request's device state for a partition of `frames` frames of shape `sig`, tiled as
-/// `runs`, set up on `stream`.
+/// `runs`, set up on `stream`; masks multiplied by `path` (the built-ins: [`MasksPath::Chosen`]).
 ///
 /// # Errors
 /// Out of device memory, or a request these frames do not fit.
-pub(crate) fn consumer(
-    gpu: &Gpu,
-    stream: &Arc<CudaStream>,
-    request: Request<'_>,
-    float: DType,
-    sig: &[usize],
-    runs: &[SliceRuns],
-    frames: usize,
-) -> Result<Box<dyn Consumer>, String> {
-    consumer_with(gpu, stream, request, float, sig, runs, frames, MasksPath::Chosen)
-}
-
-/// [`consumer`], with the masks' product path given.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn consumer_with(
     gpu: &Gpu,
