@@ -134,6 +134,13 @@ pub fn host_to_device_streams_gbps(bytes: usize, streams: usize) -> Result<f64, 
     Ok((bytes * lanes.len()) as f64 / best / 1e9)
 }
 
+/// The benchmark's file at `path`, mapped.
+fn map_file(path: &Path) -> Result<memmap2::Mmap, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    // SAFETY: the benchmark's own file, not modified while mapped.
+    unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("{}: {e}", path.display()))
+}
+
 /// The CPU's copy from the mapping of the file at `path` (page-cached) into pinned memory
 /// with every thread, as the feeding lanes' staging copy does: GB/s, best of 3.
 ///
@@ -141,9 +148,7 @@ pub fn host_to_device_streams_gbps(bytes: usize, streams: usize) -> Result<f64, 
 /// No GPU, the file cannot be mapped, out of pinned memory.
 pub fn staging_copy_gbps(path: &Path) -> Result<f64, String> {
     let gpu = gpu()?;
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    // SAFETY: the benchmark's own file, not modified while mapped.
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("{}: {e}", path.display()))?;
+    let map = map_file(path)?;
     let source = &map[..];
     let size = source.len().min(1 << 30);
     // SAFETY: only written (below) before it is read.
@@ -179,9 +184,7 @@ pub fn registered_mapping(path: &Path) -> Result<(f64, f64), String> {
     if supported == 0 {
         return Err("the device does not support registering read-only host memory".into());
     }
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    // SAFETY: the benchmark's own file, not modified while mapped.
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("{}: {e}", path.display()))?;
+    let map = map_file(path)?;
     let len = map.len() / 4096 * 4096;
     gpu.ctx.bind_to_thread().map_err(|e| format!("{e:?}"))?;
     let ptr = map.as_ptr() as *mut std::ffi::c_void;

@@ -113,26 +113,33 @@ pub struct RunDefaults {
     pub max_result_bytes: Option<u64>,
 }
 
+impl RunDefaults {
+    /// Give `options` the server's threads and result memory cap, with the page's images
+    /// and the export's previews counted with the results against the cap: what every run
+    /// of the page (files and live acquisitions) has.
+    pub fn apply(self, options: &mut RunOptions) {
+        options.threads = Some(self.threads);
+        options.max_result_bytes = self.max_result_bytes;
+        options.result_extra = Some(crate::preview::result_extra_drawn(vec![
+            super::wire::page_preview_options(),
+            crate::preview::PreviewOptions::default(),
+        ]));
+    }
+}
+
 impl Job {
-    /// The run's options: the ROI, the server's threads and result memory cap, and
-    /// partitions small enough that the first one is merged soon (see
-    /// [`partitions_for`]); the page's images and the export's previews counted with the
-    /// results against the cap.
+    /// The run's options: the ROI, partitions small enough that the first one is merged
+    /// soon (see [`partitions_for`]), and the server's [`RunDefaults`].
     pub fn options(&self, defaults: RunDefaults) -> RunOptions {
-        let threads = defaults.threads;
         let shape = self.dataset.dataset.shape();
         let bytes = (shape.nav_len() * shape.sig_len() * self.dataset.dataset.stored_dtype().dtype.size()) as u64;
-        RunOptions {
+        let mut options = RunOptions {
             roi: self.roi.clone(),
-            threads: Some(threads),
-            max_result_bytes: defaults.max_result_bytes,
-            partitions: Some(partitions_for(bytes, shape.nav_len(), threads)),
-            result_extra: Some(crate::preview::result_extra_drawn(vec![
-                super::wire::page_preview_options(),
-                crate::preview::PreviewOptions::default(),
-            ])),
+            partitions: Some(partitions_for(bytes, shape.nav_len(), defaults.threads)),
             ..RunOptions::default()
-        }
+        };
+        defaults.apply(&mut options);
+        options
     }
 }
 

@@ -216,12 +216,7 @@ impl Worker {
         let shape = DatasetShape { nav: nav.clone(), sig: acquisition.sig.clone() };
         let udfs = request.analysis.udfs(&shape, &self.catalog)?;
         let mut options = config.options.clone();
-        options.run.threads = Some(self.defaults.threads);
-        options.run.max_result_bytes = self.defaults.max_result_bytes;
-        options.run.result_extra = Some(crate::preview::result_extra_drawn(vec![
-            super::wire::page_preview_options(),
-            crate::preview::PreviewOptions::default(),
-        ]));
+        self.defaults.apply(&mut options.run);
         let started = Started { inner: receiver, acquisition: Some(acquisition) };
         let loads = plugin_loads(&udfs.specs);
         let mut run = LiveRun::start_with(Box::new(started), udfs.specs, options, stop.clone())?;
