@@ -22,6 +22,10 @@ struct Seen {
 /// files come from one snapshot). `None` while there is none, or when it was replaced
 /// while being read.
 fn read_snapshot(out: &Path) -> Option<Seen> {
+    // Looked at first: the final results may replace `out` (and its `partial/`) while the
+    // snapshot is being read, which is fine; final results already there while a
+    // `partial/` still resolves would not be.
+    let final_results_there = out.join("results.json").exists();
     let dir = std::fs::canonicalize(out.join("partial")).ok()?;
     let summary: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).ok()?).ok()?;
     let valid = udf_host::npy::read_array(&dir.join("slow/intensity.valid.npy")).ok()?;
@@ -36,7 +40,7 @@ fn read_snapshot(out: &Path) -> Option<Seen> {
         valid: valid.to_bools()?,
         intensity: udf_host_tests::reference::to_f64(&intensity),
         grey_pixels: rgb.chunks_exact(3).any(|p| p == [128, 128, 128]),
-        final_results_there: out.join("results.json").exists(),
+        final_results_there,
     })
 }
 
