@@ -20,8 +20,8 @@ use crate::udf::{
     TileReadError, TileSource, Udf, UdfOrigin, UnreadError,
 };
 use std::collections::HashMap;
-use std::path::Path;
 use std::mem::ManuallyDrop;
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -243,6 +243,7 @@ impl WasmUdf {
         });
         let (plugin, exports, load) = instantiated.map_err(|e| trap(&self.shared, e, Vec::new(), CallKind::Control))?;
         let mut instance = Instance { store, plugin, exports };
+        instance.store.data_mut().stats.instances = 1;
         if let Some(class) = &self.class {
             super::runner::load_class(&self.shared, &mut instance, load, class)?;
         }
