@@ -185,6 +185,8 @@ impl RuntimeSetup {
             trusted: limits.trusted,
             cache: self.cache.clone(),
             max_instances: self.instances(),
+            // A runner's class on every thread and on the main side.
+            idle_runners: self.threads.max(1) + 1,
             compile_timeout: self.compile_timeout,
             logger: self.logger.clone(),
         }

@@ -64,3 +64,58 @@ def test_a_run_makes_one_runner_instance_per_thread_and_a_fresh_class_per_partit
     resources = json.loads((out / "results.json").read_text())["udfs"][0]["resources"]
     # One runner instance per worker thread at most, not one per partition.
     assert 1 <= resources["instances"] <= threads, resources
+
+
+SCALED = '''
+import numpy as np
+from udf_host import UDF
+
+
+class ScaledSumUDF(UDF):
+    def __init__(self, scale, fail_at=-1, loop_at=-1):
+        super().__init__(scale=scale, fail_at=fail_at, loop_at=loop_at)
+
+    def get_result_buffers(self):
+        return {"total": self.buffer(kind="sig", dtype=np.float32),
+                "frame": self.buffer(kind="nav", dtype=np.float32)}
+
+    def process_frame(self, frame):
+        index = int(self.meta.coordinates[0][-1])
+        if index == self.params.fail_at:
+            raise ValueError("fail_at reached")
+        while index == self.params.loop_at:
+            pass
+        self.results.total[:] += frame * self.params.scale
+        self.results.frame[:] = np.sum(frame) * self.params.scale
+
+    def merge(self, dest, src):
+        dest.total[:] += src.total
+        dest.frame[:] = src.frame
+'''
+
+
+def test_runs_of_one_class_in_one_context_take_their_own_parameters_also_after_a_failed_run(tmp_path):
+    """The runner's instances outlive a run (kept for the next run of the class): each
+    run still sees its own parameters, and a run that failed (an exception, a timeout
+    that stops the instance) leaves nothing behind for the next."""
+    import udf_host
+    from conftest import module_from_file
+
+    module, _ = module_from_file(tmp_path, "scaled_sum", SCALED)
+    data = np.random.default_rng(3).random((3, 10, 6, 5)).astype(np.float32)
+    ctx = udf_host.Context(threads=2, cache_dir=CACHE, timeout=3.0)
+    ds = ctx.load("memory", data=data)
+
+    def check(scale):
+        result = ctx.run_udf(dataset=ds, udf=module.ScaledSumUDF(scale=scale), partitions=4)
+        np.testing.assert_allclose(result["total"].data, data.sum(axis=(0, 1)) * scale, rtol=1e-5)
+        np.testing.assert_allclose(result["frame"].data, data.sum(axis=(2, 3)) * scale, rtol=1e-5)
+
+    check(1.0)
+    check(3.0)
+    with pytest.raises(udf_host.UDFError, match="fail_at reached"):
+        ctx.run_udf(dataset=ds, udf=module.ScaledSumUDF(scale=2.0, fail_at=4), partitions=4)
+    check(-2.0)
+    with pytest.raises(udf_host.UDFError, match="(?i)time"):
+        ctx.run_udf(dataset=ds, udf=module.ScaledSumUDF(scale=2.0, loop_at=7), partitions=4)
+    check(0.5)

@@ -71,6 +71,9 @@ pub struct RuntimeOptions {
     pub cache: ComponentCache,
     /// Instances that may exist at once (pool size).
     pub max_instances: u32,
+    /// Instances of the Python runner kept, idle, for the next partition or run of
+    /// their class (part of `max_instances`; 0: none kept).
+    pub idle_runners: usize,
     /// Give up compiling a plugin after this long (the compiler thread is abandoned).
     pub compile_timeout: Duration,
     /// Where plugin log lines go.
@@ -86,6 +89,7 @@ impl Default for RuntimeOptions {
             trusted: false,
             cache: ComponentCache::new(ComponentCache::default_dir()),
             max_instances: 64,
+            idle_runners: 2,
             compile_timeout: Duration::from_secs(120),
             logger: log::discard(),
         }
@@ -101,6 +105,7 @@ impl std::fmt::Debug for RuntimeOptions {
             .field("trusted", &self.trusted)
             .field("cache", &self.cache)
             .field("max_instances", &self.max_instances)
+            .field("idle_runners", &self.idle_runners)
             .field("compile_timeout", &self.compile_timeout)
             .finish_non_exhaustive()
     }
@@ -191,6 +196,8 @@ pub(crate) struct Shared {
     pub(crate) interrupts: Arc<AtomicU64>,
     /// The total memory of every instance, and of what their calls return.
     pub(crate) budget: Arc<MemoryBudget>,
+    /// The Python runner's instances kept for the next partition or run of their class.
+    runners: std::sync::Mutex<runner::RunnerPool>,
     _ticker: Option<EpochTicker>,
 }
 
@@ -264,7 +271,16 @@ impl WasmRuntime {
         let interrupts = Arc::new(AtomicU64::new(0));
         let budget = MemoryBudget::new(options.max_memory_total);
         Ok(WasmRuntime {
-            shared: Arc::new(Shared { engine, linker, options, epochs, interrupts, budget, _ticker: ticker }),
+            shared: Arc::new(Shared {
+                runners: std::sync::Mutex::new(runner::RunnerPool::new(options.idle_runners)),
+                engine,
+                linker,
+                options,
+                epochs,
+                interrupts,
+                budget,
+                _ticker: ticker,
+            }),
         })
     }
 

@@ -51,9 +51,6 @@ pub struct WasmUdf {
     /// Instance for the main-side calls, created on first use, dropped after a trap (and
     /// with this copy: one per run).
     pub(super) main: Mutex<Option<Instance>>,
-    /// Runner instances whose partition ended well, for the next partition of this run
-    /// (a class only; see [`WasmUdf::reusable_instance`]).
-    pub(super) spares: Mutex<Vec<Instance>>,
     /// Bumped by [`Udf::interrupt`]: running calls of this copy's instances trap.
     pub(super) interrupts: Arc<std::sync::atomic::AtomicU64>,
     /// The plugin takes tiles as host arrays (it called `arrays.use-host-tiles` in
@@ -136,7 +133,6 @@ impl WasmUdf {
             pre,
             exports,
             main: Mutex::new(None),
-            spares: Mutex::default(),
             interrupts: Arc::default(),
             host_tiles: false,
             run_log: Arc::default(),
@@ -180,7 +176,6 @@ impl WasmUdf {
             pre: self.pre.clone(),
             exports: self.exports,
             main: Mutex::new(None),
-            spares: Mutex::default(),
             interrupts: Arc::default(),
             host_tiles: self.host_tiles,
             run_log: Arc::default(),
@@ -190,10 +185,13 @@ impl WasmUdf {
         }
     }
 
-    /// Drop the main-side instance (its memory goes back to the runtime's budget).
+    /// Give up the main-side instance: a runner's is kept for reuse
+    /// ([`Self::keep_for_reuse`]), any other dropped (its memory goes back to the
+    /// runtime's budget).
     fn release_main(&self) {
-        if let Ok(mut main) = self.main.lock() {
-            *main = None;
+        let main = self.main.lock().ok().and_then(|mut main| main.take());
+        if let Some(instance) = main {
+            self.keep_for_reuse(instance);
         }
     }
 
@@ -250,29 +248,6 @@ impl WasmUdf {
         Ok(instance)
     }
 
-    /// An instance of an earlier partition of this run, ready for `init`: the Python
-    /// runner's only (its `init` makes a fresh instance of the class, as LiberTEM gives
-    /// each partition its own copy of the UDF; the class's module stays loaded, as it does
-    /// in a LiberTEM worker). A plugin gets a fresh instance per partition (the contract).
-    fn reusable_instance(&self, partition: Option<usize>) -> Option<Instance> {
-        self.class.as_ref()?;
-        let mut instance = self.spares.lock().ok()?.pop()?;
-        instance.store.data_mut().begin_partition(LogOrigin { plugin: self.name.clone(), partition });
-        Some(instance)
-    }
-
-    /// Keep the instance of a partition that ended well for the next partition of this
-    /// run ([`Self::reusable_instance`]): a runner's, holding no host arrays (those of a
-    /// partition never outlive it). Anything else is dropped.
-    fn keep_for_reuse(&self, instance: Instance) {
-        if self.class.is_none() || !self.run_copy || instance.store.data().arrays.live > 0 {
-            return;
-        }
-        if let Ok(mut spares) = self.spares.lock() {
-            spares.push(instance);
-        }
-    }
-
     /// Call into the main-side instance; a trap discards it so the next call starts fresh.
     fn with_main<R>(
         &self,
@@ -289,7 +264,10 @@ impl WasmUdf {
     ) -> Result<R, CallError> {
         let mut main = self.main.lock().map_err(|_| CallError::internal("main instance lock poisoned"))?;
         if main.is_none() {
-            *main = Some(self.instantiate(None)?);
+            *main = Some(match self.reusable_instance(None) {
+                Some(instance) => instance,
+                None => self.instantiate(None)?,
+            });
         }
         let instance = main.as_mut().ok_or_else(|| CallError::internal("no main instance"))?;
         let result = f(&self.shared, instance);
@@ -496,6 +474,13 @@ fn placeholder_description() -> Description {
         custom_results: false,
         main_preprocess: false,
         data_access: DataAccess::Typed,
+    }
+}
+
+impl Drop for WasmUdf {
+    /// A run's copy ends with its run: a runner's main-side instance is kept for the next.
+    fn drop(&mut self) {
+        self.release_main();
     }
 }
 

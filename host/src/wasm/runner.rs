@@ -7,6 +7,7 @@ use super::bindings::udf::plugin::types as wit;
 use super::budget::CallKind;
 use super::convert::error_from_wit;
 use super::plugin::{Instance, WasmUdf};
+use super::state::LogOrigin;
 use super::{LoadError, LoadErrorKind, Shared, WIT_PACKAGE, WIT_VERSION};
 use crate::udf::{CallError, ClassSource};
 use std::path::{Path, PathBuf};
@@ -77,7 +78,6 @@ impl WasmUdf {
             pre: self.pre.clone(),
             exports: self.exports,
             main: Mutex::new(None),
-            spares: Mutex::default(),
             interrupts: Arc::default(),
             host_tiles: false,
             run_log: Arc::default(),
@@ -86,6 +86,76 @@ impl WasmUdf {
             class: Some(Arc::new(class)),
         };
         udf.described().map_err(|e| err(LoadErrorKind::Describe, format!("the class {name} cannot be loaded: {e}")))
+    }
+}
+
+/// Runner instances that have loaded a class, kept between the partitions and the runs
+/// of that class: making one costs ~10-15 ms (the runner's Python loading the class, the
+/// copy-on-write of its memory image), which a class's run paid for every partition.
+/// Only the runner's: its `init` makes a fresh instance of the class for every
+/// partition, as LiberTEM gives each partition its own copy of the UDF, and the class's
+/// module stays loaded, as it does in a LiberTEM worker process. A plugin gets a fresh
+/// instance per partition (the contract).
+///
+/// At most `cap` instances wait (the runtime's `idle_runners`), the oldest dropped
+/// first; one is kept only when it holds no host arrays (those of a partition never
+/// outlive it) and its last call did not trap. While waiting, an instance keeps its
+/// linear memory, counted in `--max-memory-total`.
+pub(super) struct RunnerPool {
+    /// Idle instances, oldest first, by [`WasmUdf::pool_key`].
+    idle: Vec<(String, Instance)>,
+    cap: usize,
+}
+
+impl RunnerPool {
+    pub(super) fn new(cap: usize) -> Self {
+        RunnerPool { idle: Vec::new(), cap }
+    }
+
+    /// The most recently kept instance for `key`.
+    fn take(&mut self, key: &str) -> Option<Instance> {
+        let at = self.idle.iter().rposition(|(k, _)| k == key)?;
+        Some(self.idle.remove(at).1)
+    }
+
+    /// Keep `instance`; returns the one it displaces (to be dropped outside the lock).
+    fn put(&mut self, key: String, instance: Instance) -> Option<Instance> {
+        if self.cap == 0 {
+            return Some(instance);
+        }
+        let displaced = (self.idle.len() >= self.cap).then(|| self.idle.remove(0).1);
+        self.idle.push((key, instance));
+        displaced
+    }
+}
+
+impl WasmUdf {
+    /// Which pooled instances this UDF may take: the runner's bytes and the class's
+    /// document (its source and keyword arguments); `None` for a plugin.
+    fn pool_key(&self) -> Option<String> {
+        self.class.as_ref().map(|class| format!("{}:{}", self.sha256, class.sha256))
+    }
+
+    /// A kept instance of this class ([`RunnerPool`]), made ready for a partition
+    /// (`None`: the main side): its log names the partition and counts afresh, its
+    /// calls answer this copy's interrupts and log budget, its statistics restart.
+    pub(super) fn reusable_instance(&self, partition: Option<usize>) -> Option<Instance> {
+        let key = self.pool_key()?;
+        let mut instance = self.shared.runners.lock().ok()?.take(&key)?;
+        let origin = LogOrigin { plugin: self.name.clone(), partition };
+        instance.store.data_mut().begin_partition(origin, self.interrupts.clone(), self.run_log.clone());
+        Some(instance)
+    }
+
+    /// Keep a runner's instance whose partition (or main-side work) ended well for the
+    /// next ([`RunnerPool`]); anything else is dropped.
+    pub(super) fn keep_for_reuse(&self, instance: Instance) {
+        let Some(key) = self.pool_key() else { return };
+        if instance.store.data().arrays.live > 0 {
+            return;
+        }
+        let displaced = self.shared.runners.lock().ok().and_then(|mut pool| pool.put(key, instance));
+        drop(displaced);
     }
 }
 

@@ -74,8 +74,9 @@ impl PluginLog {
     }
 
     /// A new partition's lines: its origin, an empty tail, the per-instance cap afresh.
-    fn begin(&mut self, origin: LogOrigin) {
+    fn begin(&mut self, origin: LogOrigin, run: Arc<RunLog>) {
         self.origin = origin;
+        self.run = run;
         self.tail.clear();
         self.lines = 0;
     }
@@ -411,13 +412,20 @@ impl HostState {
         }
     }
 
-    /// Ready an instance kept from an earlier partition for the next one: the log
-    /// names the new partition and its per-instance cap starts again, the statistics
-    /// count this partition's calls. Memory and its peak are the instance's own.
-    pub(super) fn begin_partition(&mut self, origin: LogOrigin) {
+    /// Ready an instance kept from an earlier partition or run for the next one: the log
+    /// names the new partition, its per-instance cap starts again and it counts against
+    /// `run_log`; calls answer `udf_interrupts`; the statistics count from here. Memory
+    /// and its peak are the instance's own.
+    pub(super) fn begin_partition(
+        &mut self,
+        origin: LogOrigin,
+        udf_interrupts: Arc<std::sync::atomic::AtomicU64>,
+        run_log: Arc<RunLog>,
+    ) {
         if let Ok(mut log) = self.log.lock() {
-            log.begin(origin);
+            log.begin(origin, run_log);
         }
+        self.udf_interrupts = udf_interrupts;
         self.stats = crate::udf::InstanceStats::default();
         self.arrays.peak_live = self.arrays.live;
     }
