@@ -171,8 +171,10 @@ pub fn class_reference(source: &str) -> Option<(&Path, &str)> {
     (file.ends_with(".py") && identifier).then(|| (Path::new(file), class))
 }
 
-/// Where the Python runner is: `$UDF_HOST_RUNNER`, beside the executable, or where the
-/// repository builds it (`target/polyglot/runner/`, next to `target/debug/`).
+/// Where the Python runner is: `$UDF_HOST_RUNNER`, beside the executable, where the
+/// repository builds it (`target/polyglot/runner/`, next to `target/debug/`), or the
+/// newest one the Python package built into the cache (`<cache>/runners/`, see
+/// [`newest_cached_runner`]).
 pub fn runner_path() -> Result<PathBuf, String> {
     let mut candidates = Vec::new();
     if let Some(path) = std::env::var_os("UDF_HOST_RUNNER") {
@@ -182,14 +184,50 @@ pub fn runner_path() -> Result<PathBuf, String> {
         candidates.push(dir.join(RUNNER_FILE));
         candidates.push(dir.join("../polyglot/runner").join(RUNNER_FILE));
     }
-    candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
-        let looked: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
-        format!(
-            "udf-host's Python runner ({RUNNER_FILE}) is not built: build it with scripts/polyglot/runner.sh, or set \
-             UDF_HOST_RUNNER to its path (looked in: {})",
-            looked.join(", ")
-        )
-    })
+    if let Some(found) = candidates.iter().find(|p| p.is_file()) {
+        return Ok(found.clone());
+    }
+    let cached = super::ComponentCache::default_dir().map(|dir| dir.join("runners"));
+    if let Some(found) = cached.as_deref().and_then(newest_cached_runner) {
+        return Ok(found);
+    }
+    let looked: Vec<String> = candidates.iter().chain(&cached).map(|p| p.display().to_string()).collect();
+    Err(format!(
+        "udf-host's Python runner ({RUNNER_FILE}) is not built: build it with scripts/polyglot/runner.sh (or let the \
+         Python package build it: `python -c \"import udf_host._runner.build as b; b.ensure_runner()\"`), or set \
+         UDF_HOST_RUNNER to its path (looked in: {})",
+        looked.join(", ")
+    ))
+}
+
+/// The newest `udf-runner-*.wasm` in `folder` (where the Python package builds the
+/// runner on first use, named by the hash of its sources) that is this user's own and
+/// that nobody else can write (the runner's results are trusted as the class's, as the
+/// package trusts them only from such a cache).
+pub fn newest_cached_runner(folder: &Path) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(folder).ok()?;
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("udf-runner-") && name.ends_with(".wasm")
+        })
+        .filter_map(|e| Some((e.path(), e.metadata().ok()?)))
+        .filter(|(_, meta)| meta.is_file() && private_to_this_user(meta))
+        .max_by_key(|(_, meta)| meta.modified().ok())
+        .map(|(path, _)| path)
+}
+
+#[cfg(unix)]
+fn private_to_this_user(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    meta.uid() == rustix::process::geteuid().as_raw() && meta.mode() & 0o022 == 0
+}
+
+#[cfg(not(unix))]
+fn private_to_this_user(_meta: &std::fs::Metadata) -> bool {
+    true
 }
 
 /// A class in a Python file as the runner's document: the whole file runs inside the
@@ -221,5 +259,38 @@ impl super::WasmRuntime {
         let runner = runner_path().map_err(read_error)?;
         let (runner, stats) = self.load(&runner)?;
         Ok((runner.with_class(class)?, stats))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::newest_cached_runner;
+    use std::time::{Duration, SystemTime};
+
+    #[test]
+    fn the_newest_runner_of_the_cache_is_found_and_others_files_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, age_s: u64| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, b"\0asm").unwrap();
+            let when = SystemTime::now() - Duration::from_secs(age_s);
+            std::fs::File::options().write(true).open(&path).unwrap().set_modified(when).unwrap();
+            path
+        };
+        assert_eq!(newest_cached_runner(dir.path()), None);
+        write("udf-runner-0123.wasm", 300);
+        let newest = write("udf-runner-4567.wasm", 100);
+        write("udf-runner-89ab.wasm.tmp", 0);
+        write("other.wasm", 0);
+        assert_eq!(newest_cached_runner(dir.path()), Some(newest.clone()));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            // One that others can write is never taken (anyone could have swapped it).
+            let open = write("udf-runner-cdef.wasm", 10);
+            std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o666)).unwrap();
+            assert_eq!(newest_cached_runner(dir.path()), Some(newest));
+        }
+        assert_eq!(newest_cached_runner(&dir.path().join("missing")), None);
     }
 }
