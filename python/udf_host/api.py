@@ -233,6 +233,17 @@ class _ResultIteratorBase:
         """The results merged so far."""
         return _udf_results(self._source, self._single)
 
+    def _drain(self) -> UDFResults:
+        """Merge every partition, then take the results once: what `run_udf` needs (the
+        iteration takes them after every partition, which for a UDF class is a call into
+        its sandbox each time, serialised with the merges)."""
+        try:
+            while self._advance():
+                pass
+            return self.results()
+        finally:
+            self._finish()
+
     def update_parameters_experimental(self, parameters: dict | Sequence[dict]) -> None:
         """New parameters for partitions started from now on: a dict (one UDF) or a list
         of dicts, one per UDF (LiberTEM's `update_parameters_experimental`)."""
@@ -447,8 +458,10 @@ class Context:
             return run_to_end(it, live)
         last = None
         with it:
-            for last in it:
-                if live is not None:
+            if live is None:
+                last = it._drain()
+            else:
+                for last in it:
                     live.update(last)
             if last is None:  # nothing to merge (an empty ROI): the zero results
                 last = it.results()

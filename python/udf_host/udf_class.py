@@ -212,6 +212,8 @@ class UDFMeta:
         """The positions merged so far (in `merge`: without the one being merged); None while
         processing. ROI-compressed unless `full_nav`."""
         mask = self._valid_nav_mask
+        if callable(mask):  # the runner's: made when first asked for
+            mask = self._valid_nav_mask = mask()
         if mask is None or not full_nav or self._roi_flat is None:
             return mask
         import numpy as np

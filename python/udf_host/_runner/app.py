@@ -469,6 +469,13 @@ def _coordinates(true_indices, nav):
     return xp.asarray(rows, dtype=xp.int64).reshape((len(rows), len(nav)))
 
 
+def _valid_later(ctx):
+    """`meta.get_valid_nav_mask()` in `merge` and `get_results`, made when first asked for:
+    most classes never ask, and making it is a Python loop over the whole scan."""
+    flags = ctx.valid_nav_mask
+    return lambda: xp.asarray([bool(v) for v in flags], dtype=xp.bool)
+
+
 def _named(buffers):
     out = []
     for name, (decl, arr) in buffers.items():
@@ -720,8 +727,7 @@ class Udf(_exports.Udf):
 
     @_guard("merge")
     def merge(self, ctx, dest, src):
-        valid = xp.asarray([bool(v) for v in ctx.valid_nav_mask], dtype=xp.bool)
-        udf = _new(ctx.params, ctx.dataset, None, valid)
+        udf = _new(ctx.params, ctx.dataset, None, _valid_later(ctx))
         partition = ctx.partition
         udf.meta.slice = udf_class.Slice((int(partition.origin),) + (0,) * len(udf._sig),
                                          udf_class.Shape((int(partition.frames), *udf._sig), len(udf._sig)))
@@ -737,9 +743,8 @@ class Udf(_exports.Udf):
 
     @_guard("get_results")
     def get_results(self, ctx, buffers):
-        valid = xp.asarray([bool(v) for v in ctx.valid_nav_mask], dtype=xp.bool)
         roi = None if ctx.roi is None else xp.asarray([bool(v) for v in ctx.roi], dtype=xp.bool)
-        udf = _new(ctx.params, ctx.dataset, None, valid, roi)
+        udf = _new(ctx.params, ctx.dataset, None, _valid_later(ctx), roi)
         decls = _decls(udf)
         arrays = _from_named(buffers)
         udf.results = Results({name: (decls[name][0], arr) for name, arr in arrays.items() if name in decls},
