@@ -656,30 +656,18 @@ export class Buffers {
  * under the tile. Write with xp's methods: `results.get('intensity').iadd(xp.sum(tile.data,
  * { axis: 0 }))`, `results.get('n').iadd(1)`, `results.get('peak').set(xp.maximum(peak, frame))`.
  */
-export class HostBuffers {
+export class HostBuffers extends Buffers {
+  /** `list`: `{name, kind, dtype, shape, arr}` with `arr` the whole buffer (an `xp` array). */
   constructor(xp, list, sigDims = 0) {
+    super(list, sigDims);
     this.xp = xp;
-    this.buffers = new Map(list.map((b) => [b.name, b]));
-    this.sigDims = sigDims;
-    this.unit = null;
     this.views = new Map();
   }
-  /** Enter a unit (as `Buffers.unit`); the views of the last one are disposed with its
+  /** Enter a unit (as `Buffers` do); the views of the last one are disposed with its
    * call's scope. */
   enter(unit) {
     this.unit = unit;
     this.views.clear();
-  }
-  names() {
-    return [...this.buffers.keys()];
-  }
-  buffer(name) {
-    const b = this.buffers.get(name);
-    if (!b) throw UdfError.internal(`no buffer '${name}' (buffers: ${this.names().join(', ')})`);
-    return b;
-  }
-  dtype(name) {
-    return this.buffer(name).dtype;
   }
   /** The whole buffer, whatever the unit. */
   whole(name) {
