@@ -230,6 +230,10 @@ pub struct ResourceSummary {
     pub call_seconds: f64,
     pub process_calls: u64,
     pub seconds_per_process_call: f64,
+    /// Instances made for the partitions (fewer than partitions where a UDF reuses them:
+    /// the Python runner of LiberTEM UDF classes).
+    #[serde(default)]
+    pub instances: u64,
 }
 
 /// One result buffer and its files.
@@ -460,6 +464,7 @@ impl UdfSummary {
                 call_seconds: stats().map(|s| s.call_seconds).sum(),
                 process_calls,
                 seconds_per_process_call: if process_calls > 0 { process_seconds / process_calls as f64 } else { 0.0 },
+                instances: stats().map(|s| s.instances).sum(),
             }
         });
         UdfSummary {
@@ -591,6 +596,7 @@ mod tests {
                     call_seconds: 0.125,
                     process_calls: 4,
                     seconds_per_process_call: 0.03125,
+                    instances: 2,
                 }),
             }],
             timings: Some(Timings {

@@ -293,6 +293,10 @@ pub struct InstanceStats {
     /// The most bytes its host arrays held at once (with freed buffers kept for reuse).
     #[serde(default)]
     pub peak_array_bytes: usize,
+    /// Instances made for this partition: 1, or 0 where it took over an earlier
+    /// partition's (the Python runner of LiberTEM UDF classes does, within a run).
+    #[serde(default)]
+    pub instances: u64,
 }
 
 /// One partition's instance of a UDF.

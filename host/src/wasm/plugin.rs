@@ -20,6 +20,7 @@ use crate::udf::{
     TileReadError, TileSource, Udf, UdfOrigin, UnreadError,
 };
 use std::collections::HashMap;
+use std::mem::ManuallyDrop;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -50,6 +51,9 @@ pub struct WasmUdf {
     /// Instance for the main-side calls, created on first use, dropped after a trap (and
     /// with this copy: one per run).
     pub(super) main: Mutex<Option<Instance>>,
+    /// Runner instances whose partition ended well, for the next partition of this run
+    /// (a class only; see [`WasmUdf::reusable_instance`]).
+    pub(super) spares: Mutex<Vec<Instance>>,
     /// Bumped by [`Udf::interrupt`]: running calls of this copy's instances trap.
     pub(super) interrupts: Arc<std::sync::atomic::AtomicU64>,
     /// The plugin takes tiles as host arrays (it called `arrays.use-host-tiles` in
@@ -132,6 +136,7 @@ impl WasmUdf {
             pre,
             exports,
             main: Mutex::new(None),
+            spares: Mutex::default(),
             interrupts: Arc::default(),
             host_tiles: false,
             run_log: Arc::default(),
@@ -175,6 +180,7 @@ impl WasmUdf {
             pre: self.pre.clone(),
             exports: self.exports,
             main: Mutex::new(None),
+            spares: Mutex::default(),
             interrupts: Arc::default(),
             host_tiles: self.host_tiles,
             run_log: Arc::default(),
@@ -237,10 +243,34 @@ impl WasmUdf {
         });
         let (plugin, exports, load) = instantiated.map_err(|e| trap(&self.shared, e, Vec::new(), CallKind::Control))?;
         let mut instance = Instance { store, plugin, exports };
+        instance.store.data_mut().stats.instances = 1;
         if let Some(class) = &self.class {
             super::runner::load_class(&self.shared, &mut instance, load, class)?;
         }
         Ok(instance)
+    }
+
+    /// An instance of an earlier partition of this run, ready for `init`: the Python
+    /// runner's only (its `init` makes a fresh instance of the class, as LiberTEM gives
+    /// each partition its own copy of the UDF; the class's module stays loaded, as it does
+    /// in a LiberTEM worker). A plugin gets a fresh instance per partition (the contract).
+    fn reusable_instance(&self, partition: Option<usize>) -> Option<Instance> {
+        self.class.as_ref()?;
+        let mut instance = self.spares.lock().ok()?.pop()?;
+        instance.store.data_mut().begin_partition(LogOrigin { plugin: self.name.clone(), partition });
+        Some(instance)
+    }
+
+    /// Keep the instance of a partition that ended well for the next partition of this
+    /// run ([`Self::reusable_instance`]): a runner's, holding no host arrays (those of a
+    /// partition never outlive it). Anything else is dropped.
+    fn keep_for_reuse(&self, instance: Instance) {
+        if self.class.is_none() || !self.run_copy || instance.store.data().arrays.live > 0 {
+            return;
+        }
+        if let Ok(mut spares) = self.spares.lock() {
+            spares.push(instance);
+        }
     }
 
     /// Call into the main-side instance; a trap discards it so the next call starts fresh.
@@ -528,7 +558,11 @@ impl Udf for WasmUdf {
     }
 
     fn start(&self, ctx: InitContext<'_>) -> Result<Box<dyn PartitionRunner + '_>, CallError> {
-        let mut instance = self.instantiate(ctx.partition.map(|p| p.index))?;
+        let partition = ctx.partition.map(|p| p.index);
+        let mut instance = match self.reusable_instance(partition) {
+            Some(instance) => instance,
+            None => self.instantiate(partition)?,
+        };
         let params = params_to_wit(&ctx.params.0, self.access());
         let slices = ctx.partition.map(|p| scheme_to_wit(&p.tiling)).unwrap_or_default();
         let init = wit::InitContext {
@@ -537,7 +571,12 @@ impl Udf for WasmUdf {
             partition: ctx.partition.map(|p| partition_to_wit(p, &slices)),
         };
         instance.call(&self.shared, CallKind::Control, |p, s| p.udf_plugin_udf().call_init(s, init))?;
-        Ok(Box::new(WasmPartition { udf: self, instance, input_dtype: ctx.dataset.input_dtype }))
+        Ok(Box::new(WasmPartition {
+            udf: self,
+            instance: ManuallyDrop::new(instance),
+            input_dtype: ctx.dataset.input_dtype,
+            exported: false,
+        }))
     }
 
     fn merge(
@@ -659,7 +698,10 @@ fn tile_shape(tile: &Tile<'_>) -> Vec<usize> {
 /// One partition's instance.
 struct WasmPartition<'a> {
     udf: &'a WasmUdf,
-    instance: Instance,
+    /// Taken out once, in `drop`: kept for the next partition or dropped.
+    instance: ManuallyDrop<Instance>,
+    /// `export-buffers` returned the partition's buffers: the instance ended well.
+    exported: bool,
     /// The run's input dtype: what tiles of stored integers are seen as (host tiles
     /// only, which [convert on read](Udf::converts_on_read)).
     input_dtype: DType,
@@ -682,6 +724,16 @@ impl WasmPartition<'_> {
     /// A trap or typed error of a `process` call as a [`CallError`].
     fn call_error(&self, outcome: wasmtime::Result<Result<(), wit::UdfError>>) -> Result<(), CallError> {
         outcome.map_err(|e| self.instance.trap(&self.udf.shared, e))?.map_err(error_from_wit)
+    }
+}
+
+impl Drop for WasmPartition<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `instance` is not used after this line; `drop` runs once.
+        let instance = unsafe { ManuallyDrop::take(&mut self.instance) };
+        if self.exported {
+            self.udf.keep_for_reuse(instance);
+        }
     }
 }
 
@@ -790,7 +842,7 @@ impl PartitionRunner for WasmPartition<'_> {
             let export = unsafe { TypedFunc::<(), ExportResults>::new_unchecked(exports.export_buffers) };
             export.call(store, ()).map(|(r,)| r)
         };
-        self.instance.call_data(&self.udf.shared, export, |Capped(arrays)| {
+        let buffers = self.instance.call_data(&self.udf.shared, export, |Capped(arrays)| {
             arrays
                 .into_iter()
                 .map(|a| {
@@ -798,6 +850,8 @@ impl PartitionRunner for WasmPartition<'_> {
                     Ok(NamedBuffer { name: a.name, array })
                 })
                 .collect()
-        })
+        })?;
+        self.exported = true;
+        Ok(buffers)
     }
 }

@@ -77,6 +77,7 @@ impl WasmUdf {
             pre: self.pre.clone(),
             exports: self.exports,
             main: Mutex::new(None),
+            spares: Mutex::default(),
             interrupts: Arc::default(),
             host_tiles: false,
             run_log: Arc::default(),

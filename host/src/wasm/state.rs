@@ -73,6 +73,13 @@ impl PluginLog {
         PluginLog { origin, logger, run, tail: VecDeque::new(), lines: 0 }
     }
 
+    /// A new partition's lines: its origin, an empty tail, the per-instance cap afresh.
+    fn begin(&mut self, origin: LogOrigin) {
+        self.origin = origin;
+        self.tail.clear();
+        self.lines = 0;
+    }
+
     /// Record one line: cut to [`MAX_LOG_LINE`], kept in the tail, and sent to the
     /// logger unless this instance or the run has sent too much.
     pub fn push(&mut self, level: LogLevel, message: &str) {
@@ -402,6 +409,17 @@ impl HostState {
                 shared.epochs,
             ),
         }
+    }
+
+    /// Ready an instance kept from an earlier partition for the next one: the log
+    /// names the new partition and its per-instance cap starts again, the statistics
+    /// count this partition's calls. Memory and its peak are the instance's own.
+    pub(super) fn begin_partition(&mut self, origin: LogOrigin) {
+        if let Ok(mut log) = self.log.lock() {
+            log.begin(origin);
+        }
+        self.stats = crate::udf::InstanceStats::default();
+        self.arrays.peak_live = self.arrays.live;
     }
 
     pub(super) fn table_ref(&self) -> &ResourceTable {

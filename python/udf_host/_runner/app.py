@@ -680,7 +680,8 @@ class Udf(_exports.Udf):
             meta.slice = udf_class.Slice((int(tile.origin), *sig_origin),
                                          udf_class.Shape((count, *sig_shape), sig_dims))
             indices = tile.true_nav_indices
-            meta._coordinates_later(lambda: _coordinates(indices, udf._nav))
+            nav = udf._nav  # not `udf` in the closure: meta -> closure -> udf would be a cycle
+            meta._coordinates_later(lambda: _coordinates(indices, nav))
             name = "process_tile" if method == t.Method.TILE else "process_partition"
             _STATE["unit"] = f"{name} (partition {partition.index}, frames {tile.origin}..{int(tile.origin) + count})"
             getattr(udf, name)(data)
@@ -691,7 +692,7 @@ class Udf(_exports.Udf):
                 udf.results._enter(unit)
                 _set_params_unit(udf, unit)
                 meta.slice = udf_class.Slice((int(tile.origin) + i,) + (0,) * sig_dims, frame_shape)
-                meta._coordinates_later(lambda i=i: _coordinates(tile.true_nav_indices[i : i + 1], udf._nav))
+                meta._coordinates_later(lambda i=i, nav=udf._nav: _coordinates(tile.true_nav_indices[i : i + 1], nav))
                 _STATE["unit"] = f"process_frame (partition {partition.index}, frame {int(tile.origin) + i})"
                 udf.process_frame(data[i])
         _STATE["unit"] = None
