@@ -43,12 +43,23 @@ export function withoutFinalizers(source) {
   return patched;
 }
 
+let sawBindings = false;
 const writeFile = fs.promises.writeFile;
 fs.promises.writeFile = function (path, data, ...rest) {
   const bindings = typeof path === 'string' && path.endsWith('initializer.js') && typeof data === 'string';
+  sawBindings ||= bindings;
   return writeFile.call(this, path, bindings ? withoutFinalizers(data) : data, ...rest);
 };
 syncBuiltinESMExports();
+// A componentize-js that writes its bindings another way would build a component with
+// the registry: fail instead.
+process.on('exit', (code) => {
+  if (code === 0 && (args.includes('-o') || args.includes('--out')) && !sawBindings) {
+    console.error('componentize.mjs: componentize-js wrote no initializer.js, so its bindings were not changed; ' +
+      'is it the version scripts/polyglot/js-toolchain/package-lock.json pins?');
+    process.exitCode = 1;
+  }
+});
 
 process.argv = [process.argv[0], cli, ...args];
 await import(pathToFileURL(cli).href);
