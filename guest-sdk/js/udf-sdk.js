@@ -23,7 +23,24 @@
 //     export const udf = sdk.exportMap('row-sums', (frame) => Array.from(frame.rows(), (r) => r.reduce((a, b) => a + b, 0)));
 //
 // Arrays arrive as bytes (the plugin declares `data-access: bytes`) and are viewed as typed
-// arrays (Float32Array, ...) over the same memory, without a copy. Dtypes are NumPy names
+// arrays (Float32Array, ...) over the same memory, without a copy. With host arrays
+// (`description({..., hostArrays: xp})`, `xp` the module `./xp.js`) the tile, the result
+// buffers, frames and array parameters are `xp` arrays in the host instead, and a plugin
+// runs at the host's speed:
+//
+//     import * as sdk from './udf-sdk.js';
+//     import * as xp from './xp.js';
+//
+//     class Sum extends sdk.Udf {
+//       static description = sdk.description({ name: 'my-sum', version: '0.1.0', summary: 'Sum of all frames', hostArrays: xp });
+//       static buffers = [sdk.buffer.sig('intensity', sdk.INPUT, [], 'normal', 'add')];
+//       processTile(tile, results) {
+//         results.get('intensity').iadd(xp.sum(tile.data, { axis: 0 }));  // the tile's part of the frame
+//       }
+//     }
+//
+// Every call of the plugin runs in an `xp.scoped` call: the arrays it makes are disposed
+// when it returns, except those marked with `keep()` (xp.js explains). Dtypes are NumPy names
 // ('float32'); 64-bit integers are BigInt64Array / BigUint64Array (BigInt values). Complex
 // buffers are viewed as their float parts, with one more trailing axis of length 2.
 
@@ -348,14 +365,21 @@ function tiling(depth, size) {
   };
 }
 
+/** The tile size host-array plugins ask for unless they say (bytes): large tiles, few calls. */
+export const HOST_ARRAY_TILE_BYTES = 8 << 20;
+
 /**
  * A plugin description: `{name, version, summary, params, methods (['tile'] by default;
  * order of preference), inputDtype ('float32' by default; 'native'), tileDepth (undefined,
- * 'max' or frames), tileSize (undefined, 'max' or bytes), customMerge, customResults,
- * mainPreprocess}`.
+ * 'max' or frames), tileSize (undefined, 'max' or bytes; `HOST_ARRAY_TILE_BYTES` with host
+ * arrays), customMerge, customResults, mainPreprocess, hostArrays}`. `hostArrays`: the
+ * module `./xp.js` (`import * as xp from './xp.js'`): tiles, frames, buffers and array
+ * parameters are then `xp` arrays in the host.
  */
 export function description(d) {
+  const hostArrays = d.hostArrays ?? null;
   return {
+    hostArrays,
     name: d.name,
     version: d.version,
     summary: d.summary,
@@ -363,7 +387,7 @@ export function description(d) {
     methods: d.methods ?? ['tile'],
     inputDtype: d.inputDtype ?? 'float32',
     tileDepth: d.tileDepth,
-    tileSize: d.tileSize,
+    tileSize: d.tileSize ?? (hostArrays ? HOST_ARRAY_TILE_BYTES : undefined),
     customMerge: !!d.customMerge,
     customResults: !!d.customResults,
     mainPreprocess: !!d.mainPreprocess,
@@ -445,9 +469,11 @@ function witDecl(d) {
 /** The run's parameters by name: `params.float('r')`, `.int` (a Number), `.boolean`,
  * `.text`, `.array` (an `ArrayParam`), `params.has(name)`. */
 export class Params {
-  constructor(list) {
+  /** `xp`: the host-array module (array parameters are then `xp` arrays), or null. */
+  constructor(list, xp = null) {
     this.values = new Map(list.map((p) => [p.name, p.value]));
     this.arrays = new Map();
+    this.xp = xp;
   }
   has(name) {
     return this.values.has(name);
@@ -472,8 +498,14 @@ export class Params {
   text(name) {
     return this.get(name, 'text', 'text');
   }
+  /** An array parameter: an `ArrayParam`, or with host arrays an `xp` array (kept for the
+   * partition). */
   array(name) {
-    if (!this.arrays.has(name)) this.arrays.set(name, new ArrayParam(this.get(name, 'array', 'an array')));
+    if (!this.arrays.has(name)) {
+      const nd = this.get(name, 'array', 'an array');
+      const value = this.xp ? this.xp.fromBytes(dtypeName(nd.dtype), nums(nd.shape), arrayBytes(nd)).keep() : new ArrayParam(nd);
+      this.arrays.set(name, value);
+    }
     return this.arrays.get(name);
   }
 }
@@ -532,6 +564,11 @@ export class Buffers {
     this.buffers = new Map(list.map((b) => [b.name, b]));
     this.sigDims = sigDims;
     this.unit = null; // null: whole; {tile: [n0, n1], sigOrigin, sigShape}; {frame: n}
+  }
+  /** Enter a unit: null (whole buffers), `{tile: [n0, n1], sigOrigin, sigShape}` or
+   * `{frame: n}`. */
+  enter(unit) {
+    this.unit = unit;
   }
   names() {
     return [...this.buffers.keys()];
@@ -612,6 +649,129 @@ export class Buffers {
   }
 }
 
+/**
+ * Result buffers as `xp` arrays in the host (`description({hostArrays: xp})`), seen
+ * through the current unit as `Buffers` are: `results.get(name)` is an `xp` view (no copy)
+ * of the buffer — in processTile a nav buffer's rows of the tile, a sig buffer's part
+ * under the tile. Write with xp's methods: `results.get('intensity').iadd(xp.sum(tile.data,
+ * { axis: 0 }))`, `results.get('n').iadd(1)`, `results.get('peak').set(xp.maximum(peak, frame))`.
+ */
+export class HostBuffers extends Buffers {
+  /** `list`: `{name, kind, dtype, shape, arr}` with `arr` the whole buffer (an `xp` array). */
+  constructor(xp, list, sigDims = 0) {
+    super(list, sigDims);
+    this.xp = xp;
+    this.views = new Map();
+  }
+  /** Enter a unit (as `Buffers` do); the views of the last one are disposed with its
+   * call's scope. */
+  enter(unit) {
+    this.unit = unit;
+    this.views.clear();
+  }
+  /** The whole buffer, whatever the unit. */
+  whole(name) {
+    return this.buffer(name).arr;
+  }
+  get(name) {
+    let view = this.views.get(name);
+    if (view !== undefined) return view;
+    const b = this.buffer(name);
+    const unit = this.unit;
+    const { slice } = this.xp;
+    view = b.arr;
+    if (unit !== null && b.kind === 'nav') {
+      if (unit.tile) {
+        const [n0, n1] = unit.tile;
+        view = b.arr.viewKnown([slice(n0, n1)], [n1 - n0, ...b.shape.slice(1)]);
+      } else {
+        const n = unit.frame;
+        view = b.shape.length === 1 ? b.arr.viewKnown([slice(n, n + 1)], [1]) : b.arr.viewKnown([n], b.shape.slice(1));
+      }
+    } else if (unit !== null && b.kind === 'sig' && unit.tile) {
+      const k = Math.min(this.sigDims, unit.sigOrigin.length);
+      const items = [];
+      for (let a = 0; a < k; a++) items.push(slice(unit.sigOrigin[a], unit.sigOrigin[a] + unit.sigShape[a]));
+      view = b.arr.viewKnown(items, [...unit.sigShape.slice(0, k), ...b.shape.slice(k)]);
+    }
+    this.views.set(name, view);
+    return view;
+  }
+  /** Set every element of the buffer's current view to `value`. */
+  fill(name, value) {
+    this.get(name).set(value);
+  }
+  /** Combine `source` into the buffer's current view: every frame of a `Tile`, one `Frame`,
+   * an `xp` array or a number. */
+  accumulate(name, source, op) {
+    const xp = this.xp;
+    let value = source;
+    if (source instanceof Tile) {
+      const frames = source.data;
+      if (op === 'add') value = xp.sum(frames, { axis: 0 });
+      else if (op === 'assign') value = frames.get(-1);
+      else value = op === 'max' ? xp.max(frames, { axis: 0 }) : xp.min(frames, { axis: 0 });
+    } else if (source instanceof Frame) {
+      value = source.data;
+    }
+    combineHost(xp, this.get(name), value, op);
+  }
+  /** Add the sum of each frame of `tile` (its part of the frame) to the buffer's rows for
+   * the tile (a nav buffer). */
+  addFrameSums(name, tile) {
+    const axes = Array.from({ length: tile.sigShape.length }, (_, i) => i + 1);
+    combineHost(this.xp, this.get(name), this.xp.sum(tile.data, { axis: axes }), 'add');
+  }
+  /** Merge buffer `name` of `src` into this one, whole. */
+  mergeFrom(src, name, op) {
+    combineHost(this.xp, this.whole(name), src.whole(name), op);
+  }
+  /** A buffer unchanged, as a result. */
+  result(name) {
+    const b = this.buffer(name);
+    return { name, dtype: b.dtype, shape: b.shape, data: b.arr.toArray() };
+  }
+  named() {
+    return [...this.buffers.values()].map((b) => ({
+      name: b.name,
+      data: { dtype: witDtype(b.dtype), shape: u64s(b.shape), data: { tag: 'bytes', val: b.arr.toBytes() } },
+    }));
+  }
+}
+
+/** `dest op= value` in place for `xp` arrays (`op` as for `combine`; NaN wins in min and
+ * max, as with np.maximum). */
+function combineHost(xp, dest, value, op) {
+  if (op === 'add') dest.iadd(value);
+  else if (op === 'assign') dest.set(value);
+  else if (op === 'max' || op === 'min') dest.set(op === 'max' ? xp.maximum(dest, value) : xp.minimum(dest, value));
+  else throw UdfError.internal(`combine: op must be one of ${MERGES.join(', ')}, found ${op}`);
+}
+
+function allocateHost(xp, decls, frames, sigShape) {
+  const list = [];
+  for (const d of decls) {
+    if (d.use === 'result-only') continue;
+    const shape = storageShape(d, frames, sigShape);
+    list.push({ name: d.name, kind: d.kind, dtype: d.dtype, shape, arr: xp.zeros(shape, d.dtype).keep() });
+  }
+  return new HostBuffers(xp, list, sigShape.length);
+}
+
+function fromNamedHost(xp, arrays) {
+  const list = arrays.map((a) => {
+    const dtype = dtypeName(a.data.dtype);
+    const shape = nums(a.data.shape);
+    const bytes = arrayBytes(a.data);
+    if (bytes.byteLength !== product(shape) * itemsize(dtype)) {
+      throw UdfError.internal(`buffer '${a.name}' from the host has ${bytes.byteLength} bytes, expected ${product(shape) * itemsize(dtype)}`);
+    }
+    const arr = xp.fromBytes(dtype, shape, bytes);
+    return { name: a.name, kind: null, dtype, shape, arr };
+  });
+  return new HostBuffers(xp, list);
+}
+
 function makeBuffer(name, kind, dtype, shape, bytes) {
   return { name, kind, dtype, shape, bytes, data: typed(bytes, dtype) };
 }
@@ -640,15 +800,16 @@ function fromNamed(arrays) {
   );
 }
 
-/** A result of getResults: `{name, dtype, shape, data (a typed array), valid (optional
- * array of booleans)}`. */
+/** A result of getResults: `{name, dtype, shape, data (a typed array, or an `xp` array of
+ * that dtype and shape), valid (optional array of booleans)}`. */
 export function result(name, dtype, shape, data, valid = undefined) {
   return { name, dtype, shape, data, valid };
 }
 
 function witResult(r) {
   const d = r.data;
-  const bytes = new Uint8Array(d.buffer, d.byteOffset, d.byteLength);
+  // A typed array, or an `xp` array (host arrays).
+  const bytes = typeof d.toBytes === 'function' ? d.toBytes() : new Uint8Array(d.buffer, d.byteOffset, d.byteLength);
   return {
     name: r.name,
     data: { dtype: witDtype(r.dtype), shape: u64s(r.shape), data: { tag: 'bytes', val: bytes } },
@@ -663,7 +824,10 @@ function witResult(r) {
  * `[frames, ...sigShape]`; origin (compressed flat nav index), sigOrigin, sigShape,
  * schemeIndex, trueNavIndices, dtype, navOffset (first frame within the partition). */
 export class Tile {
-  constructor(raw, ctx) {
+  /** `xp`: with host arrays, the `xp` module (`data` is then the host's tile, an `xp`
+   * array valid during the `process` call). */
+  constructor(raw, ctx, xp = null) {
+    this.xp = xp;
     this.ctx = ctx;
     this.dtype = ctx.dataset.inputDtype;
     this.frames = Number(raw.frames);
@@ -672,8 +836,12 @@ export class Tile {
     this.sigOrigin = nums(raw.sig.origin);
     this.sigShape = nums(raw.sig.shape);
     this.trueNavIndices = raw.trueNavIndices;
-    const bytes = arrayBytes({ dtype: witDtype(this.dtype), data: raw.data });
-    this.data = new View(typed(bytes, this.dtype), valueShape(this.dtype, [this.frames, ...this.sigShape]), null, 0, this.dtype);
+    if (xp) {
+      this.data = xp.tile([this.frames, ...this.sigShape]);
+    } else {
+      const bytes = arrayBytes({ dtype: witDtype(this.dtype), data: raw.data });
+      this.data = new View(typed(bytes, this.dtype), valueShape(this.dtype, [this.frames, ...this.sigShape]), null, 0, this.dtype);
+    }
     this.navOffset = this.origin - (ctx.partition ? ctx.partition.origin : 0);
   }
   get frameLen() {
@@ -689,6 +857,16 @@ export class Tile {
    * e.g. a stack of masks, are kept). */
   sigPart(view) {
     const k = this.sigShape.length;
+    if (this.xp && view instanceof this.xp.NDArray) {
+      const shape = view.shape;
+      const sig = this.ctx.dataset.sigShape;
+      const first = shape.length - k;
+      if (first < 0 || shape.slice(first).join() !== sig.join()) {
+        throw UdfError.badParam(`an array of shape [${shape}] does not end in the signal shape [${sig}]`);
+      }
+      const items = ['...', ...this.sigOrigin.map((o, a) => this.xp.slice(o, o + this.sigShape[a]))];
+      return view.viewKnown(items, [...shape.slice(0, first), ...this.sigShape]);
+    }
     const first = view.shape.length - k;
     const sig = this.ctx.dataset.sigShape;
     if (first < 0 || view.shape.slice(first).join() !== sig.join()) {
@@ -700,6 +878,10 @@ export class Tile {
   }
   /** Per-frame aux data of this tile's frames: `[frames, ...extra]`. */
   aux(name) {
+    if (this.xp) {
+      const a = this.ctx.params.array(name);
+      return a.viewKnown([this.xp.slice(this.navOffset, this.navOffset + this.frames)], [this.frames, ...a.shape.slice(1)]);
+    }
     const v = this.ctx.params.array(name).view;
     return new View(v.data, [this.frames, ...v.shape.slice(1)], v.strides, v.offset + this.navOffset * v.strides[0], v.dtype);
   }
@@ -711,7 +893,7 @@ export class Frame {
   constructor(tile, i) {
     this.tile = tile;
     this.index = i;
-    this.data = tile.data.sub(i);
+    this.data = tile.xp ? tile.data.viewKnown([i], tile.sigShape) : tile.data.sub(i);
     this.dtype = tile.dtype;
     this.navIndex = tile.origin + i;
     this.trueNavIndex = Number(tile.trueNavIndices[i]);
@@ -720,16 +902,23 @@ export class Frame {
     return this.tile.ctx.dataset.navCoordinates(this.trueNavIndex);
   }
   flat() {
-    return this.data.flat();
+    return this.tile.xp ? this.data.reshape([-1]) : this.data.flat();
   }
   /** The sum of the frame's values (a Number). */
   sum() {
+    if (this.tile.xp) return Number(this.tile.xp.sum(this.data).item());
     let s = 0;
     for (const row of this.data.rows()) for (const v of row) s += Number(v);
     return s;
   }
   aux(name) {
-    const sub = this.tile.ctx.params.array(name).view.sub(this.tile.navOffset + this.index);
+    const i = this.tile.navOffset + this.index;
+    if (this.tile.xp) {
+      const a = this.tile.ctx.params.array(name);
+      const shape = a.shape;
+      return shape.length === 1 ? a.viewKnown([this.tile.xp.slice(i, i + 1)], [1]) : a.viewKnown([i], shape.slice(1));
+    }
+    const sub = this.tile.ctx.params.array(name).view.sub(i);
     return sub.shape.length ? sub : new View(sub.data, [1], [1], sub.offset, sub.dtype);
   }
 }
@@ -789,6 +978,13 @@ function guard(f) {
   };
 }
 
+/** The starting value of a min / max buffer, as an `xp` scalar (BigInt for integers). */
+function hostIdentity(dtype, op) {
+  const v = identity(dtype, op);
+  if (dtype === 'bool') return Boolean(v);
+  return dtype.startsWith('int') || dtype.startsWith('uint') ? BigInt(v) : v;
+}
+
 /** The object to export as `udf` from the plugin module. */
 export function exportUdf(Cls) {
   let worker = null;
@@ -796,8 +992,13 @@ export function exportUdf(Cls) {
     if (!worker) throw UdfError.internal('called before init');
     return worker;
   };
+  // With host arrays every call runs in a scope: the arrays it makes are disposed when it
+  // returns (buffers, array parameters and what the plugin keep()s live on).
+  const xp = Cls.description.hostArrays ?? null;
+  const scoped = xp ? (f) => (...args) => xp.scoped(() => f(...args)) : (f) => f;
   return {
     describe: guard(() => {
+      if (xp) xp.useHostTiles();
       const decls = Cls.buffers ?? [];
       const d = { ...Cls.description };
       d.customMerge ||= decls.some((b) => b.merge !== undefined);
@@ -806,73 +1007,78 @@ export function exportUdf(Cls) {
       return witDescription(d);
     }),
     plan: guard((params, dataset) => {
-      const p = Cls.plan(new Params(params), new Dataset(dataset));
+      const p = Cls.plan(new Params(params, xp), new Dataset(dataset));
       return { method: p.method, inputDtype: preference(p.inputDtype), tiling: tiling(p.tileDepth, p.tileSize) };
     }),
     resultBuffers: guard((params, dataset) => {
-      const [p, ds] = [new Params(params), new Dataset(dataset)];
+      const [p, ds] = [new Params(params, xp), new Dataset(dataset)];
       return Cls.resultBuffers(p, ds).map((d) => witDecl(resolveDecl(d, p, ds)));
     }),
     init: guard((c) => {
-      const params = new Params(c.params);
+      const params = new Params(c.params, xp);
       const dataset = new Dataset(c.dataset);
       const partition = c.partition ? new Partition(c.partition) : undefined;
       const ctx = { params, dataset, partition };
       const frames = partition ? partition.frames : dataset.frames;
       const decls = Cls.resultBuffers(params, dataset).map((d) => resolveDecl(d, params, dataset));
-      const buffers = allocate(decls, frames, dataset.sigShape);
+      const buffers = xp ? allocateHost(xp, decls, frames, dataset.sigShape) : allocate(decls, frames, dataset.sigShape);
       for (const d of decls) {
-        if ((d.merge === 'min' || d.merge === 'max') && d.use !== 'result-only') buffers.whole(d.name).fill(identity(d.dtype, d.merge));
+        if ((d.merge === 'min' || d.merge === 'max') && d.use !== 'result-only') {
+          buffers.whole(d.name).fill(xp ? hostIdentity(d.dtype, d.merge) : identity(d.dtype, d.merge));
+        }
       }
       worker = { ctx, buffers, method: partition ? partition.method : 'partition', udf: null };
       worker.udf = new Cls(ctx);
     }),
-    preprocess: guard(() => {
+    preprocess: guard(scoped(() => {
       const w = need();
-      w.buffers.unit = null;
+      w.buffers.enter(null);
       w.udf.preprocess(w.ctx, w.buffers);
-    }),
-    process: guard((raw) => {
+    })),
+    process: guard(scoped((raw) => {
       const w = need();
-      const tile = new Tile(raw, w.ctx);
+      const tile = new Tile(raw, w.ctx, xp);
       if (w.method === 'tile') {
-        w.buffers.unit = { tile: [tile.navOffset, tile.navOffset + tile.frames], sigOrigin: tile.sigOrigin, sigShape: tile.sigShape };
+        w.buffers.enter({ tile: [tile.navOffset, tile.navOffset + tile.frames], sigOrigin: tile.sigOrigin, sigShape: tile.sigShape });
         w.udf.processTile(tile, w.buffers);
       } else if (w.method === 'frame') {
-        for (let i = 0; i < tile.frames; i++) {
-          w.buffers.unit = { frame: tile.navOffset + i };
+        // One scope per frame: a tile may hold thousands of frames.
+        const frame = scoped((i) => {
+          w.buffers.enter({ frame: tile.navOffset + i });
           w.udf.processFrame(new Frame(tile, i), w.buffers);
-        }
+        });
+        for (let i = 0; i < tile.frames; i++) frame(i);
       } else {
-        w.buffers.unit = null;
+        w.buffers.enter(null);
         w.udf.processPartition(tile, w.buffers);
       }
-    }),
-    postprocess: guard(() => {
+    })),
+    postprocess: guard(scoped(() => {
       const w = need();
-      w.buffers.unit = null;
+      w.buffers.enter(null);
       w.udf.postprocess(w.ctx, w.buffers);
-    }),
+    })),
     exportBuffers: guard(() => {
       const w = need();
       worker = null;
       return w.buffers.named();
     }),
-    merge: guard((c, dest, src) => {
+    merge: guard(scoped((c, dest, src) => {
       const ctx = {
-        params: new Params(c.params),
+        params: new Params(c.params, xp),
         dataset: new Dataset(c.dataset),
         partition: new Partition(c.partition),
         validNavMask: c.validNavMask,
       };
-      const d = fromNamed(dest);
-      Cls.merge(ctx, d, fromNamed(src));
+      const named = (arrays) => (xp ? fromNamedHost(xp, arrays) : fromNamed(arrays));
+      const d = named(dest);
+      Cls.merge(ctx, d, named(src));
       return d.named();
-    }),
-    getResults: guard((c, buffers) => {
-      const ctx = { params: new Params(c.params), dataset: new Dataset(c.dataset), validNavMask: c.validNavMask, roi: c.roi };
-      return Cls.getResults(ctx, fromNamed(buffers)).map(witResult);
-    }),
+    })),
+    getResults: guard(scoped((c, buffers) => {
+      const ctx = { params: new Params(c.params, xp), dataset: new Dataset(c.dataset), validNavMask: c.validNavMask, roi: c.roi };
+      return Cls.getResults(ctx, xp ? fromNamedHost(xp, buffers) : fromNamed(buffers)).map(witResult);
+    })),
   };
 }
 
@@ -917,9 +1123,13 @@ function valueInfo(value) {
  *
  * `f` gets the frame as a `View` of the signal shape and returns a number, an array or a
  * `View`; the nav buffer `result` takes that value's dtype and shape, found by calling `f`
- * on a frame of zeros (as `AutoUDF` does). Options: `summary`, `inputDtype` ('float32').
+ * on a frame of zeros (as `AutoUDF` does). Options: `summary`, `inputDtype` ('float32'),
+ * `hostArrays` (the module `./xp.js`: the frame is then an `xp` array and `f` returns
+ * anything `xp.asarray` takes:
+ * `sdk.exportMap('row-sums', (frame) => xp.sum(frame, { axis: -1 }), { hostArrays: xp })`).
  */
-export function exportMap(name, f, { summary = "A frame map (LiberTEM's AutoUDF), JavaScript", inputDtype = 'float32' } = {}) {
+export function exportMap(name, f, { summary = "A frame map (LiberTEM's AutoUDF), JavaScript", inputDtype = 'float32', hostArrays = null } = {}) {
+  if (hostArrays) return exportHostMap(name, f, summary, inputDtype, hostArrays);
   class FrameMap extends Udf {
     static description = description({ name, version: '0.1.0', summary, methods: ['frame'], inputDtype });
     static resultBuffers(_params, dataset) {
@@ -936,6 +1146,31 @@ export function exportMap(name, f, { summary = "A frame map (LiberTEM's AutoUDF)
         throw UdfError.invalidData(`the frame map returned a value of shape [${info.shape}] for frame ${frame.navIndex}, unlike its value for a frame of zeros`);
       }
       combine(out, valuesView(info.values, out.shape), 'assign');
+    }
+  }
+  return exportUdf(FrameMap);
+}
+
+/** `exportMap` with host arrays. */
+function exportHostMap(name, f, summary, inputDtype, xp) {
+  class FrameMap extends Udf {
+    static description = description({ name, version: '0.1.0', summary, methods: ['frame'], inputDtype, hostArrays: xp });
+    static resultBuffers(_params, dataset) {
+      const value = xp.asarray(f(xp.zeros(dataset.sigShape, dataset.inputDtype)));
+      return [buffer.nav('result', value.dtype, value.shape)];
+    }
+    processFrame(frame, results) {
+      const out = results.get('result');
+      const value = xp.asarray(f(frame.data));
+      let reshaped;
+      try {
+        // The host checks the size (asking for the value's shape would leave garbage).
+        reshaped = value.reshape(out.shape);
+      } catch (e) {
+        if (!(e instanceof xp.XpError)) throw e;
+        throw UdfError.invalidData(`the frame map returned a value of shape [${value.shape}] for frame ${frame.navIndex}, unlike its value for a frame of zeros`);
+      }
+      out.set(reshaped);
     }
   }
   return exportUdf(FrameMap);

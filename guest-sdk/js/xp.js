@@ -19,9 +19,22 @@
 // 'axis', 'dtype', 'index', 'value', 'memory', 'expired', 'unsupported') and the host's
 // message, which names the operation and the shapes.
 //
-// Arrays are freed in the host when the plugin's partition ends (or the call, on the
-// main side); a plugin that makes arrays in a loop should `dispose()` the ones it is done
-// with: at most 4096 may be alive at once.
+// Arrays are freed in the host when the plugin's partition ends (or the call, on the main
+// side). Inside `scoped(f)` every array made is disposed when `f` returns, except those
+// `f` returns or marks with `keep()`: the SDK runs each `processTile` (and the other
+// calls) in a scope, so temporaries of one tile never pile up (at most 4096 arrays may be
+// alive at once); an array made in a call and used in a later one (an accumulator, a
+// mask built in `preprocess`) needs `keep()`. Arrays made in the plugin's constructor
+// live for the partition.
+//
+// Garbage: the JavaScript engine collects its heap rarely, so what this module makes per
+// call is kept small and short-lived (lists go to the host as plain arrays, never as
+// typed arrays; a shape known to the SDK is not asked for). Asking the host for `.shape`
+// makes a typed array that lives until the next full collection: keep it off per-tile
+// paths where you can (the SDK gives the tile's and the buffers' shapes without asking).
+// Build with scripts/polyglot/js-toolchain/componentize.mjs (what `scripts/polyglot/js.sh`
+// and the `build.sh` of `udf-host new` do): the bindings of plain componentize-js keep
+// 0.4-0.7 KB per host array (docs/plugins/js.md).
 
 import * as host from 'udf:plugin/arrays@0.1.1';
 
@@ -76,7 +89,7 @@ function negatedFull(shape, magnitude, dtype) {
 function negativeFloat(v, like) {
   const d = like instanceof NDArray ? like.dtype : 'float64';
   const dtype = d.startsWith('float') || d.startsWith('complex') ? d : 'float64';
-  const array = negatedFull(new BigUint64Array(0), -v, dtype);
+  const array = negatedFull([], -v, dtype);
   temporaries.push(array);
   return array;
 }
@@ -84,8 +97,10 @@ function negativeFloat(v, like) {
 const WIT_DTYPE = { bool: 'boolean' };
 const DTYPE_NAME = { boolean: 'bool' };
 const witDtype = (name) => WIT_DTYPE[name] ?? name;
-const i64s = (list) => BigInt64Array.from(list, (v) => BigInt(v));
-const u64s = (list) => BigUint64Array.from(list, (v) => BigInt(v));
+// Lists of integers as plain arrays of BigInt: the bindings copy a typed array through
+// its `.buffer`, which makes an ArrayBuffer that lives until a full collection.
+const i64s = (list) => Array.from(list, (v) => BigInt(v));
+const u64s = i64s;
 
 function scalar(v) {
   if (typeof v === 'boolean') return { tag: 'boolean', val: v };
@@ -135,11 +150,50 @@ function reduceOptions({ axis, keepdims = false, dtype, correction = 0, ddof } =
   };
 }
 
+// The arrays of the innermost `scoped` call (null: none).
+let scope = null;
+
+/**
+ * Run `f()`, then dispose every array made meanwhile that is neither `keep()`-marked nor
+ * returned by `f` (an array, or arrays in an array or a plain object's values).
+ */
+export function scoped(f) {
+  const outer = scope;
+  const made = [];
+  scope = made;
+  let value;
+  try {
+    value = f();
+    return value;
+  } finally {
+    scope = outer;
+    const returned = new Set(value instanceof NDArray ? [value] : value && typeof value === 'object' ? Object.values(value) : []);
+    for (const a of made) {
+      if (a.kept || a.r === undefined) continue;
+      if (returned.has(a)) {
+        if (outer !== null) outer.push(a);
+      } else {
+        a.dispose();
+      }
+    }
+  }
+}
+
 /** An n-dimensional array in the host. */
 export class NDArray {
-  constructor(resource) {
+  /** `shape`: the shape if the caller knows it (it is not asked from the host then). */
+  constructor(resource, shape = undefined) {
     this.r = resource;
-    this._shape = undefined;
+    this._shape = shape;
+    this.kept = false;
+    if (scope !== null) scope.push(this);
+  }
+
+  /** Keep this array alive past the `scoped` call that made it (until `dispose()` or the
+   * end of the partition). */
+  keep() {
+    this.kept = true;
+    return this;
   }
 
   /** The shape, an array of numbers. */
@@ -165,6 +219,11 @@ export class NDArray {
   /** `x[index]`: a view. */
   get(...items) {
     return new NDArray(call(() => this.r.get(index(items))));
+  }
+
+  /** `x[index]` whose shape the caller knows (`items` an array): not asked from the host. */
+  viewKnown(items, shape) {
+    return new NDArray(call(() => this.r.get(index(items))), shape);
   }
 
   /** `x[mask]` for a boolean array of the same shape: the selected elements, 1-d. */
@@ -195,7 +254,8 @@ export class NDArray {
   }
 
   reshape(shape) {
-    return new NDArray(call(() => this.r.reshape(i64s(shape))));
+    const known = shape.every((n) => Number(n) >= 0) ? shape.map(Number) : undefined;
+    return new NDArray(call(() => this.r.reshape(i64s(shape))), known);
   }
 
   /** `permute_dims(x, axes)`; no axes: reversed. */
@@ -378,19 +438,21 @@ export function useHostTiles() {
   host.useHostTiles();
 }
 
-/** The tile of the current `process` call: a read-only view `[frames, ...sig]`. */
-export function tile() {
-  return new NDArray(call(() => host.tile()));
+/** The tile of the current `process` call: a read-only view `[frames, ...sig]` (`shape`:
+ * that shape, if the caller knows it). */
+export function tile(shape = undefined) {
+  return new NDArray(call(() => host.tile()), shape);
 }
 
 export function zeros(shape, dtype = 'float64') {
-  return new NDArray(call(() => host.zeros(u64s(shape), witDtype(dtype))));
+  return new NDArray(call(() => host.zeros(u64s(shape), witDtype(dtype))), shape.map(Number));
 }
 
 export function full(shape, value, dtype) {
   const d = dtype === undefined ? undefined : witDtype(dtype);
-  if (isNegativeFloat(value)) return new NDArray(call(() => negatedFull(u64s(shape), -value, d)));
-  return new NDArray(call(() => host.full(u64s(shape), scalar(value), d)));
+  const known = shape.map(Number);
+  if (isNegativeFloat(value)) return new NDArray(call(() => negatedFull(u64s(shape), -value, d)), known);
+  return new NDArray(call(() => host.full(u64s(shape), scalar(value), d)), known);
 }
 
 export function ones(shape, dtype = 'float64') {
@@ -448,7 +510,7 @@ export function asarray(value, { shape, dtype } = {}) {
 /** An NDArray of `dtype` and `shape` from little-endian bytes in C order. */
 export function fromBytes(dtype, shape, bytes) {
   const d = witDtype(dtype);
-  if (bytes.byteLength <= CHUNK_BYTES) return new NDArray(call(() => host.fromBytes(d, u64s(shape), bytes)));
+  if (bytes.byteLength <= CHUNK_BYTES) return new NDArray(call(() => host.fromBytes(d, u64s(shape), bytes)), shape.map(Number));
   // A flat array filled a piece at a time, then given its shape.
   const size = ITEMSIZE[dtype];
   const count = bytes.byteLength / size;

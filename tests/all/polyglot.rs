@@ -352,7 +352,7 @@ fn c_com_matches_the_builtins_formulas() {
 }
 
 #[test]
-fn zig_and_python_masks_match_the_dot_products() {
+fn zig_python_and_js_masks_match_the_dot_products() {
     let dir = tempfile::tempdir().unwrap();
     let data = fixtures::mk_uniform(&[3, 7], &[9, 11], 16);
     let path = write_npy(dir.path(), &data, Ty::F32);
@@ -375,7 +375,7 @@ fn zig_and_python_masks_match_the_dot_products() {
             (0..m).map(move |k| (0..px).map(|i| frame[i] * masks_ref[k * px + i]).sum::<f64>()).collect::<Vec<_>>()
         })
         .collect();
-    for language in ["zig", "python"] {
+    for language in ["zig", "python", "js"] {
         let plugin = load_polyglot(language, "masks");
         for mask_dtype in [DType::F32, DType::F64] {
             let p = params(&[("masks", array_param(mask_dtype, &[m, 9, 11], &masks))]);
@@ -394,19 +394,19 @@ fn zig_and_python_masks_match_the_dot_products() {
     }
 }
 
-/// StdDevUDF in Python with host arrays (`plugins/polyglot/python/stddev`) against plain
-/// loops over the selected frames (two-pass mean and variance in float64), for both base
-/// dtypes, odd tilings and a ROI; an empty ROI gives NaN.
+/// StdDevUDF in Python and JavaScript with host arrays (`plugins/polyglot/{python,js}/stddev`)
+/// against plain loops over the selected frames (two-pass mean and variance in float64), for
+/// both base dtypes, odd tilings and a ROI; an empty ROI gives NaN.
 #[test]
-fn python_stddev_matches_the_per_pixel_moments() {
+fn python_and_js_stddev_match_the_per_pixel_moments() {
     let dir = tempfile::tempdir().unwrap();
     let mut data = fixtures::mk_uniform(&[5, 6], &[9, 11], 34);
     data.values.iter_mut().for_each(|v| *v = 1000.0 + 50.0 * *v);
     let path = write_npy(dir.path(), &data, Ty::F32);
     let stored = data.rounded(Ty::F32);
-    let stddev = load_polyglot("python", "stddev");
     let rois: [Option<Vec<bool>>; 3] = [None, Some((0..30).map(|i| i % 4 != 1).collect()), Some(vec![false; 30])];
-    for base in ["float64", "float32"] {
+    for (language, base) in [("python", "float64"), ("python", "float32"), ("js", "float64"), ("js", "float32")] {
+        let stddev = load_polyglot(language, "stddev");
         let p = params(&[("dtype", ParamValue::Text(base.into()))]);
         for roi in &rois {
             let frames: Vec<usize> = (0..30).filter(|&n| roi.as_ref().is_none_or(|r| r[n])).collect();
@@ -419,7 +419,8 @@ fn python_stddev_matches_the_per_pixel_moments() {
                 .collect();
             let std: Vec<f64> = var.iter().map(|v| v.sqrt()).collect();
             for (partitions, tile) in [(1, None), (3, Some(vec![4, 3, 11])), (7, Some(vec![2, 9, 4]))] {
-                let what = format!("base {base}, roi {}, {partitions} partitions, tile {tile:?}", roi.is_some());
+                let what =
+                    format!("{language} base {base}, roi {}, {partitions} partitions, tile {tile:?}", roi.is_some());
                 let options = RunOptions {
                     partitions: Some(partitions),
                     tile_shape: tile,
@@ -523,10 +524,9 @@ fn every_polyglot_plugin_conforms() {
         ("zig", &["sum", "sumsig", "masks", "map", "max"][..]),
         // Python plugins with host arrays run at the host's speed: all of them.
         ("python", &["sum", "sumsig", "fem", "map", "max", "stddev", "masks"][..]),
-        // JavaScript plugins keep their own loops (componentize-js keeps heap per host
-        // array: docs/plugins/js.md); interpreted, their kit runs cost minutes each, so `map`
-        // and `max` are checked by `frame_maps_in_every_language_*` and `max_in_every_language_*`.
-        ("js", &["sum", "sumsig", "logsum"][..]),
+        // JavaScript plugins with host arrays too (built without the bindings'
+        // FinalizationRegistry, their heap does not grow: docs/plugins/js.md).
+        ("js", &["sum", "sumsig", "logsum", "map", "max", "stddev", "masks"][..]),
     ] {
         for name in names {
             let config = crate::conformance::config_for(name);
@@ -560,8 +560,8 @@ fn python_plugins_run_in_the_clis_small_instance_pool() {
 
 /// The frame maps of every language (`plugins/polyglot/<language>/map`): the sum of every
 /// row of each frame, with the shape found on a frame of zeros; C and Zig maps take
-/// float32 frames (float64 data is converted), Python's (host arrays:
-/// `np.sum(frame, axis=-1)`) have the frame's dtype, JavaScript's are float64.
+/// float32 frames (float64 data is converted), Python's and JavaScript's (host arrays:
+/// `np.sum(frame, axis=-1)`, `xp.sum(frame, { axis: -1 })`) have the frame's dtype.
 #[test]
 fn frame_maps_in_every_language_give_the_row_sums_of_each_frame() {
     let dir = tempfile::tempdir().unwrap();
@@ -571,7 +571,7 @@ fn frame_maps_in_every_language_give_the_row_sums_of_each_frame() {
         let map = load_polyglot(language, "map");
         for ty in [Ty::F32, Ty::F64] {
             let value_dtype = match (language, ty) {
-                ("c" | "zig", _) | ("python", Ty::F32) => DType::F32,
+                ("c" | "zig", _) | ("python" | "js", Ty::F32) => DType::F32,
                 _ => DType::F64,
             };
             let path = write_npy(dir.path(), &data, ty);

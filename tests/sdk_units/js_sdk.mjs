@@ -1,6 +1,7 @@
-// Unit tests of guest-sdk/js/udf-sdk.js's pure helpers, run natively (node >= 20.6) by
-// tests/all/sdk_examples.rs: the host import componentize-js provides is stubbed by a
-// module resolve hook.
+// Unit tests of guest-sdk/js/udf-sdk.js's pure helpers and of xp.js's bookkeeping, run
+// natively (node >= 20.6) by tests/all/sdk_examples.rs: the host imports componentize-js
+// provides are stubbed by a module resolve hook (the arrays interface by resources that
+// record what was made, with which arguments, and what was disposed).
 import { register } from 'node:module';
 import assert from 'node:assert/strict';
 
@@ -9,10 +10,26 @@ export async function resolve(specifier, context, next) {
   if (specifier === 'udf:plugin/host@0.1.1') {
     return { shortCircuit: true, url: 'data:text/javascript,export function log() {}' };
   }
+  if (specifier === 'udf:plugin/arrays@0.1.1') {
+    const arrays = [
+      'const made = (globalThis.xpMade = []);',
+      'function resource(args) {',
+      '  const r = { args, disposed: false, shape: () => new BigUint64Array(0), dtype: () => "float32" };',
+      '  r[Symbol.dispose] = () => { r.disposed = true; };',
+      '  r.reshape = (shape) => resource([shape]);',
+      '  made.push(r);',
+      '  return r;',
+      '}',
+      'export function zeros(shape, dtype) { return resource([shape, dtype]); }',
+      'export function reduce(op, x, options) { return resource([op, x, options]); }',
+    ].join('\\n');
+    return { shortCircuit: true, url: 'data:text/javascript,' + encodeURIComponent(arrays) };
+  }
   return next(specifier, context);
 }`;
 register(`data:text/javascript,${encodeURIComponent(hooks)}`);
 const sdk = await import(new URL('../../guest-sdk/js/udf-sdk.js', import.meta.url));
+const xp = await import(new URL('../../guest-sdk/js/xp.js', import.meta.url));
 
 const view = (Ctor, values, shape, dtype) => new sdk.View(Ctor.from(values), shape, null, 0, dtype);
 const tests = {
@@ -62,6 +79,38 @@ const tests = {
     const meta = { navShape: [2n, 3n], sigShape: [4n], datasetDtype: 'int32', inputDtype: 'int32', threadsPerWorker: 1 };
     const [decl] = udf.resultBuffers([], meta);
     assert.deepEqual([decl.dtype, Array.from(decl.extraShape)], ['float64', [2n]]);
+  },
+  scopedDisposesWhatItMadeButNotWhatItReturnsOrKeeps() {
+    const made = globalThis.xpMade;
+    made.length = 0;
+    let kept;
+    let returned;
+    const outer = xp.scoped(() => {
+      returned = xp.scoped(() => {
+        xp.zeros([2]);
+        kept = xp.zeros([3]).keep();
+        return xp.zeros([4]);
+      });
+      assert.deepEqual(made.map((r) => r.disposed), [true, false, false], 'inner: the temporary only');
+      return 'done';
+    });
+    assert.equal(outer, 'done');
+    assert.deepEqual(made.map((r) => r.disposed), [true, false, true], 'outer: the returned one with its caller');
+    assert.ok(!kept.r.disposed && returned.r === undefined);
+    kept.dispose();
+    assert.ok(made[1].disposed);
+  },
+  listsGoToTheHostAsPlainArraysAndKnownShapesAreNotAsked() {
+    const made = globalThis.xpMade;
+    made.length = 0;
+    const a = xp.zeros([2, 3]);
+    const s = xp.sum(a, { axis: [0, -1] });
+    const r = a.reshape([3, 2]);
+    assert.deepEqual(made[0].args, [[2n, 3n], 'float64'], 'shape: a plain array of BigInt');
+    assert.ok(Array.isArray(made[1].args[2].axes), 'axes: a plain array');
+    assert.deepEqual(made[1].args[2].axes, [0n, -1n]);
+    assert.deepEqual([a.shape, r.shape], [[2, 3], [3, 2]], 'known shapes');
+    assert.deepEqual(s.shape, [], 'an unknown shape is asked from the host');
   },
 };
 for (const [name, test] of Object.entries(tests)) {

@@ -15,7 +15,8 @@
 //!
 //! Tool versions (clang, Zig, wit-bindgen, wasm-tools, componentize-py) are those pinned in
 //! `scripts/polyglot/common.sh`; componentize-js is pinned by the repository's
-//! `scripts/polyglot/js-toolchain/package-lock.json`, copied in.
+//! `scripts/polyglot/js-toolchain/package-lock.json`, copied in with the wrapper that builds
+//! with it (`componentize.mjs`: no FinalizationRegistry in the bindings, for host arrays).
 //!
 //! [`create`] writes the files into a temporary folder beside the target and renames it
 //! into place: a failure leaves nothing behind, and an existing folder is never touched.
@@ -215,6 +216,7 @@ pub fn project(name: &str, lang: Language, template: Template) -> Result<Vec<Pro
             let (package, lock) = vendor::js_packages(name);
             out.push(ProjectFile::new("package.json", package));
             out.push(ProjectFile::new("package-lock.json", lock));
+            out.push(ProjectFile::new("componentize.mjs", vendor::JS_COMPONENTIZE));
         }
         Language::C | Language::Zig | Language::Python => {}
     }

@@ -71,6 +71,8 @@ const POLYGLOT_VERSIONS: &str = include_str!("../../../scripts/polyglot/common.s
 /// The pinned componentize-js.
 const JS_PACKAGE: &str = include_str!("../../../scripts/polyglot/js-toolchain/package.json");
 const JS_PACKAGE_LOCK: &str = include_str!("../../../scripts/polyglot/js-toolchain/package-lock.json");
+/// componentize-js's command line without FinalizationRegistry in the bindings (host arrays).
+pub(super) const JS_COMPONENTIZE: &str = include_str!("../../../scripts/polyglot/js-toolchain/componentize.mjs");
 /// The package name the JavaScript toolchain files carry in the repository.
 const JS_PACKAGE_NAME: &str = "\"name\": \"udf-host-componentize-js\"";
 

@@ -13,5 +13,7 @@ fi
 wit=$PWD/wit out=$PWD/{{name}}.wasm
 # componentize-js maps the plugin's folder as the module root (imports cannot leave src/);
 # -d leaves out every WASI feature: the component imports only the host's log function.
-(cd src && node "$tool" plugin.js -w "$wit" -n udf-plugin -d stdio random clocks http fetch-event -o "$out")
+# componentize.mjs runs componentize-js without FinalizationRegistry in the bindings, so
+# host arrays (src/xp.js) leave no garbage in the JavaScript heap (see its comment).
+(cd src && node ../componentize.mjs "$tool" plugin.js -w "$wit" -n udf-plugin -d stdio random clocks http fetch-event -o "$out")
 echo "built $out"

@@ -3,22 +3,25 @@
 //
 // Param `masks`: an array (M, ...frame shape) of any real dtype. Buffer `intensity`: kind
 // nav, extra shape (M,), float32, intensity[n, m] = sum over y, x of F_n[y, x] * mask_m[y, x].
-// Frame method; nav buffers are merged by the host. Started from
+// Frame method; nav buffers are merged by the host. With `hostArrays: xp` the frame, the
+// masks and the buffers are `xp` arrays that live in the host (src/xp.js: NumPy's names):
+// one matrix product per frame at the host's speed. Started from
 // `udf-host new --template masks`; src/udf-sdk.js documents the SDK.
 import * as sdk from './udf-sdk.js';
+import * as xp from './xp.js';
 
 {{float32_input}}
 // The number of masks of the `masks` param, checked against the frame shape.
 function maskCount(params, dataset) {
   const masks = params.array('masks');
-  const frame = dataset.sigShape;
-  if (masks.shape.length !== frame.length + 1 || frame.some((n, a) => masks.shape[a + 1] !== n) || !masks.shape[0]) {
+  const [shape, frame] = [masks.shape, dataset.sigShape];
+  if (shape.length !== frame.length + 1 || frame.some((n, a) => shape[a + 1] !== n) || !shape[0]) {
     throw sdk.UdfError.badParam(
-      `masks must be a stack of at least one mask of the frame shape, (M, ${frame}), found the shape (${masks.shape})`,
+      `masks must be a stack of at least one mask of the frame shape, (M, ${frame}), found the shape (${shape})`,
     );
   }
   if (sdk.isComplex(masks.dtype)) throw sdk.UdfError.badParam(`masks must be real, found ${masks.dtype}`);
-  return masks.shape[0];
+  return shape[0];
 }
 
 class {{Type}} extends sdk.Udf {
@@ -28,6 +31,7 @@ class {{Type}} extends sdk.Udf {
     summary: 'Dot products of each frame with a mask stack',
     params: [sdk.param.array('masks', 'mask stack (M, *frame shape)')],
     methods: ['frame'],
+    hostArrays: xp,
   });
 
   static resultBuffers(params, dataset) {
@@ -37,21 +41,15 @@ class {{Type}} extends sdk.Udf {
 
   constructor(ctx) {
     super(ctx);
-    // Task data, once per partition: the masks as Float64Arrays.
+    // Task data, once per partition (made in the constructor, it lives for the partition):
+    // the masks as a (pixels, M) matrix in the host.
     const count = maskCount(ctx.params, ctx.dataset);
-    const values = Float64Array.from(ctx.params.array('masks').values(), Number);
-    const n = values.length / count;
-    this.masks = Array.from({ length: count }, (_, m) => values.subarray(m * n, (m + 1) * n));
+    const masks = ctx.params.array('masks').astype('float32');
+    this.matrix = masks.reshape([count, -1]).T.copy();
   }
 
   processFrame(frame, results) {
-    const pixels = frame.flat();
-    const intensity = results.get('intensity'); // this frame's M values
-    this.masks.forEach((mask, m) => {
-      let dot = 0;
-      for (let i = 0; i < pixels.length; i++) dot += pixels[i] * mask[i];
-      intensity.set([m], dot);
-    });
+    results.get('intensity').set(frame.data.reshape([-1]).matmul(this.matrix)); // this frame's M values
   }
 }
 

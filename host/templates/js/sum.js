@@ -2,9 +2,12 @@
 //
 // Buffer `intensity`: kind sig, float32, intensity[y, x] = sum over frames n of F_n[y, x].
 // Tile method: each call adds a tile's frames into its part of the frame; the host merges
-// partitions with `merge`. Started from `udf-host new --template sum`; src/udf-sdk.js
-// documents the SDK.
+// partitions with `merge`. With `hostArrays: xp` the tile and the buffers are `xp` arrays
+// that live in the host (src/xp.js: NumPy's names, the array API standard): `xp.sum` runs
+// at the host's speed and the tile is never copied into the plugin. Started from
+// `udf-host new --template sum`; src/udf-sdk.js documents the SDK.
 import * as sdk from './udf-sdk.js';
+import * as xp from './xp.js';
 
 {{float32_input}}
 class {{Type}} extends sdk.Udf {
@@ -13,6 +16,7 @@ class {{Type}} extends sdk.Udf {
     version: '0.1.0',
     summary: 'Sum of all frames',
     customMerge: true,
+    hostArrays: xp,
   });
 
   static resultBuffers(params, dataset) {
@@ -21,12 +25,11 @@ class {{Type}} extends sdk.Udf {
   }
 
   processTile(tile, results) {
-    const intensity = results.get('intensity'); // the tile's part of the frame
-    for (let f = 0; f < tile.frames; f++) sdk.iadd(intensity, tile.data.sub(f));
+    results.get('intensity').iadd(xp.sum(tile.data, { axis: 0 })); // the tile's part of the frame
   }
 
   static merge(ctx, dest, src) {
-    sdk.iadd(dest.get('intensity'), src.get('intensity'));
+    dest.get('intensity').iadd(src.get('intensity'));
   }
 }
 

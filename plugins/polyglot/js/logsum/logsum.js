@@ -1,8 +1,10 @@
-// `logsum`: the sum of log-scaled frames (LiberTEM's LogsumUDF), in JavaScript.
+// `logsum`: the sum of log-scaled frames (LiberTEM's LogsumUDF), in JavaScript with host
+// arrays.
 //
 // Buffer `logsum`: kind sig, float32, logsum[y, x] = sum_n ln(F_n[y, x] - min(F_n) + 1).
-// Frame method; merged by adding.
+// Frame method (the minimum is over the whole frame); merged by adding.
 import * as sdk from './udf-sdk.js';
+import * as xp from './xp.js';
 
 class Logsum extends sdk.Udf {
   static description = sdk.description({
@@ -11,6 +13,7 @@ class Logsum extends sdk.Udf {
     summary: 'Sum of log-scaled frames (LiberTEM LogsumUDF), JavaScript',
     methods: ['frame'],
     customMerge: true,
+    hostArrays: xp,
   });
 
   static resultBuffers() {
@@ -19,15 +22,12 @@ class Logsum extends sdk.Udf {
 
   processFrame(frame, results) {
     if (sdk.isComplex(frame.dtype)) throw sdk.UdfError.invalidData('logsum needs real input');
-    const data = frame.flat();
-    const acc = results.get('logsum').flat(); // the whole frame
-    let min = Infinity;
-    for (let i = 0; i < data.length; i++) if (Number(data[i]) < min) min = Number(data[i]);
-    for (let i = 0; i < data.length; i++) acc[i] += Math.log(Number(data[i]) - min + 1);
+    const data = frame.data;
+    results.get('logsum').iadd(xp.log(data.sub(xp.min(data)).add(1)));
   }
 
   static merge(ctx, dest, src) {
-    sdk.iadd(dest.get('logsum'), src.get('logsum'));
+    dest.get('logsum').iadd(src.get('logsum'));
   }
 }
 

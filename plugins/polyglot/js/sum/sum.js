@@ -1,8 +1,10 @@
-// `sum`: the sum of all frames (LiberTEM's SumUDF), in JavaScript.
+// `sum`: the sum of all frames (LiberTEM's SumUDF), in JavaScript with host arrays.
 //
 // Buffer `intensity`: kind sig, dtype = input dtype, intensity[y, x] = sum_n F_n[y, x].
-// Param `dtype` (default float32) is the preferred input dtype.
+// Param `dtype` (default float32) is the preferred input dtype. The tile stays in the
+// host (`hostArrays: xp`): one reduction and one add per tile, at the host's speed.
 import * as sdk from './udf-sdk.js';
+import * as xp from './xp.js';
 
 class Sum extends sdk.Udf {
   static description = sdk.description({
@@ -11,6 +13,7 @@ class Sum extends sdk.Udf {
     summary: 'Sum of all frames (LiberTEM SumUDF), JavaScript',
     params: [sdk.param.text('dtype', 'preferred input dtype (NumPy name)', 'float32')],
     customMerge: true,
+    hostArrays: xp,
   });
 
   static plan(params, dataset) {
@@ -24,12 +27,11 @@ class Sum extends sdk.Udf {
   }
 
   processTile(tile, results) {
-    const acc = results.get('intensity'); // the tile's part of the frame
-    for (let f = 0; f < tile.frames; f++) sdk.iadd(acc, tile.data.sub(f));
+    results.get('intensity').iadd(xp.sum(tile.data, { axis: 0 })); // the tile's part of the frame
   }
 
   static merge(ctx, dest, src) {
-    sdk.iadd(dest.get('intensity'), src.get('intensity'));
+    dest.get('intensity').iadd(src.get('intensity'));
   }
 }
 
