@@ -91,6 +91,31 @@ fn host_array_ops_match_plain_loops() {
     }
 }
 
+/// Found profiling the "Languages" benchmark: a plugin with host tiles asking for 8 MiB
+/// tiles got LiberTEM's shape (depth grown first, frames cut into signal slices), so
+/// every tile was gathered into a copy instead of lent from the file mapping. UDFs that
+/// all read in place now get whole frames — as many as the negotiated tile holds — on
+/// float32 and on integer files (read unconverted); a plugin that takes tiles into its
+/// own memory keeps LiberTEM's slices.
+#[test]
+fn plugins_with_host_tiles_get_whole_frames_lent_from_the_mapping() {
+    let dir = tempfile::tempdir().unwrap();
+    // 256 frames of 128 x 128 (64 KiB as float32): 8 MiB is 128 whole frames.
+    let data = fixtures::mk_uniform(&[16, 16], &[128, 128], 3);
+    let plan = |ty: Ty, udf: &str| {
+        let path = write(dir.path(), &format!("frames-{ty:?}"), &data, ty);
+        let opened = udf_host::dataset::DatasetSpec::file(&path, Default::default()).open().unwrap();
+        let spec = udf_host::exec::UdfSpec { udf: load(udf), params: Params::default() };
+        let options = udf_host::exec::RunOptions { partitions: Some(1), ..Default::default() };
+        let run = udf_host::exec::Run::plan(opened, vec![spec], options).unwrap();
+        (run.tiling().depth, run.tiling().slices.len())
+    };
+    assert_eq!(plan(Ty::F32, "probe_host_array_ops"), (128, 1), "float32, host tiles");
+    assert_eq!(plan(Ty::U16, "probe_host_array_ops"), (128, 1), "uint16, host tiles");
+    let (_, slices) = plan(Ty::F32, "sum");
+    assert!(slices > 1, "a plugin taking tiles into its memory keeps LiberTEM's signal slices");
+}
+
 /// A plugin that keeps every host array it makes hits the live-array cap with a typed
 /// error naming it, not a host panic; the same plugin without keeping them runs, and
 /// so does one whose partitions each keep fewer than the cap (nothing carries over).

@@ -91,6 +91,26 @@ impl Converting {
     }
 }
 
+/// Rows and columns per block of [`transpose_in_blocks`]: a block's source and
+/// destination lines stay in L1 while it is copied.
+const TRANSPOSE_BLOCK: usize = 32;
+
+/// `dst` (C order) = `view`, a matrix with contiguous columns, in square blocks: copied
+/// element by element in C order, every read would fall in another cache line (a
+/// plugin's masks cut to `(pixels, M)` once per partition took tens of milliseconds).
+fn transpose_in_blocks<T: Copy>(view: ndarray::ArrayView2<'_, T>, dst: &mut [T]) {
+    let (rows, cols) = view.dim();
+    for r0 in (0..rows).step_by(TRANSPOSE_BLOCK) {
+        for c0 in (0..cols).step_by(TRANSPOSE_BLOCK) {
+            for c in c0..(c0 + TRANSPOSE_BLOCK).min(cols) {
+                for r in r0..(r0 + TRANSPOSE_BLOCK).min(rows) {
+                    dst[r * cols + c] = view[[r, c]];
+                }
+            }
+        }
+    }
+}
+
 /// One entry of an index (`x[1:5:2, None, ..., 3]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IndexItem {
@@ -548,8 +568,13 @@ impl Dense {
             crate::with_dtype!(self.dtype, T => {
                 let view = self.view_in::<T>(&src, op)?;
                 let dst: &mut [T] = bytemuck::cast_slice_mut(&mut dst[..]);
-                for (d, s) in dst.iter_mut().zip(view.iter()) {
-                    *d = *s;
+                if self.is_transposed_matrix() {
+                    let view = view.into_dimensionality::<ndarray::Ix2>().map_err(|e| ArrayError::value(op, e.to_string()))?;
+                    transpose_in_blocks(view, dst);
+                } else {
+                    for (d, s) in dst.iter_mut().zip(view.iter()) {
+                        *d = *s;
+                    }
                 }
             }, {
                 let view = self.view_in::<u8>(&src, op)?;
@@ -559,6 +584,12 @@ impl Dense {
             });
         }
         Ok(out)
+    }
+
+    /// Whether this is a matrix whose columns are contiguous (the transpose of a C-order
+    /// matrix): [`Dense::to_c_order`] copies it in blocks.
+    fn is_transposed_matrix(&self) -> bool {
+        self.shape.len() == 2 && self.shape[0] > 1 && self.strides[0] == 1 && self.strides[1] > 1
     }
 
     /// The same elements with `shape`, without copying, when the layout allows.
@@ -869,6 +900,21 @@ mod tests {
         let a = int_array(&memory, &[2, 3]);
         let huge = a.reshape(&memory, &[1 << 62, 1 << 62, 1 << 62]);
         assert!(matches!(huge, Err(ArrayError::Shape { .. })), "{huge:?}");
+    }
+
+    #[test]
+    fn transposed_matrices_copy_to_the_transposed_values() {
+        let memory = ArrayMemory::with_limit(1 << 20);
+        // Rows and columns not multiples of the block; one row; a 1-column result.
+        for (rows, cols) in [(70usize, 37usize), (1, 9), (33, 1), (64, 64)] {
+            let x = int_array(&memory, &[rows, cols]);
+            let values = ints(&memory, &x);
+            let t = x.permute_dims(None).unwrap();
+            let copy = t.dense("t").unwrap().to_c_order(&memory, "t").unwrap();
+            let want: Vec<i32> =
+                (0..cols).flat_map(|c| (0..rows).map(move |r| (r, c))).map(|(r, c)| values[r * cols + c]).collect();
+            assert_eq!(ints(&memory, &HostArray::Dense(copy)), want, "{rows} x {cols}");
+        }
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! Products: `matmul` (NumPy's rules: 1-d operands promoted and their axis removed, a
-//! stack of matrices broadcast) and `tensordot`. Float and complex products use
-//! matrixmultiply's kernels through ndarray (the ones the built-in dense mask products
-//! run: a stack of masks against a tile is a `(frames, pixels) @ (pixels, masks)`
-//! product); integer products are plain loops in the integer type (wrapping).
+//! stack of matrices broadcast) and `tensordot`. A stack of masks against a tile — a
+//! float32 `(frames, pixels) @ (pixels, M)` product with `M <= 64`, the tile float32 or
+//! stored integers read unconverted — runs the mask built-ins' AVX2/FMA kernels
+//! ([`super::simd`]); other float and complex products use matrixmultiply's kernels
+//! through ndarray; integer products are plain loops in the integer type (wrapping).
 
 use super::array::{Converting, Dense, HostArray, broadcast_shapes};
 use super::element::{CastTo, Elem};
 use super::elementwise::{CHECK_EVERY, Ctx, cast_dense};
 use super::error::{ArrayError, normalize_axes};
+use super::simd;
 use crate::dtype::{DType, Kind, result_type};
 use ndarray::{ArrayView2, ArrayViewMut2, Axis, Dimension, Ix2, linalg::general_mat_mul, s};
 
@@ -23,6 +25,9 @@ const PRODUCT_BLOCK: usize = 64 * CHECK_EVERY;
 /// operands, memory, interruption.
 pub fn matmul(cx: &Ctx<'_>, a: &HostArray, b: &HostArray) -> Result<HostArray, ArrayError> {
     let op = "matmul";
+    if let Some(product) = masks_matmul(cx, a, b)? {
+        return Ok(HostArray::Dense(product));
+    }
     if let HostArray::Converting(c) = a
         && c.stored.shape.len() == 2
         && b.ndim() == 2
@@ -91,6 +96,102 @@ pub fn matmul(cx: &Ctx<'_>, a: &HostArray, b: &HostArray) -> Result<HostArray, A
         }, return Err(ArrayError::dtype(op, &[dtype], "needs numeric dtypes")));
     }
     Ok(HostArray::Dense(out))
+}
+
+/// The most columns of a right operand that [`masks_matmul`] takes (a stack of masks);
+/// wider products go to matrixmultiply.
+const MASKS_AT_MOST: usize = 64;
+
+/// `a @ b` for a 2-d float32 `a` (`Dense` with contiguous rows, or a `Converting` tile of
+/// stored integers) and a float32 `(k, n)` matrix `b` with `n <= MASKS_AT_MOST`, with
+/// [`simd`]'s kernels: `b` with contiguous rows (a C-order `(pixels, M)` matrix) by
+/// [`simd::matrix_product`], `b` the transpose of a C-order `(M, pixels)` stack against
+/// a C-order tile by the mask built-ins' [`simd::masks_product`]. `None` for any other
+/// product, or where the CPU lacks AVX2/FMA.
+fn masks_matmul(cx: &Ctx<'_>, a: &HostArray, b: &HostArray) -> Result<Option<Dense>, ArrayError> {
+    let op = "matmul";
+    let HostArray::Dense(y) = b else { return Ok(None) };
+    if !simd::available()
+        || a.ndim() != 2
+        || y.shape.len() != 2
+        || a.dtype() != DType::F32
+        || y.dtype != DType::F32
+        || a.shape()[1] != y.shape[0]
+    {
+        return Ok(None);
+    }
+    let (m, k, n) = (a.shape()[0], y.shape[0], y.shape[1]);
+    // A chunk of rows between two checks for interruption is at least 6 rows of
+    // `k * n` multiply-adds: longer rows go where the product is blocked along `k`.
+    if m == 0 || k == 0 || n == 0 || n > MASKS_AT_MOST || k.saturating_mul(n) > PRODUCT_BLOCK {
+        return Ok(None);
+    }
+    // The operands' layouts: `x`'s rows contiguous, `lda` apart; `y`'s rows contiguous
+    // (`ldb` apart) or its columns (`y` the transpose of a C-order stack of masks).
+    let x = match a {
+        HostArray::Dense(x) => x,
+        HostArray::Converting(c) if c.stored.is_c_contiguous() => &c.stored,
+        HostArray::Converting(_) => return Ok(None),
+    };
+    let lda = match (x.strides[0], x.strides[1]) {
+        (s, 1) if s >= 0 => s as usize,
+        (s, _) if s >= 0 && k == 1 => s as usize,
+        _ => return Ok(None),
+    };
+    let rows_of_y = match (y.strides[0], y.strides[1]) {
+        (s, 1) if s >= 0 => Some(s as usize),
+        (s, _) if s >= 0 && n == 1 => Some(s as usize),
+        _ => None,
+    };
+    // The mask built-ins' layout (preferred: one mask is a dot product per frame).
+    let masks_layout = y.strides[0] == 1 && (n == 1 || y.strides[1] == k as isize) && lda == k;
+    if rows_of_y.is_none() && !masks_layout {
+        return Ok(None);
+    }
+    let out = Dense::alloc(cx.memory, op, DType::F32, &[m, n], true)?;
+    let done = {
+        let (rx, ry) = (x.storage.read(op)?, y.storage.read(op)?);
+        let mut w = out.storage.write(op)?;
+        let os: &mut [f32] = bytemuck::cast_slice_mut(&mut w[..]);
+        let y_span = if masks_layout {
+            strided_span::<f32>(&ry, y.offset, n, k, k)
+        } else {
+            strided_span::<f32>(&ry, y.offset, k, rows_of_y.unwrap_or(0), n)
+        };
+        let Some(ys) = y_span else { return Ok(None) };
+        // Frames per check for interruption: about `PRODUCT_BLOCK` multiply-adds.
+        let rows = (PRODUCT_BLOCK / k.saturating_mul(n)).max(6);
+        crate::dtype_dispatch!(x.dtype, S => {
+            let Some(xs) = strided_span::<S>(&rx, x.offset, m, lda, k) else { return Ok(None) };
+            let mut done = true;
+            for (r, o) in (0..m).step_by(rows).zip(os.chunks_mut(rows * n)) {
+                cx.check(op)?;
+                let xr = &xs[r * lda..];
+                done &= match rows_of_y {
+                    Some(ldb) if !masks_layout => simd::matrix_product(xr, lda, k, ys, ldb, n, o),
+                    _ => simd::masks_product(xr, k, ys, n, o),
+                };
+            }
+            done
+        }, return Ok(None); F32 => f32, U8 => u8, U16 => u16, U32 => u32, I8 => i8, I16 => i16, I32 => i32)
+    };
+    Ok(done.then_some(out))
+}
+
+/// The elements of `T` in `bytes` (a storage) that `lines` lines of `len` elements,
+/// `stride` apart from element `offset` on, span; `None` if they are not all there or
+/// `bytes` is not aligned for `T`.
+fn strided_span<T: bytemuck::Pod>(
+    bytes: &[u8],
+    offset: usize,
+    lines: usize,
+    stride: usize,
+    len: usize,
+) -> Option<&[T]> {
+    let whole = bytes.len() / size_of::<T>() * size_of::<T>();
+    let elements: &[T] = bytemuck::try_cast_slice(&bytes[..whole]).ok()?;
+    let span = lines.checked_sub(1)?.checked_mul(stride)?.checked_add(len)?;
+    elements.get(offset..offset.checked_add(span)?)
 }
 
 /// Rows of stored integers converted per block of [`converting_matmul`] (bytes of
@@ -263,8 +364,9 @@ pub fn tensordot(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arrays::ArrayMemory;
+    use crate::arrays::{ArrayMemory, IndexItem};
     use std::cell::Cell;
+    use std::sync::Arc;
 
     /// Found writing the `host_arrays` fuzz target: a product over an inner axis of
     /// 2**40 (broadcast views hold no memory) ran in one kernel call that `--timeout` and
@@ -306,6 +408,104 @@ mod tests {
             let mut got = ndarray::Array2::<f64>::zeros((m, n));
             accumulate_in_blocks(&cx, "t", xf.view(), yf.view(), got.view_mut(), block).unwrap();
             assert_eq!(got, want.mapv(|v| v as f64), "block {block}");
+        }
+    }
+
+    /// Float32 operands for the mask-product tests: `(rows, cols)` C order, values with
+    /// both signs and several magnitudes.
+    fn f32_matrix(memory: &Arc<ArrayMemory>, rows: usize, cols: usize, seed: usize) -> (HostArray, Vec<f32>) {
+        let values: Vec<f32> =
+            (0..rows * cols).map(|i| (((i * 7919 + seed * 104_729) % 2003) as f32 - 1001.0) / 97.0).collect();
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        (HostArray::from_bytes(memory, DType::F32, &[rows, cols], &bytes).unwrap(), values)
+    }
+
+    /// `got` against `x @ y` computed by a plain loop in f64 (`x` `(m, k)`, `y` `(k, n)`,
+    /// C order): `|got - want| <= 1e-5 · Σ|x·y|` per element (float32 accumulation, as
+    /// NumPy's float32 `matmul` does).
+    fn assert_product(got: &HostArray, x: &[f32], y: &[f32], (m, k, n): (usize, usize, usize), what: &str) {
+        assert_eq!(got.shape(), [m, n], "{what}: shape");
+        assert_eq!(got.dtype(), DType::F32, "{what}: dtype");
+        let got = crate::arrays::to_vec::<f32>(got).unwrap();
+        for i in 0..m {
+            for j in 0..n {
+                let terms = (0..k).map(|p| f64::from(x[i * k + p]) * f64::from(y[p * n + j]));
+                let (want, magnitude) = (terms.clone().sum::<f64>(), terms.map(f64::abs).sum::<f64>());
+                let err = (f64::from(got[i * n + j]) - want).abs();
+                assert!(err <= 1e-5 * magnitude + 1e-30, "{what}: [{i}, {j}] = {} vs {want}", got[i * n + j]);
+            }
+        }
+    }
+
+    /// The product of a tile with a stack of masks, in every layout the kernels take and
+    /// some they leave to matrixmultiply, against a plain loop: 1, 16, 64 (the kernels)
+    /// and 65 columns (matrixmultiply), frames not a multiple of the register block,
+    /// pixels past one cache block and not a multiple of 8.
+    #[test]
+    fn products_with_a_stack_of_masks_equal_a_plain_loop() {
+        let memory = ArrayMemory::with_limit(1 << 30);
+        let lease = crate::arrays::Lease::new();
+        let cx = Ctx { memory: &memory, stop: &|| None };
+        let (m, k) = (13usize, 2 * 4096 + 37);
+        let (x, xv) = f32_matrix(&memory, m, k, 1);
+        // The same tile as stored uint16 read unconverted (values up to 65535).
+        let ints: Vec<u16> = (0..m * k).map(|i| ((i * 2_654_435_761) % 65_536) as u16).collect();
+        let ints_f32: Vec<f32> = ints.iter().map(|&v| f32::from(v)).collect();
+        let ints: &'static [u16] = Box::leak(ints.into_boxed_slice());
+        // SAFETY: the bytes are leaked (never freed nor written).
+        let tile = unsafe {
+            HostArray::borrowed_converting(&memory, DType::U16, DType::F32, &[m, k], bytemuck::cast_slice(ints), lease)
+        }
+        .unwrap();
+        // The tile inside a wider array (rows `k + 5` apart), and every other row of it.
+        let (wide, wide_v) = f32_matrix(&memory, 2 * m, k + 5, 2);
+        let inner = wide
+            .get(&[IndexItem::FULL, IndexItem::Slice { start: Some(2), stop: Some(k as i64 + 2), step: None }])
+            .unwrap();
+        let inner_v: Vec<f32> = (0..2 * m).flat_map(|i| wide_v[i * (k + 5) + 2..][..k].to_vec()).collect();
+        let every_other = inner.get(&[IndexItem::Slice { start: None, stop: None, step: Some(2) }]).unwrap();
+        let every_other_v: Vec<f32> = (0..m).flat_map(|i| inner_v[2 * i * k..][..k].to_vec()).collect();
+        // The tile transposed twice (a (k, m) C-order array's transpose) and with
+        // columns two apart: matrixmultiply's cases.
+        let (tall, tall_v) = f32_matrix(&memory, k, m, 3);
+        let transposed = tall.permute_dims(None).unwrap();
+        let transposed_v: Vec<f32> =
+            (0..m).flat_map(|i| (0..k).map(move |p| (i, p))).map(|(i, p)| tall_v[p * m + i]).collect();
+        let (double, double_v) = f32_matrix(&memory, m, 2 * k, 4);
+        let strided =
+            double.get(&[IndexItem::FULL, IndexItem::Slice { start: None, stop: None, step: Some(2) }]).unwrap();
+        let strided_v: Vec<f32> =
+            (0..m).flat_map(|i| (0..k).map(move |p| (i, p))).map(|(i, p)| double_v[i * 2 * k + 2 * p]).collect();
+        let tiles = [
+            (&x, &xv, "float32 tile", true),
+            (&tile, &ints_f32, "uint16 tile read as float32", true),
+            (&inner, &inner_v, "rows k + 5 apart", true),
+            (&every_other, &every_other_v, "every other row", true),
+            (&transposed, &transposed_v, "a transposed tile", false),
+            (&strided, &strided_v, "columns two apart", false),
+        ];
+        for n in [1usize, 16, 64, 65] {
+            // `(pixels, M)` C order, and the transpose of a C-order `(M, pixels)` stack.
+            let (rows, rows_v) = f32_matrix(&memory, k, n, 5 + n);
+            let (stack, stack_v) = f32_matrix(&memory, n, k, 6 + n);
+            let columns = stack.permute_dims(None).unwrap();
+            let columns_v: Vec<f32> =
+                (0..k).flat_map(|p| (0..n).map(move |j| (p, j))).map(|(p, j)| stack_v[j * k + p]).collect();
+            for (masks, masks_v, layout) in [(&rows, &rows_v, "(pixels, M)"), (&columns, &columns_v, "(M, pixels)ᵀ")]
+            {
+                for &(a, a_v, what, kernel) in &tiles {
+                    let what = format!("{what} @ {layout} with M = {n}");
+                    let rows_of_a = a.shape()[0];
+                    assert_product(&matmul(&cx, a, masks).unwrap(), a_v, masks_v, (rows_of_a, k, n), &what);
+                    // The kernels take the layouts they are meant for.
+                    let fast = masks_matmul(&cx, a, masks).unwrap().is_some();
+                    let (rows_layout, masks_layout) =
+                        (layout == "(pixels, M)", what.starts_with("float32") || what.starts_with("uint16"));
+                    let expected =
+                        simd::available() && kernel && n <= MASKS_AT_MOST && (rows_layout || masks_layout || n == 1);
+                    assert_eq!(fast, expected, "{what}: kernel taken");
+                }
+            }
         }
     }
 }

@@ -7,14 +7,14 @@
 //! masks, matrixmultiply's blocked kernels, which read each tile element once), or a
 //! gather per mask entry (sparse masks, CSR). Tiles of another dtype than the result
 //! are converted block by block (the matrix product's blocks) into a scratch buffer
-//! allocated once. Float32 masks on x86-64 with AVX2/FMA use [`simd`]'s kernel instead,
+//! allocated once. Float32 masks on x86-64 with AVX2/FMA use [`simd`](crate::arrays::simd)'s kernel instead,
 //! on float32 tiles or on stored integers read unconverted (`converts_on_read`).
 
 use super::element::{Sample, tile_data, with_fused_stored};
 use super::kernels::{SliceRuns, parallel};
-use super::simd::{self, Pixel};
 use super::spec;
 use crate::array::NdArray;
+use crate::arrays::simd::{self, Pixel};
 use crate::dtype::{CastFrom, DType, Element, Kind, StoredDType, converter, result_type};
 use crate::udf::SigSlice;
 use crate::udf::{CallError, InitContext, NamedBuffer, Params, PartitionRunner, Tile};
@@ -166,7 +166,7 @@ struct DenseProduct<R> {
     /// Per slice of the scheme: the masks cut to the slice, `(M, slice_len)` C order.
     slices: Vec<Vec<R>>,
     scratch: Vec<R>,
-    /// Float32 masks on a CPU with AVX2/FMA: use [`simd`]'s kernel (decided once).
+    /// Float32 masks on a CPU with AVX2/FMA: use [`simd`](crate::arrays::simd)'s kernel (decided once).
     simd: bool,
 }
 

@@ -23,8 +23,9 @@
 //! (they never import each other): [`mask_engine`] (mask products for `masks`, the
 //! virtual detectors, `radial-fourier` and `com`), [`kernels`] (sums and merges over
 //! tiles), [`element`] (element types, the `with_*!` dtype dispatch, tile access),
-//! [`spec`] (descriptions, parameters, buffer declarations), [`simd`] (the AVX2/FMA
-//! dense-masks kernel) and [`frames`] (per-frame helpers).
+//! [`spec`] (descriptions, parameters, buffer declarations) and [`frames`] (per-frame
+//! helpers). The AVX2/FMA dense-masks kernel is [`crate::arrays::simd`], shared with the
+//! host arrays' `matmul`.
 //!
 //! # The registry
 //!
@@ -69,7 +70,6 @@ pub mod masks;
 pub mod max;
 pub mod pick;
 pub mod radial_fourier;
-pub mod simd;
 pub mod spec;
 pub mod stddev;
 pub mod sum;

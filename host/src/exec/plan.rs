@@ -383,7 +383,35 @@ fn negotiate_tiling(
         needs_copy,
     );
     debug_assert!(intent != Method::Partition || tiling.intent == Method::Partition);
-    Ok(tiling)
+    Ok(whole_frames_for_in_place_readers(tiling, shape, udfs, partitions, needs_copy))
+}
+
+/// UDFs that all read in place get their tiles lent straight from the file mapping,
+/// which only whole frames allow: where the negotiated shape cuts frames into signal
+/// slices (LiberTEM's rule grows the depth first: a plugin's 8 MiB tiles of 256 × 256
+/// frames became 512 frames × 16 rows, each gathered into a copy), take as many whole
+/// frames as the negotiated tile holds instead. Built-ins ask for whole partitions and
+/// are not affected; UDFs that need a copy keep LiberTEM's shapes.
+fn whole_frames_for_in_place_readers(
+    tiling: TilingScheme,
+    shape: &DatasetShape,
+    udfs: &[&dyn Udf],
+    partitions: &[Partition],
+    needs_copy: bool,
+) -> TilingScheme {
+    let frame_px = shape.sig_len();
+    let tile_px = tiling.depth * tiling.slices.first().map_or(0, |s| s.len());
+    if needs_copy
+        || tiling.intent != Method::Tile
+        || tiling.slices.len() < 2
+        || frame_px == 0
+        || tile_px < frame_px
+        || !udfs.iter().all(|u| u.reads_in_place())
+    {
+        return tiling;
+    }
+    let depth = (tile_px / frame_px).min(partitions.first().map_or(1, Partition::len)).max(1);
+    TilingScheme::from_tile_shape(depth, &shape.sig, &shape.sig, tiling.intent)
 }
 
 /// The strongest method among the UDFs: partition > frame > tile.
