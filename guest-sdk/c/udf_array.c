@@ -319,6 +319,13 @@ int udf_view_combine_array(udf_view dest, const udf_array *a, udf_merge_op op) {
     size_t ndim = udf_array_shape(a, shape);
     bool same = ndim == dest.ndim;
     for (size_t i = 0; same && i < ndim; i++) same = shape[i] == dest.shape[i];
+    if (!same && ndim == 0 && udf_view_size(&dest) == 1) {
+        /* A 0-d result (a reduction over every axis) into one element, e.g. a frame's
+         * entry of a nav buffer ((1,)): seen in the view's shape. */
+        same = true;
+        ndim = dest.ndim;
+        for (size_t i = 0; i < ndim; i++) shape[i] = dest.shape[i];
+    }
     if (!same) {
         last_error = UDF_ARRAY_SHAPE;
         char got[160] = "", want[160] = "";
@@ -333,14 +340,12 @@ int udf_view_combine_array(udf_view dest, const udf_array *a, udf_merge_op op) {
     size_t nbytes;
     void *data = udf_array_to_bytes(a, &nbytes);
     if (!data) return -1;
-    size_t dims[UDF_MAX_DIMS];
-    for (size_t i = 0; i < ndim; i++) dims[i] = (size_t)shape[i];
     udf_view src = {.data = data, .dtype = udf_array_dtype(a), .ndim = ndim};
     ptrdiff_t step = 1;
     for (size_t i = ndim; i-- > 0;) {
-        src.shape[i] = dims[i];
+        src.shape[i] = (size_t)shape[i];
         src.strides[i] = step;
-        step *= (ptrdiff_t)dims[i];
+        step *= (ptrdiff_t)shape[i];
     }
     int rc = udf_view_combine(dest, src, op);
     free(data);

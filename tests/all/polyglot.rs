@@ -720,3 +720,27 @@ fn max_in_every_language_is_the_maximum_over_the_selected_frames() {
         }
     }
 }
+
+/// The C SDK's operation enums (`guest-sdk/c/udf_sdk.h`, cast to the WIT enums by
+/// `udf_array.c`) name the operations of the one table (`udf_host::arrays::ops`), in its
+/// order; the Zig SDK uses the same constants.
+#[test]
+fn c_sdk_array_enums_follow_the_one_table() {
+    use udf_host::arrays::ops::{BinaryOp, FftOp, ReduceOp, UnaryOp};
+    let header = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk/c/udf_sdk.h"))
+        .expect("udf_sdk.h");
+    // The constants of `typedef enum NAME { ... } NAME;`, in order.
+    let constants = |name: &str| -> Vec<String> {
+        let start = header.find(&format!("typedef enum {name} {{")).unwrap_or_else(|| panic!("no enum {name}"));
+        let body = &header[start..];
+        let body = &body[body.find('{').unwrap() + 1..body.find('}').unwrap()];
+        body.split(',').map(str::trim).filter(|c| !c.is_empty()).map(String::from).collect()
+    };
+    let expected = |names: Vec<&str>| -> Vec<String> {
+        names.into_iter().map(|n| format!("UDF_{}", n.to_uppercase())).collect()
+    };
+    assert_eq!(constants("udf_unary_op"), expected(UnaryOp::ALL.iter().map(|o| o.name()).collect()));
+    assert_eq!(constants("udf_binary_op"), expected(BinaryOp::ALL.iter().map(|o| o.name()).collect()));
+    assert_eq!(constants("udf_reduce_op"), expected(ReduceOp::ALL.iter().map(|o| o.name()).collect()));
+    assert_eq!(constants("udf_fft_op"), expected(FftOp::ALL.iter().map(|o| o.name()).collect()));
+}
