@@ -131,8 +131,8 @@ static bool operand(udf_operand v, udf_plugin_arrays_operand_t *out) {
     return true;
 }
 
-static udf_plugin_arrays_option_s64_t opt_s64(int64_t v) {
-    return (udf_plugin_arrays_option_s64_t){.is_some = v != UDF_NONE, .val = v == UDF_NONE ? 0 : v};
+static udf_plugin_option_s64_t opt_s64(int64_t v) {
+    return (udf_plugin_option_s64_t){.is_some = v != UDF_NONE, .val = v == UDF_NONE ? 0 : v};
 }
 
 /* An index in the import's form, in `out` (room for n items). */
@@ -189,7 +189,7 @@ udf_array *udf_array_full(const uint64_t *shape, size_t ndim, udf_operand value,
     }
     udf_plugin_list_u64_t s = u64_list(shape, ndim);
     udf_plugin_arrays_scalar_t v = scalar(value);
-    udf_plugin_arrays_option_dtype_t d = {.is_some = true, .val = (udf_plugin_arrays_dtype_t)dtype};
+    udf_plugin_arrays_dtype_t d = (udf_plugin_arrays_dtype_t)dtype;
     own_t h;
     array_error_t e;
     bool ok = udf_plugin_arrays_full(&s, &v, &d, &h, &e);
@@ -377,10 +377,10 @@ udf_array *udf_array_reshape(const udf_array *x, const int64_t *shape, size_t nd
 
 udf_array *udf_array_permute_dims(const udf_array *x, const int64_t *axes, size_t naxes) {
     if (missing(x)) return NULL;
-    udf_plugin_option_list_s64_t a = {.is_some = axes != NULL, .val = s64_list(axes, naxes)};
+    udf_plugin_list_s64_t a = s64_list(axes, naxes);
     own_t h;
     array_error_t e;
-    bool ok = udf_plugin_arrays_method_array_permute_dims(borrow(x), axes ? &a.val : NULL, &h, &e);
+    bool ok = udf_plugin_arrays_method_array_permute_dims(borrow(x), axes ? &a : NULL, &h, &e);
     return wrap(ok, h, &e);
 }
 
