@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use udf_host::array::NdArray;
+use udf_host::conformance::Status;
 use udf_host::dataset::OpenOptions;
 use udf_host::dtype::DType;
 use udf_host::exec::{RunError, RunOptions};
@@ -303,7 +304,7 @@ fn c_and_zig_host_array_plugins_pass_the_array_leak_check() {
                 .unwrap_or_else(|e| panic!("{language} {name}: {e}"));
             assert!(report.passed, "{language} {name} does not conform:\n{}", report.to_text(false));
             let check = report.check("resources.array_growth").expect("the array check");
-            assert_eq!(check.status, udf_host::conformance::Status::Pass, "{language} {name}: {}", report.to_text(true));
+            assert_eq!(check.status, Status::Pass, "{language} {name}: {}", report.to_text(true));
         }
     }
 }
@@ -736,9 +737,8 @@ fn c_sdk_array_enums_follow_the_one_table() {
         let body = &body[body.find('{').unwrap() + 1..body.find('}').unwrap()];
         body.split(',').map(str::trim).filter(|c| !c.is_empty()).map(String::from).collect()
     };
-    let expected = |names: Vec<&str>| -> Vec<String> {
-        names.into_iter().map(|n| format!("UDF_{}", n.to_uppercase())).collect()
-    };
+    let expected =
+        |names: Vec<&str>| -> Vec<String> { names.into_iter().map(|n| format!("UDF_{}", n.to_uppercase())).collect() };
     assert_eq!(constants("udf_unary_op"), expected(UnaryOp::ALL.iter().map(|o| o.name()).collect()));
     assert_eq!(constants("udf_binary_op"), expected(BinaryOp::ALL.iter().map(|o| o.name()).collect()));
     assert_eq!(constants("udf_reduce_op"), expected(ReduceOp::ALL.iter().map(|o| o.name()).collect()));
