@@ -297,8 +297,8 @@ fn a_c_plugin_with_a_bad_array_call_gets_the_typed_error_with_its_name() {
 /// next: the conformance kit's array check passes and looked at their arrays.
 #[test]
 fn c_and_zig_host_array_plugins_pass_the_array_leak_check() {
-    for language in ["c", "zig"] {
-        for name in ["sum", "sumsig"] {
+    for (language, names) in [("c", &["sum", "sumsig", "array_ops"][..]), ("zig", &["sum", "sumsig"][..])] {
+        for &name in names {
             let config = crate::conformance::config_for(name);
             let report = udf_host::conformance::check_plugin(load_polyglot(language, name), &config)
                 .unwrap_or_else(|e| panic!("{language} {name}: {e}"));
@@ -743,4 +743,35 @@ fn c_sdk_array_enums_follow_the_one_table() {
     assert_eq!(constants("udf_binary_op"), expected(BinaryOp::ALL.iter().map(|o| o.name()).collect()));
     assert_eq!(constants("udf_reduce_op"), expected(ReduceOp::ALL.iter().map(|o| o.name()).collect()));
     assert_eq!(constants("udf_fft_op"), expected(FftOp::ALL.iter().map(|o| o.name()).collect()));
+}
+
+/// The C SDK's host-array calls beyond `sum` (`plugins/polyglot/c/array_ops`: binary ops
+/// with scalars, `where`, `full`, `add_at` through an ellipsis and into a view, `set`,
+/// `get`, `astype`, and `from_bytes` of more than one 512 KiB piece) against plain loops,
+/// with tiles that cover part of each frame.
+#[test]
+fn c_array_ops_match_plain_loops() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = fixtures::mk_uniform(&[3, 5], &[9, 11], 37);
+    let path = write_npy(dir.path(), &data, Ty::F32);
+    let stored = data.rounded(Ty::F32);
+    let big: f64 = (0..200_000u32).map(|i| f64::from(i % 7)).sum();
+    let expected: Vec<f64> = (0..15)
+        .flat_map(|n| {
+            let frame = stored.frame(n);
+            let squares: f64 = frame.iter().filter(|&&v| v > 0.5).map(|v| v * v).sum();
+            let plus_one: f64 = frame.iter().map(|v| v + 1.0).sum();
+            [squares, plus_one, big]
+        })
+        .collect();
+    let udf = load_polyglot("c", "array_ops");
+    for (partitions, tile) in [(1, None), (4, Some(vec![2, 9, 4])), (3, Some(vec![4, 5, 11]))] {
+        let what = format!("partitions={partitions} tile={tile:?}");
+        let options = RunOptions { partitions: Some(partitions), tile_shape: tile, ..Default::default() };
+        let results = run_on(&path, &OpenOptions::default(), vec![(udf.clone(), Params::default())], options)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let b = results.udfs[0].buffer("ops").expect("ops");
+        assert_eq!(b.data.shape(), &[3, 5, 3], "{what}");
+        assert_close(&to_f64(&b.data), &expected, 1e-5, &what);
+    }
 }
