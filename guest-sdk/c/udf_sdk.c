@@ -32,6 +32,10 @@ static char *vformat(const char *fmt, va_list args) {
     return s;
 }
 
+/* Whether an error is recorded and not yet handed to the host (udf_array.c keeps the
+ * first error of a chain of failed calls). */
+bool udf_error_pending_(void) { return err_message != NULL; }
+
 int udf_fail(udf_error_kind kind, const char *fmt, ...) {
     va_list args;
     va_start(args, fmt);
@@ -511,6 +515,12 @@ static udf_plugin_types_tiling_preferences_t tiling(uint64_t depth, uint64_t siz
     return t;
 }
 
+/* Host tiles are read in place: ask for larger tiles, where a few calls per tile cost
+ * little (docs/contract.md, "Host arrays"). */
+static uint64_t tile_size(bool host_arrays, uint64_t size) {
+    return host_arrays && size == 0 ? UDF_HOST_ARRAY_TILE_BYTES : size;
+}
+
 static const udf_description *description(void) { return &udf_plugin_get()->description; }
 
 static udf_method first_method(void) {
@@ -549,11 +559,12 @@ void exports_udf_plugin_udf_describe(exports_udf_plugin_udf_description_t *ret) 
     for (size_t i = 0; i < n_methods && ret->methods.ptr; i++)
         ret->methods.ptr[i] = (udf_plugin_types_method_t)(d->n_methods ? d->methods[i] : UDF_METHOD_TILE);
     ret->input_dtype = preference(d->native_dtype, d->input_dtype);
-    ret->tiling = tiling(d->tile_depth, d->tile_size);
+    ret->tiling = tiling(d->tile_depth, tile_size(d->host_arrays, d->tile_size));
     ret->custom_merge = d->custom_merge;
     ret->custom_results = d->custom_results;
     ret->main_preprocess = d->main_preprocess;
     ret->data_access = UDF_PLUGIN_TYPES_DATA_ACCESS_TYPED;
+    if (d->host_arrays) udf_plugin_arrays_use_host_tiles();
 }
 
 bool exports_udf_plugin_udf_plan(exports_udf_plugin_udf_list_param_t *params,
@@ -571,7 +582,7 @@ bool exports_udf_plugin_udf_plan(exports_udf_plugin_udf_list_param_t *params,
     if (rc) return take_error(err);
     ret->method = (udf_plugin_types_method_t)plan.method;
     ret->input_dtype = preference(plan.native_dtype, plan.input_dtype);
-    ret->tiling = tiling(plan.tile_depth, plan.tile_size);
+    ret->tiling = tiling(plan.tile_depth, tile_size(d->host_arrays, plan.tile_size));
     return true;
 }
 
@@ -668,7 +679,8 @@ static int process(const exports_udf_plugin_udf_tile_t *raw) {
     size_t nbytes;
     void *data = array_bytes(&raw->data, &nbytes);
     udf_dtype dtype = W.dataset.input_dtype;
-    if (nbytes != t.frames * t.frame_len * udf_dtype_size(dtype))
+    if (description()->host_arrays) data = NULL; /* the tile is udf_array_tile() */
+    else if (nbytes != t.frames * t.frame_len * udf_dtype_size(dtype))
         return udf_fail(UDF_INTERNAL, "the tile holds %zu bytes, expected %zu frames x %zu %s", nbytes, t.frames,
                         t.frame_len, udf_dtype_name(dtype));
     t.data = contiguous_view(data, dtype, shape, t.sig_dims + 1);
@@ -687,6 +699,7 @@ static int process(const exports_udf_plugin_udf_tile_t *raw) {
             udf_frame f = {.data = udf_view_sub(&t.data, i), .nav_index = t.origin + i,
                            .true_nav_index = t.true_nav_indices[i], .index = i, .tile = &t};
             if (t.sig_dims == 0) f.data.ndim = 0;
+            if (!data) f.data.data = NULL; /* host arrays: the frame is udf_array_get(tile, i) */
             W.buffers.unit = UNIT_FRAME;
             W.buffers.nav0 = t.nav_offset + i;
             if (plugin->process_frame(&W.ctx, &f, &W.buffers)) return -1;

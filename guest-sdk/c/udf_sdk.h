@@ -31,6 +31,10 @@
  * `udf_fail(kind, fmt, ...)` (which returns -1) and the host receives a typed `udf-error`.
  * Arrays arrive as typed lists (`data-access: typed`): aligned for their element type, no
  * copy. Views count strides in elements; a complex element is a pair of floats.
+ *
+ * Host arrays (the last section; udf_array.c): with `.host_arrays = true` in the description
+ * the tile stays in the host and a plugin computes on it with host calls
+ * (`udf_array_sum(udf_array_tile(), UDF_AXES(0))`) at the host's speed.
  */
 #ifndef UDF_SDK_H
 #define UDF_SDK_H
@@ -153,6 +157,10 @@ typedef struct udf_description {
     bool custom_merge;
     bool custom_results;
     bool main_preprocess;
+    /** Tiles as host arrays (below): `process_*` get tiles without data
+     *  (`tile->data.data` is NULL), udf_array_tile() is the tile; `tile_size` 0 then asks
+     *  for UDF_HOST_ARRAY_TILE_BYTES. */
+    bool host_arrays;
 } udf_description;
 
 /* ------------------------------------------------------------------------------------ */
@@ -424,6 +432,245 @@ int udf_map_process_frame(udf_context *ctx, const udf_frame *frame, udf_buffers 
         .finish = udf_map_finish,                                                                              \
     };                                                                                                         \
     UDF_EXPORT(udf_map_plugin_)
+
+/* ------------------------------------------------------------------------------------ */
+/* Host arrays (udf_array.c): arrays that live in the host — the contract's `arrays`
+ * interface (docs/contract.md, "Host arrays"), the C face of the Rust SDK's `Array`.
+ *
+ * A plugin whose description sets `.host_arrays = true` gets its tiles as host arrays:
+ * the tile is never copied into the plugin, and per-tile work is a few host calls that
+ * run at the host's speed:
+ *
+ *     static int tile(udf_context *ctx, const udf_tile *t, udf_buffers *results) {
+ *         udf_array *x = udf_array_tile();                   // [frames, *sig], in the host
+ *         udf_array *s = udf_array_sum(x, UDF_AXES(0));      // np.sum(x, axis=0), in the host
+ *         int rc = udf_view_combine_array(udf_buffer(results, "intensity"), s, UDF_MERGE_ADD);
+ *         udf_array_drop(s);
+ *         udf_array_drop(x);
+ *         return rc;
+ *     }
+ *
+ * Ownership: every function that returns a `udf_array *` returns a new handle the caller
+ * owns and drops with udf_array_drop (a view, too: it keeps its base alive in the host).
+ * Arguments are borrowed. The host frees an instance's arrays when its partition ends,
+ * but a plugin that keeps one handle per tile grows towards the live-array cap (4096):
+ * drop every handle in the callback that made it.
+ *
+ * Errors: a failed call returns NULL (or -1) and records the host's typed array-error as
+ * the SDK's error (udf_fail: kind `invalid-data`, message "array <kind> error: <the
+ * host's message, naming the operation and the shapes>"), so `if (!s) return -1;` hands
+ * it to the host. udf_array_last_error() tells the kind. A NULL array argument (from an
+ * earlier failed call) makes a call fail at once and keeps the first error, so a chain
+ * of calls may be checked once at its end.
+ */
+
+/** An array in the host (opaque handle). */
+typedef struct udf_array udf_array;
+
+/** The kinds of the host's array-error (wit/udf.wit), and UDF_ARRAY_OK. */
+typedef enum udf_array_error_kind {
+    UDF_ARRAY_SHAPE,       /**< shapes that do not broadcast, reshape or multiply together */
+    UDF_ARRAY_AXIS,        /**< an axis out of range or repeated */
+    UDF_ARRAY_DTYPE,       /**< a dtype the operation does not take */
+    UDF_ARRAY_INDEX,       /**< an index out of range or malformed */
+    UDF_ARRAY_VALUE,       /**< a value that cannot be used */
+    UDF_ARRAY_MEMORY,      /**< more memory or more arrays than the plugin may have */
+    UDF_ARRAY_EXPIRED,     /**< a view of a tile used after its process call returned */
+    UDF_ARRAY_UNSUPPORTED, /**< not supported for this array's representation */
+    UDF_ARRAY_OK,          /**< no array call has failed */
+} udf_array_error_kind;
+
+/** The kind of the last failed array call (UDF_ARRAY_OK if none has failed). */
+udf_array_error_kind udf_array_last_error(void);
+/** "shape", "axis", ... */
+const char *udf_array_error_kind_name(udf_array_error_kind kind);
+
+/* Operations: the order of the WIT enums (the one table: host/src/arrays/ops.rs). */
+
+/** Elementwise functions of one array. */
+typedef enum udf_unary_op {
+    UDF_ABS, UDF_NEGATIVE, UDF_POSITIVE, UDF_SQUARE, UDF_SQRT, UDF_EXP, UDF_EXPM1, UDF_LOG, UDF_LOG1P,
+    UDF_LOG2, UDF_LOG10, UDF_SIN, UDF_COS, UDF_TAN, UDF_ASIN, UDF_ACOS, UDF_ATAN, UDF_SINH, UDF_COSH,
+    UDF_TANH, UDF_ASINH, UDF_ACOSH, UDF_ATANH, UDF_FLOOR, UDF_CEIL, UDF_TRUNC, UDF_ROUND, UDF_SIGN,
+    UDF_ISNAN, UDF_ISINF, UDF_ISFINITE, UDF_LOGICAL_NOT, UDF_BITWISE_INVERT, UDF_REAL, UDF_IMAG, UDF_CONJ,
+} udf_unary_op;
+
+/** Elementwise functions of two operands (broadcasting, NumPy 2 promotion). */
+typedef enum udf_binary_op {
+    UDF_ADD, UDF_SUBTRACT, UDF_MULTIPLY, UDF_DIVIDE, UDF_FLOOR_DIVIDE, UDF_REMAINDER, UDF_POW,
+    UDF_MAXIMUM, UDF_MINIMUM, UDF_EQUAL, UDF_NOT_EQUAL, UDF_LESS, UDF_LESS_EQUAL, UDF_GREATER,
+    UDF_GREATER_EQUAL, UDF_LOGICAL_AND, UDF_LOGICAL_OR, UDF_LOGICAL_XOR, UDF_BITWISE_AND, UDF_BITWISE_OR,
+    UDF_BITWISE_XOR, UDF_BITWISE_LEFT_SHIFT, UDF_BITWISE_RIGHT_SHIFT, UDF_ATAN2, UDF_HYPOT, UDF_COPYSIGN,
+} udf_binary_op;
+
+/** Reductions over some axes (or all). */
+typedef enum udf_reduce_op {
+    UDF_SUM, UDF_PROD, UDF_MEAN, UDF_MIN, UDF_MAX, UDF_VAR, UDF_STD, UDF_ARGMIN, UDF_ARGMAX, UDF_ANY,
+    UDF_ALL, UDF_COUNT_NONZERO, UDF_NANSUM, UDF_NANMEAN, UDF_NANMIN, UDF_NANMAX, UDF_NANVAR, UDF_NANSTD,
+} udf_reduce_op;
+
+/** Fourier transforms over two axes and the shifts. */
+typedef enum udf_fft_op { UDF_FFT2, UDF_IFFT2, UDF_RFFT2, UDF_IRFFT2, UDF_FFTSHIFT, UDF_IFFTSHIFT } udf_fft_op;
+
+/* ------------------------------------------------------------------------------------ */
+/* Operands, axes, indices */
+
+/** An operand: an array, or a Python-like scalar ("weak" in promotion: it takes the
+ *  array's dtype). Build one with udf_arr, udf_float, udf_int, udf_bool. */
+typedef struct udf_operand {
+    enum { UDF_OPERAND_ARRAY, UDF_OPERAND_BOOL, UDF_OPERAND_INT, UDF_OPERAND_FLOAT } kind;
+    const udf_array *array; /**< UDF_OPERAND_ARRAY (NULL: the call fails) */
+    int64_t i;              /**< UDF_OPERAND_BOOL, UDF_OPERAND_INT */
+    double f;               /**< UDF_OPERAND_FLOAT */
+} udf_operand;
+
+static inline udf_operand udf_arr(const udf_array *a) { return (udf_operand){.kind = UDF_OPERAND_ARRAY, .array = a}; }
+static inline udf_operand udf_float(double v) { return (udf_operand){.kind = UDF_OPERAND_FLOAT, .f = v}; }
+static inline udf_operand udf_int(int64_t v) { return (udf_operand){.kind = UDF_OPERAND_INT, .i = v}; }
+static inline udf_operand udf_bool(bool v) { return (udf_operand){.kind = UDF_OPERAND_BOOL, .i = v}; }
+
+/** A list of axes as two arguments (pointer, count): `udf_array_sum(x, UDF_AXES(1, 2))`.
+ *  `NULL, 0` is no axes at all; the reductions take `UDF_ALL_AXES` for all. */
+#define UDF_AXES(...) ((const int64_t[]){__VA_ARGS__}), (sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+/** Every axis (a reduction over the whole array). */
+#define UDF_ALL_AXES NULL, 0
+/** A shape as two arguments: `udf_array_zeros(UDF_SHAPE(16, 256), UDF_F32)`. */
+#define UDF_SHAPE(...) ((const uint64_t[]){__VA_ARGS__}), (sizeof((const uint64_t[]){__VA_ARGS__}) / sizeof(uint64_t))
+
+/** An absent start, stop or step of a slice (Python's default). */
+#define UDF_NONE INT64_MIN
+
+/** One entry of a basic index (`x[1:5:2, None, ..., 3]`). */
+typedef struct udf_index {
+    enum { UDF_INDEX_SLICE, UDF_INDEX_AT, UDF_INDEX_NEW_AXIS, UDF_INDEX_ELLIPSIS } kind;
+    int64_t start, stop, step; /**< slice: UDF_NONE where absent; at: `start` */
+} udf_index;
+
+/** `start:stop:step` (UDF_NONE for an absent one). */
+static inline udf_index udf_slice(int64_t start, int64_t stop, int64_t step) {
+    return (udf_index){UDF_INDEX_SLICE, start, stop, step};
+}
+/** `start:stop`. */
+static inline udf_index udf_range(int64_t start, int64_t stop) { return udf_slice(start, stop, UDF_NONE); }
+/** `:`. */
+static inline udf_index udf_all(void) { return udf_slice(UDF_NONE, UDF_NONE, UDF_NONE); }
+/** One position (negative counts from the end); the axis goes away. */
+static inline udf_index udf_at(int64_t i) { return (udf_index){UDF_INDEX_AT, i, 0, 0}; }
+/** `None`: a new axis of length 1. */
+static inline udf_index udf_new_axis(void) { return (udf_index){UDF_INDEX_NEW_AXIS, 0, 0, 0}; }
+/** `...`. */
+static inline udf_index udf_ellipsis(void) { return (udf_index){UDF_INDEX_ELLIPSIS, 0, 0, 0}; }
+/** An index as two arguments: `udf_array_get(x, UDF_INDEX(udf_at(0), udf_range(2, 5)))`. */
+#define UDF_INDEX(...) ((const udf_index[]){__VA_ARGS__}), (sizeof((const udf_index[]){__VA_ARGS__}) / sizeof(udf_index))
+
+/* ------------------------------------------------------------------------------------ */
+/* Sources and constructors */
+
+/** The most bytes one call hands the host (it takes at most 1 MiB from a plugin per call
+ *  during init and process): udf_array_from_bytes sends larger arrays in pieces. */
+#define UDF_ARRAY_CHUNK_BYTES ((size_t)1 << 19)
+/** The tile size a plugin with host arrays asks for when its description names none. */
+#define UDF_HOST_ARRAY_TILE_BYTES ((uint64_t)8 << 20)
+
+/** The tile of the current process call (a plugin with `.host_arrays`): a read-only view
+ *  of the host's memory, [frames, *sig_shape], valid until the callback returns. */
+udf_array *udf_array_tile(void);
+/** `zeros(shape, dtype)`. */
+udf_array *udf_array_zeros(const uint64_t *shape, size_t ndim, udf_dtype dtype);
+/** `full(shape, value, dtype)`. */
+udf_array *udf_array_full(const uint64_t *shape, size_t ndim, udf_operand value, udf_dtype dtype);
+/** `arange(start, stop, step, dtype)`. */
+udf_array *udf_array_arange(double start, double stop, double step, udf_dtype dtype);
+/** An array of `dtype` and `shape` from `nbytes` bytes in C order (little-endian); sent in
+ *  pieces of UDF_ARRAY_CHUNK_BYTES when larger. */
+udf_array *udf_array_from_bytes(udf_dtype dtype, const uint64_t *shape, size_t ndim, const void *data, size_t nbytes);
+/** A copy of a view (an array parameter, a buffer) in the host. */
+udf_array *udf_array_from_view(const udf_view *v);
+/** Drop a handle (NULL is fine). */
+void udf_array_drop(udf_array *a);
+
+/* ------------------------------------------------------------------------------------ */
+/* Properties and copies out */
+
+/** Number of axes; writes the shape (at most UDF_MAX_DIMS values) when `shape` is not
+ *  NULL. An array of more axes fails (returns 0 and records an error). */
+size_t udf_array_shape(const udf_array *a, uint64_t *shape);
+udf_dtype udf_array_dtype(const udf_array *a);
+/** Number of elements. */
+size_t udf_array_size(const udf_array *a);
+/** The elements in C order, copied into the plugin: malloc'd (free it), `*nbytes` long. */
+void *udf_array_to_bytes(const udf_array *a, size_t *nbytes);
+/** `dest = dest op a` for a view of the plugin's memory (a result buffer's view) and an
+ *  array of the same shape: `udf_view_combine_array(udf_buffer(results, "x"), a,
+ *  UDF_MERGE_ADD)` is LiberTEM's `self.results.x[:] += a`. Any dtypes (udf_view_combine). */
+int udf_view_combine_array(udf_view dest, const udf_array *a, udf_merge_op op);
+
+/* ------------------------------------------------------------------------------------ */
+/* Views and copies in the host */
+
+/** `x[index]`: a view. */
+udf_array *udf_array_get(const udf_array *x, const udf_index *index, size_t n);
+/** `reshape(x, shape)`, one -1 allowed: a view when the layout allows. */
+udf_array *udf_array_reshape(const udf_array *x, const int64_t *shape, size_t ndim);
+/** `permute_dims(x, axes)`; `NULL, 0` reverses them (`x.T`). */
+udf_array *udf_array_permute_dims(const udf_array *x, const int64_t *axes, size_t naxes);
+/** `astype(x, dtype)`: a C-order copy. */
+udf_array *udf_array_astype(const udf_array *x, udf_dtype dtype);
+/** `x[index] = value` (broadcast and cast to x's dtype). Returns 0 or -1. */
+int udf_array_set(const udf_array *x, const udf_index *index, size_t n, udf_operand value);
+/** `x[index] += value` in place (NumPy's same_kind casting). Returns 0 or -1. */
+int udf_array_add_at(const udf_array *x, const udf_index *index, size_t n, udf_operand value);
+
+/* ------------------------------------------------------------------------------------ */
+/* Computation */
+
+/** An elementwise function: `udf_array_unary(UDF_SQRT, x)`. */
+udf_array *udf_array_unary(udf_unary_op op, const udf_array *x);
+/** `op(a, b)`, broadcasting: `udf_array_binary(UDF_MULTIPLY, udf_arr(x), udf_float(2))`. */
+udf_array *udf_array_binary(udf_binary_op op, udf_operand a, udf_operand b);
+static inline udf_array *udf_array_add(udf_operand a, udf_operand b) { return udf_array_binary(UDF_ADD, a, b); }
+static inline udf_array *udf_array_subtract(udf_operand a, udf_operand b) { return udf_array_binary(UDF_SUBTRACT, a, b); }
+static inline udf_array *udf_array_multiply(udf_operand a, udf_operand b) { return udf_array_binary(UDF_MULTIPLY, a, b); }
+static inline udf_array *udf_array_divide(udf_operand a, udf_operand b) { return udf_array_binary(UDF_DIVIDE, a, b); }
+
+/** The options of a reduction (zero-initialised: all axes, no keepdims, the default
+ *  dtype, correction 0). */
+typedef struct udf_reduce_options {
+    /** The axes to reduce; NULL: all. */
+    const int64_t *axes;
+    size_t naxes;
+    /** Keep the reduced axes with length 1. */
+    bool keepdims;
+    /** Accumulate in and return `dtype` (sum, prod, mean, var, std and the NaN forms). */
+    bool has_dtype;
+    udf_dtype dtype;
+    /** Degrees of freedom subtracted from the count (var, std; NumPy's ddof). */
+    double correction;
+} udf_reduce_options;
+
+/** A reduction; `options` NULL: over all axes with the defaults. */
+udf_array *udf_array_reduce(udf_reduce_op op, const udf_array *x, const udf_reduce_options *options);
+/** `sum(x, axis=axes)` (`UDF_ALL_AXES`: all), in the array API's default dtype (integers:
+ *  int64/uint64; floats keep theirs). */
+static inline udf_array *udf_array_sum(const udf_array *x, const int64_t *axes, size_t naxes) {
+    udf_reduce_options o = {.axes = axes, .naxes = naxes};
+    return udf_array_reduce(UDF_SUM, x, axes ? &o : NULL);
+}
+/** `sum(x, axis=axes, dtype=dtype)`. */
+static inline udf_array *udf_array_sum_as(const udf_array *x, const int64_t *axes, size_t naxes, udf_dtype dtype) {
+    udf_reduce_options o = {.axes = axes, .naxes = naxes, .has_dtype = true, .dtype = dtype};
+    return udf_array_reduce(UDF_SUM, x, &o);
+}
+
+/** `where(condition, a, b)`. */
+udf_array *udf_array_where(const udf_array *condition, udf_operand a, udf_operand b);
+/** `a @ b`: a stack of masks [m, p] against frames [n, p] is `frames @ masks.T`. */
+udf_array *udf_array_matmul(const udf_array *a, const udf_array *b);
+/** `tensordot(a, b, axes=(axes_a, axes_b))` (`n` axes each). */
+udf_array *udf_array_tensordot(const udf_array *a, const udf_array *b, const int64_t *axes_a,
+                               const int64_t *axes_b, size_t n);
+/** A Fourier transform or shift over `axes` (`NULL, 0`: the last two). */
+udf_array *udf_array_fft(udf_fft_op op, const udf_array *x, const int64_t *axes, size_t naxes);
 
 #ifdef __cplusplus
 }

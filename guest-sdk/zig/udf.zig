@@ -266,3 +266,258 @@ pub fn exportMap(
     @export(&S.getMap, .{ .name = "udf_map_get" });
     @export(&S.getPlugin, .{ .name = "udf_plugin_get" });
 }
+
+// ------------------------------------------------------------------------------------
+// Host arrays (udf_sdk.h, "Host arrays"): arrays that live in the host, with methods, error unions and
+// `defer a.deinit()`. A plugin whose description sets `.host_arrays = true` gets its
+// tiles as host arrays (never copied into the plugin):
+//
+//     fn processTile(_: [*c]c.udf_context, t: [*c]const c.udf_tile, results: ?*c.udf_buffers) callconv(.c) c_int {
+//         const x = udf.Array.tile() catch return -1;   // [frames, *sig], in the host
+//         defer x.deinit();
+//         const s = x.sum(&.{0}) catch return -1;       // np.sum(x, axis=0)
+//         defer s.deinit();
+//         s.combineInto(udf.buffer(results, "intensity"), .add) catch return -1;
+//         return 0;
+//     }
+//
+// A failed call returns `error.Array`; the host's typed array-error is then recorded as
+// the plugin's error (udf_sdk.h, "Host arrays"), so `catch return -1` hands it to the host, and
+// `udf.Array.lastError()` tells its kind. Operations take the C constants
+// (`c.UDF_SQRT`, `c.UDF_MULTIPLY`, `c.UDF_MEAN`, `c.UDF_FFT2`).
+
+/// An operand: an `Array`, a float, an integer or a bool (weak scalars: they take the
+/// array's dtype).
+pub fn operand(v: anytype) c.udf_operand {
+    const T = @TypeOf(v);
+    if (T == Array) return .{ .kind = c.UDF_OPERAND_ARRAY, .array = v.ptr };
+    return switch (@typeInfo(T)) {
+        .float, .comptime_float => .{ .kind = c.UDF_OPERAND_FLOAT, .f = v },
+        .int, .comptime_int => .{ .kind = c.UDF_OPERAND_INT, .i = v },
+        .bool => .{ .kind = c.UDF_OPERAND_BOOL, .i = @intFromBool(v) },
+        else => @compileError("not an operand: " ++ @typeName(T)),
+    };
+}
+
+/// One entry of a basic index: `.at(3)`, `.range(2, 5)`, `.slice(null, null, 2)`, `.all`,
+/// `.new_axis`, `.ellipsis`.
+pub const Index = union(enum) {
+    at: i64,
+    slice: struct { start: ?i64 = null, stop: ?i64 = null, step: ?i64 = null },
+    all,
+    new_axis,
+    ellipsis,
+
+    pub fn range(start: i64, stop: i64) Index {
+        return .{ .slice = .{ .start = start, .stop = stop } };
+    }
+
+    fn toC(self: Index) c.udf_index {
+        const none: i64 = @import("std").math.minInt(i64); // UDF_NONE: absent
+        return switch (self) {
+            .at => |i| .{ .kind = c.UDF_INDEX_AT, .start = i, .stop = 0, .step = 0 },
+            .slice => |s| .{ .kind = c.UDF_INDEX_SLICE, .start = s.start orelse none, .stop = s.stop orelse none, .step = s.step orelse none },
+            .all => .{ .kind = c.UDF_INDEX_SLICE, .start = none, .stop = none, .step = none },
+            .new_axis => .{ .kind = c.UDF_INDEX_NEW_AXIS, .start = 0, .stop = 0, .step = 0 },
+            .ellipsis => .{ .kind = c.UDF_INDEX_ELLIPSIS, .start = 0, .stop = 0, .step = 0 },
+        };
+    }
+};
+
+/// The options of a reduction: all axes (`null`), no keepdims, the default dtype.
+pub const ReduceOptions = struct {
+    axes: ?[]const i64 = null,
+    keepdims: bool = false,
+    dtype: ?c_uint = null,
+    correction: f64 = 0,
+};
+
+/// An array in the host (udf_sdk.h, "Host arrays"); `deinit` drops it.
+pub const Array = struct {
+    ptr: *c.udf_array,
+
+    pub const Error = error{Array};
+
+    fn wrap(p: ?*c.udf_array) Error!Array {
+        return if (p) |q| .{ .ptr = q } else error.Array;
+    }
+
+    fn check(rc: c_int) Error!void {
+        if (rc != 0) return error.Array;
+    }
+
+    /// Drop the handle.
+    pub fn deinit(self: Array) void {
+        c.udf_array_drop(self.ptr);
+    }
+
+    /// The kind of the last failed call (`c.UDF_ARRAY_SHAPE`, ...; `c.UDF_ARRAY_OK`).
+    pub fn lastError() c_uint {
+        return c.udf_array_last_error();
+    }
+
+    /// The tile of the current process call (a plugin with `.host_arrays`).
+    pub fn tile() Error!Array {
+        return wrap(c.udf_array_tile());
+    }
+
+    /// `zeros(shape, dtype)`.
+    pub fn zeros(shape_: []const u64, dtype_: c_uint) Error!Array {
+        return wrap(c.udf_array_zeros(shape_.ptr, shape_.len, dtype_));
+    }
+
+    /// `full(shape, value, dtype)`.
+    pub fn full(shape_: []const u64, value: anytype, dtype_: c_uint) Error!Array {
+        return wrap(c.udf_array_full(shape_.ptr, shape_.len, operand(value), dtype_));
+    }
+
+    /// An array of the plugin's values (C order), sent in pieces when large.
+    pub fn fromSlice(comptime T: type, shape_: []const u64, values: []const T) Error!Array {
+        return wrap(c.udf_array_from_bytes(dtypeOf(T), shape_.ptr, shape_.len, values.ptr, values.len * @sizeOf(T)));
+    }
+
+    /// A copy of a view (an array parameter, a buffer) in the host.
+    pub fn fromView(v: View) Error!Array {
+        return wrap(c.udf_array_from_view(&v));
+    }
+
+    /// The shape, written to `buf`.
+    pub fn shape(self: Array, buf: *[c.UDF_MAX_DIMS]u64) []u64 {
+        return buf[0..c.udf_array_shape(self.ptr, buf)];
+    }
+
+    pub fn dtype(self: Array) c_uint {
+        return c.udf_array_dtype(self.ptr);
+    }
+
+    /// The elements, copied into the plugin (C order); free them with `udf.allocator`.
+    /// `T` must be the array's element type.
+    pub fn toSlice(self: Array, comptime T: type) Error![]T {
+        if (self.dtype() != dtypeOf(T)) {
+            _ = c.udf_fail(c.UDF_INTERNAL, "toSlice: the array is %s, not " ++ @typeName(T), c.udf_dtype_name(self.dtype()));
+            return error.Array;
+        }
+        var n: usize = 0;
+        const p = c.udf_array_to_bytes(self.ptr, &n) orelse return error.Array;
+        const values: [*]T = @ptrCast(@alignCast(p));
+        return values[0 .. n / @sizeOf(T)];
+    }
+
+    /// `dest = dest op self` for a view of the plugin's memory (a buffer's view) of the
+    /// same shape: `s.combineInto(udf.buffer(results, "x"), .add)` is `results.x[:] += s`.
+    pub fn combineInto(self: Array, dest: View, op: Merge) Error!void {
+        return check(c.udf_view_combine_array(dest, self.ptr, @intFromEnum(op)));
+    }
+
+    fn cIndex(index: []const Index, buf: []c.udf_index) Error![]c.udf_index {
+        if (index.len > buf.len) {
+            _ = c.udf_fail(c.UDF_INVALID_DATA, "array index error: more than %d index entries", @as(c_int, @intCast(buf.len)));
+            return error.Array;
+        }
+        for (index, 0..) |item, i| buf[i] = item.toC();
+        return buf[0..index.len];
+    }
+
+    /// `x[index]`: a view.
+    pub fn get(self: Array, index: []const Index) Error!Array {
+        var buf: [2 * c.UDF_MAX_DIMS + 2]c.udf_index = undefined;
+        const items = try cIndex(index, &buf);
+        return wrap(c.udf_array_get(self.ptr, items.ptr, items.len));
+    }
+
+    /// `x[index] = value`.
+    pub fn set(self: Array, index: []const Index, value: anytype) Error!void {
+        var buf: [2 * c.UDF_MAX_DIMS + 2]c.udf_index = undefined;
+        const items = try cIndex(index, &buf);
+        return check(c.udf_array_set(self.ptr, items.ptr, items.len, operand(value)));
+    }
+
+    /// `x[index] += value`, in place.
+    pub fn addAt(self: Array, index: []const Index, value: anytype) Error!void {
+        var buf: [2 * c.UDF_MAX_DIMS + 2]c.udf_index = undefined;
+        const items = try cIndex(index, &buf);
+        return check(c.udf_array_add_at(self.ptr, items.ptr, items.len, operand(value)));
+    }
+
+    /// `reshape(x, shape)`, one -1 allowed.
+    pub fn reshape(self: Array, shape_: []const i64) Error!Array {
+        return wrap(c.udf_array_reshape(self.ptr, shape_.ptr, shape_.len));
+    }
+
+    /// `permute_dims(x, axes)`; `null` reverses them (`x.T`).
+    pub fn permuteDims(self: Array, axes: ?[]const i64) Error!Array {
+        const a = axes orelse return wrap(c.udf_array_permute_dims(self.ptr, null, 0));
+        return wrap(c.udf_array_permute_dims(self.ptr, a.ptr, a.len));
+    }
+
+    /// `astype(x, dtype)`.
+    pub fn astype(self: Array, dtype_: c_uint) Error!Array {
+        return wrap(c.udf_array_astype(self.ptr, dtype_));
+    }
+
+    /// An elementwise function: `x.unary(c.UDF_SQRT)`.
+    pub fn unary(self: Array, op: c_uint) Error!Array {
+        return wrap(c.udf_array_unary(op, self.ptr));
+    }
+
+    /// `op(self, other)` with broadcasting: `x.binary(c.UDF_MULTIPLY, 2.0)`.
+    pub fn binary(self: Array, op: c_uint, other: anytype) Error!Array {
+        return wrap(c.udf_array_binary(op, operand(self), operand(other)));
+    }
+
+    pub fn add(self: Array, other: anytype) Error!Array {
+        return self.binary(c.UDF_ADD, other);
+    }
+    pub fn subtract(self: Array, other: anytype) Error!Array {
+        return self.binary(c.UDF_SUBTRACT, other);
+    }
+    pub fn multiply(self: Array, other: anytype) Error!Array {
+        return self.binary(c.UDF_MULTIPLY, other);
+    }
+    pub fn divide(self: Array, other: anytype) Error!Array {
+        return self.binary(c.UDF_DIVIDE, other);
+    }
+
+    /// A reduction: `x.reduce(c.UDF_MEAN, .{ .axes = &.{0} })`.
+    pub fn reduce(self: Array, op: c_uint, options: ReduceOptions) Error!Array {
+        const o = c.udf_reduce_options{
+            .axes = if (options.axes) |a| a.ptr else null,
+            .naxes = if (options.axes) |a| a.len else 0,
+            .keepdims = options.keepdims,
+            .has_dtype = options.dtype != null,
+            .dtype = options.dtype orelse 0,
+            .correction = options.correction,
+        };
+        return wrap(c.udf_array_reduce(op, self.ptr, &o));
+    }
+
+    /// `sum(x, axis=axes)` (`null`: all axes).
+    pub fn sum(self: Array, axes: ?[]const i64) Error!Array {
+        return self.reduce(c.UDF_SUM, .{ .axes = axes });
+    }
+
+    /// `self @ other`.
+    pub fn matmul(self: Array, other: Array) Error!Array {
+        return wrap(c.udf_array_matmul(self.ptr, other.ptr));
+    }
+
+    /// `tensordot(self, other, axes=(axes_a, axes_b))`.
+    pub fn tensordot(self: Array, other: Array, axes_a: []const i64, axes_b: []const i64) Error!Array {
+        if (axes_a.len != axes_b.len) {
+            _ = c.udf_fail(c.UDF_INVALID_DATA, "array axis error: tensordot: %d axes of a, %d of b", @as(c_int, @intCast(axes_a.len)), @as(c_int, @intCast(axes_b.len)));
+            return error.Array;
+        }
+        return wrap(c.udf_array_tensordot(self.ptr, other.ptr, axes_a.ptr, axes_b.ptr, axes_a.len));
+    }
+
+    /// `where(self, a, b)` for a boolean `self`.
+    pub fn where(self: Array, a: anytype, b: anytype) Error!Array {
+        return wrap(c.udf_array_where(self.ptr, operand(a), operand(b)));
+    }
+
+    /// A Fourier transform or shift over `axes` (`null`: the last two).
+    pub fn fft(self: Array, op: c_uint, axes: ?[]const i64) Error!Array {
+        const a = axes orelse return wrap(c.udf_array_fft(op, self.ptr, null, 0));
+        return wrap(c.udf_array_fft(op, self.ptr, a.ptr, a.len));
+    }
+};

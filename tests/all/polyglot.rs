@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use udf_host::array::NdArray;
+use udf_host::conformance::Status;
 use udf_host::dataset::OpenOptions;
 use udf_host::dtype::DType;
 use udf_host::exec::{RunError, RunOptions};
@@ -221,6 +222,90 @@ fn polyglot_plugins_report_a_bad_dtype_param_as_a_typed_error() {
             None => panic!("{language}: a bad dtype param was accepted"),
         };
         assert!(message.contains("float17"), "{language}: {message}");
+    }
+}
+
+/// The C and Zig `sum` and `sumsig` compute with host arrays (`.host_arrays`: the tile
+/// stays in the host) and give the numbers of plain loops over the selected frames, for
+/// float32 and uint16 data, odd tilings and a ROI.
+#[test]
+fn c_and_zig_host_array_sums_match_plain_loops_with_a_roi() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = fixtures::mk_random(&[6, 5], &[13, 17], 35);
+    let roi: Vec<bool> = (0..30).map(|i| i % 4 != 1 && i != 22).collect();
+    for language in ["c", "zig"] {
+        let sum = load_polyglot(language, "sum");
+        let sumsig = load_polyglot(language, "sumsig");
+        assert!(sum.reads_in_place() && sumsig.reads_in_place(), "{language}: sum and sumsig take host tiles");
+        for ty in [Ty::F32, Ty::U16] {
+            let path = write_npy(dir.path(), &data, ty);
+            let stored = data.rounded(ty);
+            for roi in [None, Some(roi.clone())] {
+                let selected: Vec<usize> = (0..30).filter(|&n| roi.as_ref().is_none_or(|r| r[n])).collect();
+                let mut expected_sum = vec![0.0; 13 * 17];
+                for &n in &selected {
+                    for (e, v) in expected_sum.iter_mut().zip(stored.frame(n)) {
+                        *e += v;
+                    }
+                }
+                let expected_sig: Vec<f64> = selected.iter().map(|&n| stored.frame(n).iter().sum()).collect();
+                for (partitions, tile) in [(1, None), (4, Some(vec![3, 5, 7])), (7, Some(vec![2, 13, 4]))] {
+                    let what = format!("{language} {ty:?} roi={} partitions={partitions} tile={tile:?}", roi.is_some());
+                    let options = RunOptions {
+                        partitions: Some(partitions),
+                        tile_shape: tile,
+                        roi: roi.clone().map(Roi::from_mask),
+                        ..Default::default()
+                    };
+                    let udfs = vec![(sum.clone(), Params::default()), (sumsig.clone(), Params::default())];
+                    let results =
+                        run_on(&path, &OpenOptions::default(), udfs, options).unwrap_or_else(|e| panic!("{what}: {e}"));
+                    let s = results.udfs[0].buffer("intensity").expect("sum intensity");
+                    assert_eq!((s.dtype(), s.data.shape().to_vec()), (DType::F32, vec![13, 17]), "{what}");
+                    assert_close(&to_f64(&s.data), &expected_sum, 1e-5, &format!("sum {what}"));
+                    let ss = results.udfs[1].buffer("intensity").expect("sumsig intensity");
+                    let got: Vec<f64> = to_f64(&ss.data).into_iter().filter(|v| !v.is_nan()).collect();
+                    assert_close(&got, &expected_sig, 1e-5, &format!("sumsig {what}"));
+                }
+            }
+        }
+    }
+}
+
+/// A C plugin whose host-array call has shapes that do not fit (`plugins/polyglot/c/
+/// shape_error`: `[frames, pixels] @ [pixels + 1, 1]`) fails the run with the host's typed
+/// error, named after the plugin and the operation — not a trap, not a host panic.
+#[test]
+fn a_c_plugin_with_a_bad_array_call_gets_the_typed_error_with_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = fixtures::mk_random(&[2, 3], &[4, 5], 36);
+    let path = write_npy(dir.path(), &data, Ty::F32);
+    let udfs = vec![(load_polyglot("c", "shape_error"), Params::default())];
+    let err = run_on(&path, &OpenOptions::default(), udfs, RunOptions::default()).err();
+    let message = match err {
+        Some(e @ RunError::Udf { .. }) => format!("{e}"),
+        Some(other) => panic!("expected the plugin's error, got {other}"),
+        None => panic!("a matmul of shapes that do not fit succeeded"),
+    };
+    for part in ["'shape-error'", "array shape error", "matmul", ", 20)", "(21, 1)"] {
+        assert!(message.contains(part), "'{part}' is not in: {message}");
+    }
+    assert!(!message.contains("trap") && !message.contains("panic"), "{message}");
+}
+
+/// The C and Zig host-array plugins keep no array from one tile or partition to the
+/// next: the conformance kit's array check passes and looked at their arrays.
+#[test]
+fn c_and_zig_host_array_plugins_pass_the_array_leak_check() {
+    for (language, names) in [("c", &["sum", "sumsig", "array_ops"][..]), ("zig", &["sum", "sumsig"][..])] {
+        for &name in names {
+            let config = crate::conformance::config_for(name);
+            let report = udf_host::conformance::check_plugin(load_polyglot(language, name), &config)
+                .unwrap_or_else(|e| panic!("{language} {name}: {e}"));
+            assert!(report.passed, "{language} {name} does not conform:\n{}", report.to_text(false));
+            let check = report.check("resources.array_growth").expect("the array check");
+            assert_eq!(check.status, Status::Pass, "{language} {name}: {}", report.to_text(true));
+        }
     }
 }
 
@@ -634,5 +719,59 @@ fn max_in_every_language_is_the_maximum_over_the_selected_frames() {
                 assert_eq!(to_f64(&b.data), expected, "{what}");
             }
         }
+    }
+}
+
+/// The C SDK's operation enums (`guest-sdk/c/udf_sdk.h`, cast to the WIT enums by
+/// `udf_array.c`) name the operations of the one table (`udf_host::arrays::ops`), in its
+/// order; the Zig SDK uses the same constants.
+#[test]
+fn c_sdk_array_enums_follow_the_one_table() {
+    use udf_host::arrays::ops::{BinaryOp, FftOp, ReduceOp, UnaryOp};
+    let header = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk/c/udf_sdk.h"))
+        .expect("udf_sdk.h");
+    // The constants of `typedef enum NAME { ... } NAME;`, in order.
+    let constants = |name: &str| -> Vec<String> {
+        let start = header.find(&format!("typedef enum {name} {{")).unwrap_or_else(|| panic!("no enum {name}"));
+        let body = &header[start..];
+        let body = &body[body.find('{').unwrap() + 1..body.find('}').unwrap()];
+        body.split(',').map(str::trim).filter(|c| !c.is_empty()).map(String::from).collect()
+    };
+    let expected =
+        |names: Vec<&str>| -> Vec<String> { names.into_iter().map(|n| format!("UDF_{}", n.to_uppercase())).collect() };
+    assert_eq!(constants("udf_unary_op"), expected(UnaryOp::ALL.iter().map(|o| o.name()).collect()));
+    assert_eq!(constants("udf_binary_op"), expected(BinaryOp::ALL.iter().map(|o| o.name()).collect()));
+    assert_eq!(constants("udf_reduce_op"), expected(ReduceOp::ALL.iter().map(|o| o.name()).collect()));
+    assert_eq!(constants("udf_fft_op"), expected(FftOp::ALL.iter().map(|o| o.name()).collect()));
+}
+
+/// The C SDK's host-array calls beyond `sum` (`plugins/polyglot/c/array_ops`: binary ops
+/// with scalars, `where`, `full`, `add_at` through an ellipsis and into a view, `set`,
+/// `get`, `astype`, and `from_bytes` of more than one 512 KiB piece) against plain loops,
+/// with tiles that cover part of each frame.
+#[test]
+fn c_array_ops_match_plain_loops() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = fixtures::mk_uniform(&[3, 5], &[9, 11], 37);
+    let path = write_npy(dir.path(), &data, Ty::F32);
+    let stored = data.rounded(Ty::F32);
+    let big: f64 = (0..200_000u32).map(|i| f64::from(i % 7)).sum();
+    let expected: Vec<f64> = (0..15)
+        .flat_map(|n| {
+            let frame = stored.frame(n);
+            let squares: f64 = frame.iter().filter(|&&v| v > 0.5).map(|v| v * v).sum();
+            let plus_one: f64 = frame.iter().map(|v| v + 1.0).sum();
+            [squares, plus_one, big]
+        })
+        .collect();
+    let udf = load_polyglot("c", "array_ops");
+    for (partitions, tile) in [(1, None), (4, Some(vec![2, 9, 4])), (3, Some(vec![4, 5, 11]))] {
+        let what = format!("partitions={partitions} tile={tile:?}");
+        let options = RunOptions { partitions: Some(partitions), tile_shape: tile, ..Default::default() };
+        let results = run_on(&path, &OpenOptions::default(), vec![(udf.clone(), Params::default())], options)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let b = results.udfs[0].buffer("ops").expect("ops");
+        assert_eq!(b.data.shape(), &[3, 5, 3], "{what}");
+        assert_close(&to_f64(&b.data), &expected, 1e-5, &what);
     }
 }

@@ -42,6 +42,7 @@ pub(super) const RUST_SDK: Embedded = embed! {
 
 /// The C SDK (also under the Zig SDK).
 pub(super) const C_SDK: Embedded = embed! {
+    "sdk/udf_array.c" => "../../../guest-sdk/c/udf_array.c",
     "sdk/udf_map.c" => "../../../guest-sdk/c/udf_map.c",
     "sdk/udf_nowasi.c" => "../../../guest-sdk/c/udf_nowasi.c",
     "sdk/udf_ops.c" => "../../../guest-sdk/c/udf_ops.c",

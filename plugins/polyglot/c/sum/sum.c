@@ -1,7 +1,9 @@
-/* `sum`: the sum of all frames (LiberTEM's SumUDF), in C.
+/* `sum`: the sum of all frames (LiberTEM's SumUDF), in C with host arrays.
  *
  * Buffer `intensity`: kind sig, dtype = input dtype, intensity[y, x] = sum_n F_n[y, x].
- * Param `dtype` (default float32) is the preferred input dtype. */
+ * Param `dtype` (default float32) is the preferred input dtype. The tile stays in the
+ * host (`.host_arrays`): one reduction per tile at the host's speed, and one small copy of
+ * its result (the tile's part of the frame) into the buffer. */
 
 #include "udf_sdk.h"
 
@@ -24,43 +26,20 @@ static int result_buffers(const udf_params *params, const udf_dataset *dataset, 
     return udf_decl(out, "intensity", UDF_SIG, dataset->input_dtype, NULL, 0, UDF_NORMAL);
 }
 
-/* dest += src over two views of the same shape, for element type T (complex: its floats). */
-#define ADD_INTO(T, dest, src)                                                                                     \
-    for (size_t r = 0; r < udf_view_rows(&(dest)); r++) {                                                          \
-        T *a = udf_view_row(&(dest), r);                                                                           \
-        const T *x = udf_view_row(&(src), r);                                                                      \
-        for (size_t i = 0, n = udf_view_row_len(&(dest)); i < n; i++) a[i] += x[i];                                \
-    }
-
-static int add_into(udf_view dest, udf_view src) {
-    switch (dest.dtype) {
-    case UDF_BOOL:
-    case UDF_U8: ADD_INTO(uint8_t, dest, src) break;
-    case UDF_U16: ADD_INTO(uint16_t, dest, src) break;
-    case UDF_U32: ADD_INTO(uint32_t, dest, src) break;
-    case UDF_U64: ADD_INTO(uint64_t, dest, src) break;
-    case UDF_I8: ADD_INTO(int8_t, dest, src) break;
-    case UDF_I16: ADD_INTO(int16_t, dest, src) break;
-    case UDF_I32: ADD_INTO(int32_t, dest, src) break;
-    case UDF_I64: ADD_INTO(int64_t, dest, src) break;
-    case UDF_F32:
-    case UDF_C64: ADD_INTO(float, dest, src) break;
-    case UDF_F64:
-    case UDF_C128: ADD_INTO(double, dest, src) break;
-    }
-    return 0;
-}
-
 static int process_tile(udf_context *ctx, const udf_tile *tile, udf_buffers *results) {
     (void)ctx;
-    udf_view acc = udf_buffer(results, "intensity"); /* the tile's part of the frame */
-    for (size_t f = 0; f < tile->frames; f++) add_into(acc, udf_view_sub(&tile->data, f));
-    return 0;
+    udf_array *x = udf_array_tile(); /* [frames, *sig slice] */
+    /* np.sum(x, axis=0, dtype=x.dtype): integer sums stay in the buffer's dtype */
+    udf_array *s = udf_array_sum_as(x, UDF_AXES(0), tile->data.dtype);
+    int rc = udf_view_combine_array(udf_buffer(results, "intensity"), s, UDF_MERGE_ADD);
+    udf_array_drop(s);
+    udf_array_drop(x);
+    return rc;
 }
 
 static int merge(const udf_merge_context *ctx, udf_buffers *dest, const udf_buffers *src) {
     (void)ctx;
-    return add_into(udf_buffer(dest, "intensity"), udf_buffer(src, "intensity"));
+    return udf_merge(dest, src, "intensity", UDF_MERGE_ADD);
 }
 
 static const udf_plugin SUM = {
@@ -73,6 +52,7 @@ static const udf_plugin SUM = {
             .n_params = 1,
             .input_dtype = UDF_F32,
             .custom_merge = true,
+            .host_arrays = true,
         },
     .plan = plan,
     .result_buffers = result_buffers,

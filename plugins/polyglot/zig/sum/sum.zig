@@ -1,7 +1,9 @@
-//! `sum`: the sum of all frames (LiberTEM's SumUDF), in Zig.
+//! `sum`: the sum of all frames (LiberTEM's SumUDF), in Zig with host arrays.
 //!
 //! Buffer `intensity`: kind sig, dtype = input dtype, intensity[y, x] = sum_n F_n[y, x].
-//! Param `dtype` (default float32) is the preferred input dtype.
+//! Param `dtype` (default float32) is the preferred input dtype. The tile stays in the
+//! host (`.host_arrays`): one reduction per tile at the host's speed, and one small copy
+//! of its result (the tile's part of the frame) into the buffer.
 
 const udf = @import("udf");
 const c = udf.c;
@@ -25,22 +27,23 @@ fn resultBuffers(_: ?*const c.udf_params, ds: [*c]const c.udf_dataset, out: ?*c.
     return udf.declare(out, "intensity", c.UDF_SIG, ds.*.input_dtype, &.{}, c.UDF_NORMAL);
 }
 
-/// dest += src for whatever dtype the views hold.
-fn addAny(dest: udf.View, src: udf.View) void {
-    inline for (udf.dtypes) |d| {
-        if (dest.dtype == d) return udf.addInto(udf.Elem(d), dest, src);
-    }
+fn processTile(_: [*c]c.udf_context, t: [*c]const c.udf_tile, results: ?*c.udf_buffers) callconv(.c) c_int {
+    sumTile(t.*.data.dtype, udf.buffer(results, "intensity")) catch return -1;
+    return 0;
 }
 
-fn processTile(_: [*c]c.udf_context, t: [*c]const c.udf_tile, results: ?*c.udf_buffers) callconv(.c) c_int {
-    const acc = udf.buffer(results, "intensity"); // the tile's part of the frame
-    for (0..t.*.frames) |f| addAny(acc, udf.sub(t.*.data, f));
-    return 0;
+/// The tile's frames summed in the host (`np.sum(x, axis=0, dtype=x.dtype)`: integer sums
+/// stay in the buffer's dtype), added to the tile's part of the frame.
+fn sumTile(dtype: c_uint, acc: udf.View) udf.Array.Error!void {
+    const x = try udf.Array.tile(); // [frames, *sig slice]
+    defer x.deinit();
+    const s = try x.reduce(c.UDF_SUM, .{ .axes = &.{0}, .dtype = dtype });
+    defer s.deinit();
+    try s.combineInto(acc, .add);
 }
 
 fn merge(_: [*c]const c.udf_merge_context, dest: ?*c.udf_buffers, src: ?*const c.udf_buffers) callconv(.c) c_int {
-    addAny(udf.buffer(dest, "intensity"), udf.buffer(src, "intensity"));
-    return 0;
+    return udf.merge(dest, src, "intensity", .add);
 }
 
 const plugin = c.udf_plugin{
@@ -52,6 +55,7 @@ const plugin = c.udf_plugin{
         .n_params = params.len,
         .input_dtype = c.UDF_F32,
         .custom_merge = true,
+        .host_arrays = true,
     },
     .plan = plan,
     .result_buffers = resultBuffers,
