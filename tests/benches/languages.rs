@@ -6,7 +6,8 @@
 //! - the Rust probe `probe_host_array_ops` (the same host-array operations as the Python
 //!   plugins, `op=NAME`),
 //! - the Python plugin `target/polyglot/python/NAME.wasm` (`scripts/polyglot/python.sh`),
-//! - the JavaScript plugin `target/polyglot/js/NAME.wasm` where there is one,
+//! - the JavaScript plugin `target/polyglot/js/NAME.wasm` (`scripts/polyglot/js.sh`; all four
+//!   are written with host arrays),
 //!
 //! each run as `udf-host run` would (all cores, default partitions), the variants of a
 //! case taking turns, best of `$UDF_BENCH_REPEAT` (default 3) rounds. Then the cost of
@@ -14,7 +15,7 @@
 //! values, the result dropped) on one thread, wall time / calls.
 //!
 //! ```sh
-//! scripts/polyglot/python.sh && cargo bench -p udf-host-tests --bench languages
+//! scripts/polyglot/python.sh && scripts/polyglot/js.sh && cargo bench -p udf-host-tests --bench languages
 //! UDF_BENCH_DTYPES=float32 cargo bench -p udf-host-tests --bench languages -- sum masks
 //! ```
 
