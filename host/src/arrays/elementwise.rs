@@ -303,7 +303,30 @@ fn zip2<T: bytemuck::Pod, R: bytemuck::Pod>(
     let vb = b.view_in::<T>(&rb, op)?;
     let va = va.broadcast(shape.clone()).ok_or_else(|| ArrayError::shape(op, &[&a.shape, &shape], "broadcast"))?;
     let vb = vb.broadcast(shape.clone()).ok_or_else(|| ArrayError::shape(op, &[&b.shape, &shape], "broadcast"))?;
-    let vo = out.view_mut_in::<R>(&mut w, op)?;
+    let mut vo = out.view_mut_in::<R>(&mut w, op)?;
+    // C-order operands of the result's shape, or one of them a single value (`x / n`,
+    // `d * w`): loops over slices, which the compiler vectorises (the general zip of
+    // broadcast views of dynamic dimension does not).
+    let single = |v: &ArrayViewD<'_, T>| if v.strides().iter().all(|&s| s == 0) { v.first().copied() } else { None };
+    let (sa, sb, ca, cb) = (va.as_slice(), vb.as_slice(), single(&va), single(&vb));
+    if let Some(os) = vo.as_slice_mut()
+        && ((sa.is_some() || ca.is_some()) && (sb.is_some() || cb.is_some()))
+    {
+        for (c, o) in os.chunks_mut(CHECK_EVERY).enumerate() {
+            cx.check(op)?;
+            let at = c * CHECK_EVERY;
+            match (sa, sb, ca, cb) {
+                (Some(x), Some(y), _, _) => {
+                    o.iter_mut().zip(&x[at..]).zip(&y[at..]).for_each(|((o, &x), &y)| *o = f(x, y))
+                }
+                (Some(x), None, _, Some(y)) => o.iter_mut().zip(&x[at..]).for_each(|(o, &x)| *o = f(x, y)),
+                (None, Some(y), Some(x), _) => o.iter_mut().zip(&y[at..]).for_each(|(o, &y)| *o = f(x, y)),
+                (_, _, Some(x), Some(y)) => o.iter_mut().for_each(|o| *o = f(x, y)),
+                _ => return Err(ArrayError::value(op, "internal error: operands without a flat layout")),
+            }
+        }
+        return Ok(());
+    }
     chunked3(cx, op, vo, va, vb, |o, x, y| Zip::from(o).and(&x).and(&y).for_each(|o, &x, &y| *o = f(x, y)))
 }
 
@@ -834,4 +857,47 @@ fn check_bound(op: &str, dtype: DType, bound: Operand<'_>) -> Result<(), ArrayEr
 pub fn to_vec<T: bytemuck::Pod>(x: &HostArray) -> Result<Vec<T>, ArrayError> {
     let uncharged = ArrayMemory::with_limit(usize::MAX);
     Ok(bytemuck::pod_collect_to_vec(&x.to_bytes(&uncharged, "to_bytes")?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The operands' values at a flat index of the result.
+    type Pair<'a> = dyn Fn(usize) -> (f64, f64) + 'a;
+
+    fn f64_array(memory: &Arc<ArrayMemory>, shape: &[usize], seed: usize) -> (HostArray, Vec<f64>) {
+        let n: usize = shape.iter().product();
+        let values: Vec<f64> = (0..n).map(|i| ((i * 7919 + seed * 31) % 101) as f64 / 8.0 - 6.0).collect();
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        (HostArray::from_bytes(memory, DType::F64, shape, &bytes).unwrap(), values)
+    }
+
+    /// Binary functions of same-shape C-order arrays, of an array and a scalar (either
+    /// side), of an array and a one-element array, and of an array and a broadcast row
+    /// (the general path), against a plain loop.
+    #[test]
+    fn binary_functions_of_flat_and_broadcast_operands_equal_a_plain_loop() {
+        let memory = ArrayMemory::with_limit(1 << 24);
+        let cx = Ctx { memory: &memory, stop: &|| None };
+        let (rows, cols) = (37usize, 53usize);
+        let (a, av) = f64_array(&memory, &[rows, cols], 1);
+        let (b, bv) = f64_array(&memory, &[rows, cols], 2);
+        let (one, onev) = f64_array(&memory, &[1], 3);
+        let (row, rowv) = f64_array(&memory, &[1, cols], 4);
+        let at = |v: &[f64], i: usize| v[i % v.len()];
+        let row_at = |i: usize| rowv[i % cols];
+        let cases: Vec<(Operand<'_>, Operand<'_>, Box<Pair<'_>>, &str)> = vec![
+            (Operand::Array(&a), Operand::Array(&b), Box::new(|i| (av[i], bv[i])), "array - array"),
+            (Operand::Array(&a), Operand::Scalar(Scalar::Float(2.5)), Box::new(|i| (av[i], 2.5)), "array - scalar"),
+            (Operand::Scalar(Scalar::Float(2.5)), Operand::Array(&b), Box::new(|i| (2.5, bv[i])), "scalar - array"),
+            (Operand::Array(&one), Operand::Array(&a), Box::new(|i| (at(&onev, i), av[i])), "one element - array"),
+            (Operand::Array(&a), Operand::Array(&row), Box::new(|i| (av[i], row_at(i))), "array - row"),
+        ];
+        for (x, y, values, what) in cases {
+            let got = to_vec::<f64>(&binary(&cx, BinaryOp::Subtract, x, y).unwrap()).unwrap();
+            let want: Vec<f64> = (0..rows * cols).map(&values).map(|(p, q)| p - q).collect();
+            assert_eq!(got, want, "{what}");
+        }
+    }
 }
