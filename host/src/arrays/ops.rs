@@ -3,8 +3,10 @@
 //! Every face of the array interface — the WIT enums (`wit/udf.wit`, interface
 //! `arrays`), this executor, the SDKs (Rust `udf_sdk::Array`, Python `xp`, JavaScript,
 //! C, Zig) and the docs (`docs/contract.md`) — names the same operations. They are
-//! listed once, here; `tests/all/arrays_table.rs` checks every other face against
-//! these lists, so an operation added here and forgotten elsewhere fails the tests.
+//! listed once, here. Tests hold two faces to these lists, so an operation added here
+//! and forgotten there fails them: the WIT enums (`wit_enums_follow_the_table` in
+//! `host/src/wasm/arrays.rs`) and the C SDK's enums (`c_sdk_array_enums_follow_the_one_table`
+//! in `tests/all/polyglot.rs`); the other SDKs and the docs are kept by hand.
 //!
 //! Names are the Python array API standard's (NumPy 2's), with `_` where WIT writes `-`.
 
