@@ -42,6 +42,13 @@ class CountUDF(UDF):
 '''
 
 
+#: A memory total that holds one class's run (a main-side and a worker sandbox of ~15 MB
+#: each, 2026-11-27) but not a second class's sandboxes besides the first one's kept ones:
+#: with the idle sandboxes kept regardless, the second class failed to load at 30-40 MB
+#: and ran at 50 MB; the first class alone needs more than 25 MB.
+MEMORY_FOR_TWO_SANDBOXES = "36M"
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_run_makes_one_runner_instance_per_thread_and_a_fresh_class_per_partition(tmp_path, threads):
     partitions = 6
@@ -119,3 +126,20 @@ def test_runs_of_one_class_in_one_context_take_their_own_parameters_also_after_a
     with pytest.raises(udf_host.UDFError, match="(?i)time"):
         ctx.run_udf(dataset=ds, udf=module.ScaledSumUDF(scale=2.0, loop_at=7), partitions=4)
     check(0.5)
+
+
+def test_idle_sandboxes_of_one_class_give_way_to_another_class_under_a_tight_memory_total(tmp_path):
+    """Kept runner instances hold their memory (counted in `max_memory_total`): when a
+    new one does not fit, the idle ones of other classes are given up first, so a run of
+    class B after class A fits where it would fit alone."""
+    import udf_host
+    from conftest import module_from_file
+
+    module, _ = module_from_file(tmp_path, "scaled_sum_b", SCALED)
+    other, _ = module_from_file(tmp_path, "count_b", SOURCE)
+    data = np.random.default_rng(5).random((2, 6, 6, 5)).astype(np.float32)
+    ctx = udf_host.Context(threads=1, cache_dir=CACHE, max_memory_total=MEMORY_FOR_TWO_SANDBOXES)
+    ds = ctx.load("memory", data=data)
+    ctx.run_udf(dataset=ds, udf=other.CountUDF(), partitions=2)
+    result = ctx.run_udf(dataset=ds, udf=module.ScaledSumUDF(scale=2.0), partitions=2)
+    np.testing.assert_allclose(result["total"].data, data.sum(axis=(0, 1)) * 2.0, rtol=1e-5)

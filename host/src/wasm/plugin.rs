@@ -195,6 +195,20 @@ impl WasmUdf {
         }
     }
 
+    /// An instance for a partition (`None`: the main side): a runner's kept instance of
+    /// this class when there is one ([`Self::reusable_instance`]), else a new one. If
+    /// making it fails while other runner instances wait idle, they are given up (their
+    /// memory and pool slots) and it is tried once more.
+    fn instance(&self, partition: Option<usize>) -> Result<Instance, CallError> {
+        if let Some(instance) = self.reusable_instance(partition) {
+            return Ok(instance);
+        }
+        match self.instantiate(partition) {
+            Err(_) if self.release_idle_runners() => self.instantiate(partition),
+            made => made,
+        }
+    }
+
     fn instantiate(&self, partition: Option<usize>) -> Result<Instance, CallError> {
         let origin = LogOrigin { plugin: self.name.clone(), partition };
         let state = HostState::new(&self.shared, origin, self.interrupts.clone(), self.run_log.clone());
@@ -264,10 +278,7 @@ impl WasmUdf {
     ) -> Result<R, CallError> {
         let mut main = self.main.lock().map_err(|_| CallError::internal("main instance lock poisoned"))?;
         if main.is_none() {
-            *main = Some(match self.reusable_instance(None) {
-                Some(instance) => instance,
-                None => self.instantiate(None)?,
-            });
+            *main = Some(self.instance(None)?);
         }
         let instance = main.as_mut().ok_or_else(|| CallError::internal("no main instance"))?;
         let result = f(&self.shared, instance);
@@ -544,10 +555,7 @@ impl Udf for WasmUdf {
 
     fn start(&self, ctx: InitContext<'_>) -> Result<Box<dyn PartitionRunner + '_>, CallError> {
         let partition = ctx.partition.map(|p| p.index);
-        let mut instance = match self.reusable_instance(partition) {
-            Some(instance) => instance,
-            None => self.instantiate(partition)?,
-        };
+        let mut instance = self.instance(partition)?;
         let params = params_to_wit(&ctx.params.0, self.access());
         let slices = ctx.partition.map(|p| scheme_to_wit(&p.tiling)).unwrap_or_default();
         let init = wit::InitContext {

@@ -100,7 +100,9 @@ impl WasmUdf {
 /// At most `cap` instances wait (the runtime's `idle_runners`), the oldest dropped
 /// first; one is kept only when it holds no host arrays (those of a partition never
 /// outlive it) and its last call did not trap. While waiting, an instance keeps its
-/// linear memory, counted in `--max-memory-total`.
+/// linear memory, counted in `--max-memory-total`, and a pool slot: when a new instance
+/// (of any plugin) cannot be made, the idle ones are given up and it is tried again
+/// (`WasmUdf::instance`).
 pub(super) struct RunnerPool {
     /// Idle instances, oldest first, by [`WasmUdf::pool_key`].
     idle: Vec<(String, Instance)>,
@@ -116,6 +118,11 @@ impl RunnerPool {
     fn take(&mut self, key: &str) -> Option<Instance> {
         let at = self.idle.iter().rposition(|(k, _)| k == key)?;
         Some(self.idle.remove(at).1)
+    }
+
+    /// Every idle instance (to be dropped outside the lock).
+    fn drain(&mut self) -> Vec<Instance> {
+        self.idle.drain(..).map(|(_, instance)| instance).collect()
     }
 
     /// Keep `instance`; returns the one it displaces (to be dropped outside the lock).
@@ -145,6 +152,13 @@ impl WasmUdf {
         let origin = LogOrigin { plugin: self.name.clone(), partition };
         instance.store.data_mut().begin_partition(origin, self.interrupts.clone(), self.run_log.clone());
         Some(instance)
+    }
+
+    /// Drop every idle runner instance of the runtime (their memory goes back to the
+    /// budget, their slots to the instance pool); whether there were any.
+    pub(super) fn release_idle_runners(&self) -> bool {
+        let idle = self.shared.runners.lock().map(|mut pool| pool.drain()).unwrap_or_default();
+        !idle.is_empty()
     }
 
     /// Keep a runner's instance whose partition (or main-side work) ended well for the
