@@ -14,7 +14,7 @@ The API (the same names and arguments as ``python/src/arrays.rs``):
   ``squeeze(axes)``, ``astype(name)``, ``set(items, value)``, ``add_at(items, value)``;
 - functions ``from_bytes``, ``zeros``, ``full``, ``arange``, ``linspace``, ``eye``,
   ``unary``, ``binary``, ``reduce``, ``where_``, ``clip``, ``matmul``, ``tensordot``,
-  ``fft``, ``concat``, ``stack``, ``operations``; here also ``tile()`` (the tile of the
+  ``vecdot``, ``fft``, ``concat``, ``stack``, ``operations``; here also ``tile()`` (the tile of the
   current ``process`` call) and ``use_host_tiles()``.
 
 Index items are tuples: ``("slice", start, stop, step)``, ``("at", i)``,
@@ -346,6 +346,13 @@ def matmul(a, b):
 def tensordot(a, b, axes_a, axes_b):
     try:
         return HostArray(_w.tensordot(a.r, b.r, list(axes_a), list(axes_b)))
+    except Err as e:
+        raise _error(e) from None
+
+
+def vecdot(a, b, axis, dtype_name=None):
+    try:
+        return HostArray(_w.vecdot(a.r, b.r, int(axis), None if dtype_name is None else _dtype(dtype_name)))
     except Err as e:
         raise _error(e) from None
 

@@ -294,6 +294,18 @@ fn tensordot(
 }
 
 #[pyfunction]
+#[pyo3(signature = (a, b, axis, dtype_name=None))]
+fn vecdot(
+    a: PyRef<'_, PyHostArray>,
+    b: PyRef<'_, PyHostArray>,
+    axis: i64,
+    dtype_name: Option<&str>,
+) -> PyResult<PyHostArray> {
+    let d = dtype_name.map(dtype).transpose()?;
+    with_ctx(|cx| arrays::linalg::vecdot(cx, &a.0, &b.0, axis, d)).map(wrap)
+}
+
+#[pyfunction]
 #[pyo3(signature = (name, x, axes=None))]
 fn fft(name: &str, x: PyRef<'_, PyHostArray>, axes: Option<Vec<i64>>) -> PyResult<PyHostArray> {
     let o = op(name, FftOp::from_name)?;
@@ -348,6 +360,7 @@ pub fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(clip, &m)?)?;
     m.add_function(wrap_pyfunction!(matmul, &m)?)?;
     m.add_function(wrap_pyfunction!(tensordot, &m)?)?;
+    m.add_function(wrap_pyfunction!(vecdot, &m)?)?;
     m.add_function(wrap_pyfunction!(fft, &m)?)?;
     m.add_function(wrap_pyfunction!(concat, &m)?)?;
     m.add_function(wrap_pyfunction!(stack, &m)?)?;

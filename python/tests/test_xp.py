@@ -239,6 +239,27 @@ def test_matmul_and_tensordot_against_a_stack_of_masks(dtype):
     close(host(a) @ host(v), a @ v, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", ["uint16", "int32", "float32", "float64", "complex128"])
+@pytest.mark.parametrize("shapes, axis", [(((4, 5), (4, 5)), 0), (((2, 3, 4), (4,)), -1), (((4, 3), (4, 1)), 0),
+                                          (((3, 1, 4), (2, 4)), -1), (((0, 3), (0, 3)), 0)])
+def test_vecdot_matches_numpy(dtype, shapes, axis):
+    a, b = sample(shapes[0], dtype), sample(shapes[1], dtype)
+    close(xp.vecdot(host(a), host(b), axis=axis), np.vecdot(a, b, axis=axis), rtol=1e-5, atol=1e-5)
+    if dtype not in ("complex128",):
+        close(xp.vecdot(host(a), host(b), axis=axis, dtype="float64"),
+              np.vecdot(a, b, axis=axis, dtype=np.float64), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("call, error", [
+    (lambda: xp.vecdot(xp.zeros((3, 4)), xp.zeros((3, 5)), axis=-1), ValueError),
+    (lambda: xp.vecdot(xp.zeros((3, 4)), xp.zeros((3, 4)), axis=2), IndexError),
+    (lambda: xp.vecdot(xp.zeros((2,), dtype=xp.bool), xp.zeros((2,), dtype=xp.bool)), TypeError),
+])
+def test_vecdot_bad_input_gets_typed_errors(call, error):
+    with pytest.raises(error, match="vecdot"):
+        call()
+
+
 @pytest.mark.parametrize("name", ["fft2", "ifft2", "rfft2", "fftshift", "ifftshift"])
 @pytest.mark.parametrize("shape", [(4, 6), (2, 5, 7)])
 def test_fft_matches_numpy(name, shape):

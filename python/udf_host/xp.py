@@ -25,6 +25,7 @@ from __future__ import annotations
 import builtins as _builtins
 import math as _math
 import struct as _struct
+import weakref as _weakref
 
 try:  # in this process
     from ._native import arrays as _b
@@ -716,6 +717,8 @@ def astype(x, dtype, /, *, copy=True, device=None):
     d = _dtype(dtype)
     if not copy and d == x.dtype:
         return x
+    if type(x) is _Tile and _holds_exactly(x.dtype, d):
+        return _Deferred(("astype", x), x.shape, d)
     return ndarray(x._a.astype(d.name))
 
 
@@ -804,6 +807,8 @@ def _array(x):
 
 def _unary(name):
     def f(x, /):
+        if name == "square" and _is_conversion(x):
+            return _Deferred(("multiply", x, x), x.shape, x.dtype)
         return ndarray(_b.unary(name, _array(x)._a))
 
     f.__name__ = name
@@ -850,6 +855,10 @@ def _reduction(name, takes_dtype=False, takes_correction=False):
         if ddof is not None:
             correction = ddof
         d = _dtype(dtype)
+        if type(x) is _Deferred and x._how is not None:
+            computed = _deferred_reduction(name, x, axis, _builtins.bool(keepdims), d, float(correction))
+            if computed is not None:
+                return computed
         if name in ("sum", "prod") and d is None and x.dtype.kind in "iub":
             d = uint64 if x.dtype.kind == "u" else int64
         return ndarray(_b.reduce(name, x._a, _axes(axis), _builtins.bool(keepdims), d.name if d else None,
@@ -890,8 +899,11 @@ def tensordot(x1, x2, /, *, axes=2):
     return ndarray(_b.tensordot(x1._a, x2._a, a, b))
 
 
-def vecdot(x1, x2, /, *, axis=-1):
-    return sum(conj(x1) * x2, axis=axis)
+def vecdot(x1, x2, /, *, axis=-1, dtype=None):
+    """The array API's `vecdot`: the sum over `axis` of `conj(x1) * x2` (the other axes
+    broadcast), computed in the host; `dtype=` as NumPy's (both converted to it first)."""
+    d = _dtype(dtype)
+    return ndarray(_b.vecdot(_array(x1)._a, _array(x2)._a, int(axis), d.name if d else None))
 
 
 def dot(a, b):
@@ -930,6 +942,150 @@ class _FFT:
 
 
 fft = _FFT()
+
+
+# -- deferred conversions of a tile --------------------------------------------------------
+
+
+def _holds_exactly(src, dst):
+    """Whether `dst` (a float dtype) holds every value of `src` exactly."""
+    if dst.kind != "f":
+        return False
+    if src.kind == "b":
+        return True
+    if src.kind in "iu":
+        return src.itemsize <= (2 if dst.itemsize == 4 else 4)
+    return src.kind == "f" and src.itemsize <= dst.itemsize
+
+
+class _Tile(ndarray):
+    """The tile (or a frame of it) of the runner's current `process` call: read-only
+    memory of the host that ends with the call. Its `astype` to a float dtype that holds
+    its values exactly is deferred (`_Deferred`); basic indexing keeps it a `_Tile`."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key):
+        view = ndarray.__getitem__(self, key)
+        return _Tile(view._a) if _is_basic(key) else view
+
+
+def _is_basic(key):
+    items = key if isinstance(key, tuple) else (key,)
+    return _builtins.all(i is None or i is Ellipsis or type(i) in (int, slice) for i in items)
+
+
+_SLOT = ndarray.__dict__["_a"]
+#: Weak references to the deferred arrays made since the last `_settle`.
+_DEFERRED = []
+
+
+class _Deferred(ndarray):
+    """An array not computed yet: a tile's `astype` to a float dtype that holds its
+    values exactly, or the product of two such (`t * t`, `t ** 2`, `square(t)`).
+
+    Reductions that can read the tile instead never compute it: `sum`, `mean`, `var`,
+    `std`, `prod` and NaN forms of a conversion are the tile's with `dtype=`; `sum`
+    over one axis of a product is `vecdot` of the tiles. So
+    `np.sum(t * t, axis=0)` with `t = tile.astype(np.float64)` is one pass over the
+    stored tile, with no float64 copy (a whole partition of uint16 frames made two
+    float64 temporaries four times its size). Any other use computes it, once, as
+    eager evaluation would have; `_settle` computes those still alive when the tile's
+    call ends, so a copy a class keeps outlives the tile, as NumPy's would.
+    """
+
+    __slots__ = ("_how", "_shape", "_dtype")
+
+    def __init__(self, how, shape, dt):
+        self._how = how
+        self._shape = tuple(shape)
+        self._dtype = dt
+        _DEFERRED.append(_weakref.ref(self))
+
+    @property
+    def _a(self):
+        try:
+            return _SLOT.__get__(self, ndarray)
+        except AttributeError:
+            pass
+        how = self._how
+        if how[0] == "astype":
+            native = how[1]._a.astype(self._dtype.name)
+        else:
+            native = _b.binary("multiply", how[1]._a, how[2]._a)
+        _SLOT.__set__(self, native)
+        self._how = None
+        return native
+
+    @property
+    def shape(self):
+        return self._shape
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def ndim(self):
+        return len(self._shape)
+
+    @property
+    def size(self):
+        return _math.prod(self._shape)
+
+    def __mul__(self, o):
+        if _is_conversion(self) and _is_conversion(o) and o._dtype == self._dtype and o._shape == self._shape:
+            return _Deferred(("multiply", self, o), self._shape, self._dtype)
+        return ndarray.__mul__(self, o)
+
+    def __rmul__(self, o):
+        return ndarray.__rmul__(self, o)
+
+    def __pow__(self, o):
+        if type(o) is int and o == 2 and _is_conversion(self):
+            return _Deferred(("multiply", self, self), self._shape, self._dtype)
+        return ndarray.__pow__(self, o)
+
+
+def _is_conversion(x):
+    return type(x) is _Deferred and x._how is not None and x._how[0] == "astype"
+
+
+#: Reductions whose `dtype=` converts each element first: of a conversion, they are
+#: the source's with the conversion's dtype.
+_CONVERTING_REDUCTIONS = frozenset(("sum", "prod", "mean", "var", "std", "nansum", "nanmean", "nanvar", "nanstd"))
+
+
+def _deferred_reduction(name, x, axis, keepdims, d, correction):
+    """A reduction of a deferred array from its sources, or None where it has to be
+    computed first."""
+    how = x._how
+    if how[0] == "astype":
+        if name not in _CONVERTING_REDUCTIONS:
+            return None
+        return ndarray(_b.reduce(name, how[1]._a, _axes(axis), keepdims, (d or x._dtype).name, correction))
+    single = axis if type(axis) is int else (axis[0] if isinstance(axis, (tuple, list)) and len(axis) == 1 else None)
+    if name != "sum" or single is None or keepdims or (d is not None and d != x._dtype):
+        return None
+    sources = [f._how[1]._a if f._how is not None else f._a for f in how[1:]]
+    return ndarray(_b.vecdot(sources[0], sources[1], int(single), x._dtype.name))
+
+
+def _tile(native):
+    """The runner's tile of the current call (see `_Tile`)."""
+    return _Tile(native)
+
+
+def _settle(compute=True):
+    """End of a tile's call: compute the deferred arrays still alive (a class kept
+    them), then forget them all (`compute=False` after a failed call)."""
+    pending = _DEFERRED[:]
+    _DEFERRED.clear()
+    if compute:
+        for ref in pending:
+            x = ref()
+            if x is not None and x._how is not None:
+                _ = x._a
 
 
 # -- the table ----------------------------------------------------------------------------

@@ -183,6 +183,7 @@ pub const FUNCTIONS: &[&str] = &[
     "clip",
     "matmul",
     "tensordot",
+    "vecdot",
     "concat",
     "stack",
     "to_bytes",

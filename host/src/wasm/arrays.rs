@@ -435,6 +435,18 @@ impl wit::Host for HostState {
         self.op("tensordot", |s, cx| arrays::linalg::tensordot(cx, s.array(&a)?, s.array(&b)?, &axes_a, &axes_b))
     }
 
+    fn vecdot(
+        &mut self,
+        a: Resource<HostArray>,
+        b: Resource<HostArray>,
+        axis: i64,
+        dtype: Option<WitDtype>,
+    ) -> Out<Resource<HostArray>> {
+        self.op("vecdot", |s, cx| {
+            arrays::linalg::vecdot(cx, s.array(&a)?, s.array(&b)?, axis, dtype.map(dtype_from_wit))
+        })
+    }
+
     fn fft(&mut self, op: wit::FftOp, x: Resource<HostArray>, axes: Option<Vec<i64>>) -> Out<Resource<HostArray>> {
         self.op("fft", |s, cx| arrays::fft::fft(cx, fft_op(op)?, s.array(&x)?, axes.as_deref()))
     }

@@ -667,10 +667,19 @@ class Udf(_exports.Udf):
 
     @_guard("process")
     def process(self, tile):
+        try:
+            self._process(tile)
+        except BaseException:
+            xp._settle(compute=False)
+            raise
+        # The tile ends with this call: the deferred copies of it the class kept are made now.
+        xp._settle()
+
+    def _process(self, tile):
         udf = self._udf()
         meta = udf.meta
         partition = _STATE["partition"]
-        data = xp.ndarray(xp_backend.tile())
+        data = xp._tile(xp_backend.tile())
         p0 = int(partition.origin)
         n0 = int(tile.origin) - p0
         count = int(tile.frames)
