@@ -168,7 +168,8 @@ class UDFMeta:
     def __init__(self, **fields):
         self.dataset_shape = None
         self._partition_shape = None
-        self.slice = None
+        self._slice = None
+        self._slice_of = None
         self.sig_slice = None
         self.tiling_scheme = None
         self.tiling_scheme_idx = 0
@@ -201,6 +202,23 @@ class UDFMeta:
     def _coordinates_later(self, make):
         """Set `coordinates` to what `make()` returns, called only if someone reads it."""
         self._coordinates, self._coordinates_of = None, make
+
+    @property
+    def slice(self):
+        """The current unit's part of the dataset (a `Slice`): made when first asked for
+        (the runner sets a maker per frame; most classes never read it)."""
+        if self._slice_of is not None:
+            self._slice = self._slice_of()
+            self._slice_of = None
+        return self._slice
+
+    @slice.setter
+    def slice(self, value):
+        self._slice, self._slice_of = value, None
+
+    def _slice_later(self, make):
+        """Set `slice` to what `make()` returns, called only if someone reads it."""
+        self._slice, self._slice_of = None, make
 
     @property
     def partition_shape(self):

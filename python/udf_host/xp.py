@@ -969,6 +969,10 @@ class _Tile(ndarray):
         view = ndarray.__getitem__(self, key)
         return _Tile(view._a) if _is_basic(key) else view
 
+    def _at(self, i):
+        """`self[i]` for an int `i` (the runner's frames: one host call, nothing else)."""
+        return _Tile(self._a.getitem((("at", i),)))
+
 
 def _is_basic(key):
     items = key if isinstance(key, tuple) else (key,)
