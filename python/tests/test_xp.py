@@ -224,6 +224,42 @@ def test_writes_into_buffers_like_results():
         ints += xp.asarray([0.5, 1.5, 2.5])
 
 
+class SetSpy:
+    """A host array that records the `set` calls made on it."""
+
+    def __init__(self, native):
+        self.native, self.sets = native, []
+
+    def set(self, items, value):
+        self.sets.append(items)
+        return self.native.set(items, value)
+
+    def __getattr__(self, name):
+        return getattr(self.native, name)
+
+
+def test_augmented_assignment_into_views_follows_numpy():
+    """`x[k] op= y` writes through the view; its last step `x[k] = x[k]` is skipped (a
+    copy of the region onto itself), any other assignment is not."""
+    buf = sample((5, 6), "float64")
+    hbuf = host(buf)
+    hbuf._a = spy = SetSpy(hbuf._a)
+    sets = spy.sets
+    hbuf[1:4] += 2.5
+    buf[1:4] += 2.5
+    hbuf[:, ::2] *= 3
+    buf[:, ::2] *= 3
+    hbuf[-1] -= hbuf[0]
+    buf[-1] -= buf[0]
+    close(hbuf, buf, rtol=1e-12, atol=1e-12)
+    assert sets == [], "the views were written in place; no copy of a region onto itself"
+    hbuf[0:2] = hbuf[2:4]  # another region: copied
+    buf[0:2] = buf[2:4]
+    hbuf[1] = hbuf[1]
+    close(hbuf, buf, rtol=1e-12, atol=1e-12)
+    assert len(sets) == 1
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "int32"])
 def test_matmul_and_tensordot_against_a_stack_of_masks(dtype):
     tile = sample((5, 4, 6), dtype)

@@ -251,11 +251,13 @@ def _scalar_or_array(v):
 class ndarray:
     """An n-dimensional array in the host."""
 
-    __slots__ = ("_a", "__weakref__")
+    # `_of`: `(parent, key)` for a view made by basic indexing (`parent[key]`), else None.
+    __slots__ = ("_a", "_of", "__weakref__")
     __array_priority__ = 1000
 
     def __init__(self, native):
         self._a = native
+        self._of = None
 
     # attributes
     @property
@@ -387,9 +389,16 @@ class ndarray:
         if isinstance(key, (list,)) or (isinstance(key, ndarray) and key.dtype.kind in "iu" and key.ndim == 1):
             indices = [int(i) for i in (key.tolist() if isinstance(key, ndarray) else key)]
             return ndarray(self._a.take(indices, 0))
-        return ndarray(self._a.getitem(_index(key)))
+        view = ndarray(self._a.getitem(_index(key)))
+        if _is_basic(key):
+            view._of = (self, key)
+        return view
 
     def __setitem__(self, key, value):
+        if type(value) is ndarray and value._of is not None and value._of[0] is self and value._of[1] == key:
+            # `x[key] = x[key]`: the last step of `x[key] += y`, whose `+=` already wrote
+            # into `x` through the view (a copy of the region onto itself, skipped).
+            return
         if isinstance(key, ndarray) and key.dtype == bool:
             if key.shape != self.shape:
                 raise IndexError("a boolean mask must have the array's shape")
