@@ -992,9 +992,9 @@ mod tests {
     /// `var`/`std`/`nanvar` over leading axes run four rows at a time in blocks of
     /// columns, with AVX2 where the CPU has it: 1 to 9 rows (4k, 4k + 1, ...), column
     /// counts that are not a multiple of 8 (fewer than a block, two blocks and a bit),
-    /// float32 with NaNs (a column of NaN only) and uint16 input, `ddof` 0 and 1,
-    /// two leading axes — against a plain f64 loop in the same order, so equal to the
-    /// last bit.
+    /// float32 (magnitudes 1e-4 to 4e9) with NaNs (a column of NaN only) and uint16
+    /// input, `ddof` 0 and 1, two leading axes — against a plain f64 loop in NumPy's
+    /// order (row after row), so equal to the last bit.
     #[test]
     fn variances_over_leading_axes_match_a_plain_loop() {
         let memory = ArrayMemory::with_limit(1 << 28);
@@ -1014,8 +1014,12 @@ mod tests {
             let block = VAR_BLOCK_BYTES / (rows * 4);
             for cols in [13, 67, 2 * block + 5] {
                 let what = |name: &str| format!("{name} of {rows} x {cols}");
-                let values: Vec<f32> =
-                    (0..rows * cols).map(|i| ((i * 7919) % 1013) as f32 * 0.37 - 150.0 + (i / cols) as f32).collect();
+                // Magnitudes from 1e-4 to 4e9 in every column, so that the order of
+                // the additions shows in the last bits of the means too.
+                let scale = |i: usize| [1.0, 4.1e9, 1.3e-4][(i / cols + i % cols) % 3];
+                let values: Vec<f32> = (0..rows * cols)
+                    .map(|i| (((i * 7919) % 1013) as f32 * 0.37 - 150.0 + (i / cols) as f32) * scale(i))
+                    .collect();
                 let wide: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
                 let x =
                     HostArray::from_bytes(&memory, DType::F32, &[rows, cols], bytemuck::cast_slice(&values)).unwrap();
