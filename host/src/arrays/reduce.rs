@@ -330,9 +330,7 @@ fn column_sums<S: CastTo, A: Elem>(
     out: &mut [A],
     skip_nan: bool,
 ) -> Result<bool, ArrayError> {
-    // m is (n_out, n_red) with stride 1 along n_out when it is a transposed view.
-    let t = m.t();
-    let Some(rows) = t.rows().into_iter().map(|r| r.to_slice()).collect::<Option<Vec<&[S]>>>() else {
+    let Some(rows) = source_rows(m) else {
         return Ok(false);
     };
     out.iter_mut().for_each(|o| *o = A::default());
@@ -395,6 +393,13 @@ fn add_rows_portable<'a, S: CastTo, A: Elem>(block: &mut [A], rows: &[&'a [S]], 
             }
         }
     }
+}
+
+/// The rows of the source of a matrix that is a transposed view (`(n_out, n_red)` with
+/// stride 1 along `n_out`: leading reduced axes), as slices; `None` where they are not
+/// contiguous.
+fn source_rows<'a, S>(m: &'a CowArray<'_, S, Ix2>) -> Option<Vec<&'a [S]>> {
+    (0..m.ncols()).map(|i| m.column(i).to_slice()).collect()
 }
 
 /// Whether the reduced axis of the matrix is the strided one (leading reduced axes).
@@ -556,8 +561,9 @@ const VAR_BLOCK_BYTES: usize = 256 << 10;
 /// Real inputs of [`var_family`]: per lane of the matrix the count of (non-NaN)
 /// values and the sum of squared deviations from their mean, in f64, two passes. With
 /// leading reduced axes (a tile's `var(axis=0)`) both passes run over a block of
-/// columns at a time, row by row into per-column accumulators: the second pass finds
-/// the block in cache, so the source is read from memory about once.
+/// columns at a time, row by row into per-column accumulators (NumPy's order: the
+/// rows one after the other): the second pass finds the block in cache, so the source
+/// is read from memory about once.
 fn real_squared_deviations<S: CastTo>(
     cx: &Ctx<'_>,
     op: &str,
@@ -567,45 +573,27 @@ fn real_squared_deviations<S: CastTo>(
     sq: &mut [f64],
 ) -> Result<(), ArrayError> {
     let value = |v: S| v.cast_to::<f64>();
-    if reduced_is_strided(m) {
-        let t = m.t();
-        let rows = t.nrows().max(1);
+    if let Some(rows) = reduced_is_strided(m).then(|| source_rows(m)).flatten() {
+        let columns = m.nrows();
         // Columns per block: both passes over a block's rows stay in a core's cache.
-        let block = (VAR_BLOCK_BYTES / (rows * std::mem::size_of::<S>())).clamp(64, t.ncols().max(64));
+        let block = (VAR_BLOCK_BYTES / (rows.len() * std::mem::size_of::<S>())).clamp(64, columns.max(64));
+        let rows_per_check = (CHECK_EVERY / block).max(4) / 4 * 4;
         let mut means = vec![0f64; block];
-        if skip_nan {
-            counts.iter_mut().for_each(|c| *c = 0.0);
-        }
-        for start in (0..t.ncols()).step_by(block) {
-            cx.check(op)?;
-            let end = (start + block).min(t.ncols());
-            let part = t.slice(ndarray::s![.., start..end]);
+        for start in (0..columns).step_by(block) {
+            let end = (start + block).min(columns);
             let (means, counts, sq) = (&mut means[..end - start], &mut counts[start..end], &mut sq[start..end]);
-            means.iter_mut().for_each(|s| *s = 0.0);
-            for (i, row) in part.rows().into_iter().enumerate() {
-                if i % 4096 == 4095 {
-                    cx.check(op)?;
-                }
-                if skip_nan {
-                    ndarray::Zip::from(&mut *means).and(&mut *counts).and(row).for_each(|s, c, &v| {
-                        let v = value(v);
-                        if !v.is_nan() {
-                            *s += v;
-                            *c += 1.0;
-                        }
-                    });
-                } else {
-                    ndarray::Zip::from(&mut *means).and(row).for_each(|s, &v| *s += value(v));
-                }
+            means.fill(0.0);
+            if skip_nan {
+                counts.fill(0.0);
+            }
+            for group in rows.chunks(rows_per_check) {
+                cx.check(op)?;
+                add_block_rows(means, counts, group, start, skip_nan);
             }
             means.iter_mut().zip(counts.iter()).for_each(|(s, &c)| *s /= c);
-            for row in part.rows() {
-                ndarray::Zip::from(&mut *sq).and(&*means).and(row).for_each(|q, &mean, &v| {
-                    let d = value(v) - mean;
-                    if !(skip_nan && d.is_nan()) {
-                        *q += d * d;
-                    }
-                });
+            for group in rows.chunks(rows_per_check) {
+                cx.check(op)?;
+                add_block_squared_deviations(sq, means, group, start, skip_nan);
             }
         }
         return Ok(());
@@ -626,6 +614,133 @@ fn real_squared_deviations<S: CastTo>(
         counts[j] = count as f64;
     }
     Ok(())
+}
+
+/// The first pass of a variance over a block of columns: `sums[i] += rows[r][offset + i]`
+/// for the rows one after the other (NaN skipped and the rest counted into `counts`
+/// with `skip_nan`), with AVX2 where the CPU has it.
+fn add_block_rows<S: CastTo>(sums: &mut [f64], counts: &mut [f64], rows: &[&[S]], offset: usize, skip_nan: bool) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked just above).
+        return unsafe { add_block_rows_avx2(sums, counts, rows, offset, skip_nan) };
+    }
+    add_block_rows_portable(sums, counts, rows, offset, skip_nan);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn add_block_rows_avx2<S: CastTo>(sums: &mut [f64], counts: &mut [f64], rows: &[&[S]], offset: usize, skip_nan: bool) {
+    add_block_rows_portable(sums, counts, rows, offset, skip_nan);
+}
+
+/// `v`, or 0 for NaN: adding it to a sum that starts at +0 is the same as skipping a
+/// NaN (such a sum is never -0), without a branch.
+#[inline(always)]
+fn zero_nan(v: f64) -> f64 {
+    if v.is_nan() { 0.0 } else { v }
+}
+
+#[inline(always)]
+fn add_block_rows_portable<'a, S: CastTo>(
+    sums: &mut [f64],
+    counts: &mut [f64],
+    rows: &[&'a [S]],
+    offset: usize,
+    skip_nan: bool,
+) {
+    let len = sums.len();
+    let part = |r: &'a [S]| -> &'a [S] { &r[offset..offset + len] };
+    let value = |v: S| v.cast_to::<f64>();
+    let counted = |v: S| if value(v).is_nan() { 0.0 } else { 1.0 };
+    // Four rows per pass over the sums (a quarter of their loads and stores), added
+    // in row order.
+    let mut quads = rows.chunks_exact(4);
+    for quad in &mut quads {
+        let (a, b, c, d) = (part(quad[0]), part(quad[1]), part(quad[2]), part(quad[3]));
+        if skip_nan {
+            let nan = |v: S| zero_nan(value(v));
+            let columns = sums.iter_mut().zip(counts.iter_mut()).zip(a).zip(b).zip(c).zip(d);
+            for (((((s, n), &a), &b), &c), &d) in columns {
+                *s = *s + nan(a) + nan(b) + nan(c) + nan(d);
+                *n = *n + counted(a) + counted(b) + counted(c) + counted(d);
+            }
+        } else {
+            for ((((s, &a), &b), &c), &d) in sums.iter_mut().zip(a).zip(b).zip(c).zip(d) {
+                *s = *s + value(a) + value(b) + value(c) + value(d);
+            }
+        }
+    }
+    for &row in quads.remainder() {
+        if skip_nan {
+            for ((s, n), &v) in sums.iter_mut().zip(counts.iter_mut()).zip(part(row)) {
+                *s += zero_nan(value(v));
+                *n += counted(v);
+            }
+        } else {
+            for (s, &v) in sums.iter_mut().zip(part(row)) {
+                *s += value(v);
+            }
+        }
+    }
+}
+
+/// The second pass of a variance over a block of columns: `sq[i] += (rows[r][offset +
+/// i] - means[i])²` for the rows one after the other (NaN deviations skipped with
+/// `skip_nan`), with AVX2 where the CPU has it.
+fn add_block_squared_deviations<S: CastTo>(
+    sq: &mut [f64],
+    means: &[f64],
+    rows: &[&[S]],
+    offset: usize,
+    skip_nan: bool,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked just above).
+        return unsafe { add_block_squared_deviations_avx2(sq, means, rows, offset, skip_nan) };
+    }
+    add_block_squared_deviations_portable(sq, means, rows, offset, skip_nan);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn add_block_squared_deviations_avx2<S: CastTo>(
+    sq: &mut [f64],
+    means: &[f64],
+    rows: &[&[S]],
+    offset: usize,
+    skip_nan: bool,
+) {
+    add_block_squared_deviations_portable(sq, means, rows, offset, skip_nan);
+}
+
+#[inline(always)]
+fn add_block_squared_deviations_portable<'a, S: CastTo>(
+    sq: &mut [f64],
+    means: &[f64],
+    rows: &[&'a [S]],
+    offset: usize,
+    skip_nan: bool,
+) {
+    let len = sq.len();
+    let part = |r: &'a [S]| -> &'a [S] { &r[offset..offset + len] };
+    let square = |v: S, mean: f64| {
+        let d = v.cast_to::<f64>() - mean;
+        if skip_nan { zero_nan(d * d) } else { d * d }
+    };
+    let mut quads = rows.chunks_exact(4);
+    for quad in &mut quads {
+        let (a, b, c, d) = (part(quad[0]), part(quad[1]), part(quad[2]), part(quad[3]));
+        for (((((q, &m), &a), &b), &c), &d) in sq.iter_mut().zip(means).zip(a).zip(b).zip(c).zip(d) {
+            *q = *q + square(a, m) + square(b, m) + square(c, m) + square(d, m);
+        }
+    }
+    for &row in quads.remainder() {
+        for ((q, &m), &v) in sq.iter_mut().zip(means).zip(part(row)) {
+            *q += square(v, m);
+        }
+    }
 }
 
 /// `min`, `max`, their NaN forms, `argmin`, `argmax` (NaN wins `min`/`max`/`arg*`, as in NumPy).
@@ -849,5 +964,109 @@ mod tests {
                 (0..cols).map(|j| (0..rows).map(|i| i64::from(ints[i * cols + j])).sum()).collect();
             assert_eq!(to_vec::<i64>(&sum).unwrap(), expected, "{rows} rows of int32");
         }
+    }
+
+    /// The variance of `rows × cols` values over the rows (`axis=0`, the rows one
+    /// after the other as NumPy adds them), NaN skipped and the rest counted with
+    /// `skip_nan`, by a plain f64 loop: the reference of the blocked kernels.
+    fn plain_variance(values: &[f64], rows: usize, cols: usize, skip_nan: bool, ddof: f64) -> Vec<f64> {
+        (0..cols)
+            .map(|j| {
+                let column: Vec<f64> =
+                    (0..rows).map(|i| values[i * cols + j]).filter(|v| !(skip_nan && v.is_nan())).collect();
+                let mut sum = 0.0;
+                for &v in &column {
+                    sum += v;
+                }
+                let mean = sum / column.len() as f64;
+                let mut sq = 0.0;
+                for &v in &column {
+                    sq += (v - mean) * (v - mean);
+                }
+                let dof = column.len() as f64 - ddof;
+                if dof > 0.0 { sq / dof } else { f64::NAN }
+            })
+            .collect()
+    }
+
+    /// `var`/`std`/`nanvar` over leading axes run four rows at a time in blocks of
+    /// columns, with AVX2 where the CPU has it: 1 to 9 rows (4k, 4k + 1, ...), column
+    /// counts that are not a multiple of 8 (fewer than a block, two blocks and a bit),
+    /// float32 (magnitudes 1e-4 to 4e9) with NaNs (a column of NaN only) and uint16
+    /// input, `ddof` 0 and 1, two leading axes — against a plain f64 loop in NumPy's
+    /// order (row after row), so equal to the last bit.
+    #[test]
+    fn variances_over_leading_axes_match_a_plain_loop() {
+        let memory = ArrayMemory::with_limit(1 << 28);
+        let cx = Ctx { memory: &memory, stop: &|| None };
+        let same = |got: &[f64], expected: &[f64], what: &str| {
+            assert_eq!(got.len(), expected.len(), "{what}");
+            for (j, (&g, &e)) in got.iter().zip(expected).enumerate() {
+                assert!(g.to_bits() == e.to_bits() || (g.is_nan() && e.is_nan()), "{what}, column {j}: {g} != {e}");
+            }
+        };
+        let var = |op: ReduceOp, x: &HostArray, axes: &[i64], ddof: f64| {
+            let options =
+                ReduceOptions { axes: Some(axes), dtype: Some(DType::F64), correction: ddof, ..Default::default() };
+            to_vec::<f64>(&reduce(&cx, op, x, options).unwrap()).unwrap()
+        };
+        for rows in 1..=9usize {
+            let block = VAR_BLOCK_BYTES / (rows * 4);
+            for cols in [13, 67, 2 * block + 5] {
+                let what = |name: &str| format!("{name} of {rows} x {cols}");
+                // Magnitudes from 1e-4 to 4e9 in every column, so that the order of
+                // the additions shows in the last bits of the means too.
+                let scale = |i: usize| [1.0, 4.1e9, 1.3e-4][(i / cols + i % cols) % 3];
+                let values: Vec<f32> = (0..rows * cols)
+                    .map(|i| (((i * 7919) % 1013) as f32 * 0.37 - 150.0 + (i / cols) as f32) * scale(i))
+                    .collect();
+                let wide: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
+                let x =
+                    HostArray::from_bytes(&memory, DType::F32, &[rows, cols], bytemuck::cast_slice(&values)).unwrap();
+                for ddof in [0.0, 1.0] {
+                    let expected = plain_variance(&wide, rows, cols, false, ddof);
+                    same(&var(ReduceOp::Var, &x, &[0], ddof), &expected, &what("var"));
+                    let std: Vec<f64> = expected.iter().map(|v| v.sqrt()).collect();
+                    same(&var(ReduceOp::Std, &x, &[0], ddof), &std, &what("std"));
+                }
+                // NaN in every third value of column 5 and on, and column 3 all NaN.
+                let mut holed = values.clone();
+                for (i, v) in holed.iter_mut().enumerate() {
+                    if (i % cols == 3) || (i % cols >= 5 && i % 3 == 0) {
+                        *v = f32::NAN;
+                    }
+                }
+                let wide: Vec<f64> = holed.iter().map(|&v| f64::from(v)).collect();
+                let x =
+                    HostArray::from_bytes(&memory, DType::F32, &[rows, cols], bytemuck::cast_slice(&holed)).unwrap();
+                for ddof in [0.0, 1.0] {
+                    let expected = plain_variance(&wide, rows, cols, true, ddof);
+                    assert!(expected[3].is_nan());
+                    same(&var(ReduceOp::Nanvar, &x, &[0], ddof), &expected, &what("nanvar"));
+                    let std: Vec<f64> = expected.iter().map(|v| v.sqrt()).collect();
+                    same(&var(ReduceOp::Nanstd, &x, &[0], ddof), &std, &what("nanstd"));
+                }
+                same(&var(ReduceOp::Var, &x, &[0], 0.0), &plain_variance(&wide, rows, cols, false, 0.0), &what("var"));
+                // uint16 (variances in float64, NumPy's default), up to 65535.
+                let ints: Vec<u16> = (0..rows * cols).map(|i| ((i * 40503) % 65536) as u16).collect();
+                let wide: Vec<f64> = ints.iter().map(|&v| f64::from(v)).collect();
+                let x = HostArray::from_bytes(&memory, DType::U16, &[rows, cols], bytemuck::cast_slice(&ints)).unwrap();
+                same(
+                    &var(ReduceOp::Var, &x, &[0], 0.0),
+                    &plain_variance(&wide, rows, cols, false, 0.0),
+                    &what("u16 var"),
+                );
+                same(
+                    &var(ReduceOp::Nanvar, &x, &[0], 1.0),
+                    &plain_variance(&wide, rows, cols, true, 1.0),
+                    &what("u16 nanvar"),
+                );
+            }
+        }
+        // Two leading axes: (3, 2, 13) over axes (0, 1) is the (6, 13) case.
+        let values: Vec<f32> = (0..78).map(|i| ((i * 31) % 17) as f32 - 8.5).collect();
+        let wide: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
+        let x = HostArray::from_bytes(&memory, DType::F32, &[3, 2, 13], bytemuck::cast_slice(&values)).unwrap();
+        same(&var(ReduceOp::Var, &x, &[0, 1], 0.0), &plain_variance(&wide, 6, 13, false, 0.0), "var of (3, 2, 13)");
     }
 }
