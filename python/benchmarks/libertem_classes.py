@@ -143,6 +143,9 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--dtypes", default="float32,uint16")
     parser.add_argument("--nav", default="64,64", help="scan shape (frames of 256 × 256)")
+    parser.add_argument("--settle", type=float, default=0.3,
+                        help="seconds of rest before each timed run, so that each starts on an idle machine "
+                        "(OpenBLAS's threads keep spinning for a while after LiberTEM's NumPy products)")
     args = parser.parse_args()
     global NAV
     NAV = tuple(int(n) for n in args.nav.split(","))
@@ -176,9 +179,11 @@ def main() -> None:
                 _, other = timed(lambda: ctx.run_udf(dataset=lt_ds[name], udf=lt_udf))
                 checked[(case, dtype, name)] = agree(results_of(ref, case), results_of(other, case))
             for r in range(args.rounds):
+                time.sleep(args.settle)
                 t, _ = timed(lambda: uh.run_udf(dataset=uh_ds, udf=uh_udf))
                 best.setdefault((case, dtype, "udf-host"), []).append(t)
                 for name, ctx in lts.items():
+                    time.sleep(args.settle)
                     t, _ = timed(lambda: ctx.run_udf(dataset=lt_ds[name], udf=lt_udf))
                     best.setdefault((case, dtype, name), []).append(t)
             line = ", ".join(f"{k[2]} {min(v):.3f}s" for k, v in best.items() if k[:2] == (case, dtype))

@@ -476,9 +476,14 @@ fn leading_axis_products(
 /// core's L2 cache while every row's part passes.
 const PRODUCTS_BLOCK: usize = 16384;
 
+/// Rows added per pass over a block's sums by [`column_products`]: a quarter of the
+/// loads and stores of the sums (as `sum(axis=0)`'s `add_rows`).
+const ROWS_PER_PASS: usize = 4;
+
 /// `out[j] = Σ_i x[i, j] * y[i, j]` for C-order `(rows, cols)` matrices `x`, `y`,
-/// converted to `A` in registers: in blocks of [`PRODUCTS_BLOCK`] columns, two rows
-/// per pass over a block's sums.
+/// converted to `A` in registers: in blocks of [`PRODUCTS_BLOCK`] columns,
+/// [`ROWS_PER_PASS`] rows per pass over a block's sums; `x` and `y` the same matrix
+/// (`t * t`) converted once.
 fn column_products<'a, S: CastTo, A: Elem>(
     cx: &Ctx<'_>,
     op: &str,
@@ -491,55 +496,68 @@ fn column_products<'a, S: CastTo, A: Elem>(
     if cols == 0 {
         return Ok(());
     }
+    let squares = std::ptr::eq(x, y);
     let rows = x.len().div_ceil(cols);
     for (b, block) in out.chunks_mut(PRODUCTS_BLOCK).enumerate() {
         let (start, len) = (b * PRODUCTS_BLOCK, block.len());
-        let rows_per_check = (CHECK_EVERY / len).max(2) / 2 * 2;
+        let rows_per_check = (CHECK_EVERY / len).max(ROWS_PER_PASS) / ROWS_PER_PASS * ROWS_PER_PASS;
         let part = |s: &'a [S], r: usize| -> &'a [S] { &s[r * cols + start..r * cols + start + len] };
+        let parts = |s: &'a [S], r: usize| -> [&'a [S]; ROWS_PER_PASS] { std::array::from_fn(|k| part(s, r + k)) };
         for first in (0..rows).step_by(rows_per_check) {
             cx.check(op)?;
             let end = (first + rows_per_check).min(rows);
             let mut r = first;
-            while r + 1 < end {
-                multiply_add_two(block, [part(x, r), part(x, r + 1)], [part(y, r), part(y, r + 1)]);
-                r += 2;
+            while r + ROWS_PER_PASS <= end {
+                if squares {
+                    multiply_add::<S, A, ROWS_PER_PASS, true>(block, parts(x, r), parts(x, r));
+                } else {
+                    multiply_add::<S, A, ROWS_PER_PASS, false>(block, parts(x, r), parts(y, r));
+                }
+                r += ROWS_PER_PASS;
             }
-            if r < end {
-                multiply_add_two(block, [part(x, r), &[]], [part(y, r), &[]]);
+            for r in r..end {
+                multiply_add::<S, A, 1, false>(block, [part(x, r)], [part(y, r)]);
             }
         }
     }
     Ok(())
 }
 
-/// `o[i] += x0[i] * y0[i] + x1[i] * y1[i]` (the second pair empty: `o[i] += x0[i] *
-/// y0[i]`), with AVX2 where the CPU has it (the same code, 8 lanes wide).
-fn multiply_add_two<S: CastTo, A: Elem>(o: &mut [A], x: [&[S]; 2], y: [&[S]; 2]) {
+/// `o[i] += Σ_k x[k][i] * y[k][i]` (`SQUARE`: `x[k][i]²`, `y` unread), with AVX2 where
+/// the CPU has it (the same code, 8 lanes wide).
+fn multiply_add<S: CastTo, A: Elem, const N: usize, const SQUARE: bool>(o: &mut [A], x: [&[S]; N], y: [&[S]; N]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2 (checked just above).
-        return unsafe { multiply_add_two_avx2(o, x, y) };
+        return unsafe { multiply_add_avx2::<S, A, N, SQUARE>(o, x, y) };
     }
-    multiply_add_two_portable(o, x, y);
+    multiply_add_portable::<S, A, N, SQUARE>(o, x, y);
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn multiply_add_two_avx2<S: CastTo, A: Elem>(o: &mut [A], x: [&[S]; 2], y: [&[S]; 2]) {
-    multiply_add_two_portable(o, x, y);
+fn multiply_add_avx2<S: CastTo, A: Elem, const N: usize, const SQUARE: bool>(o: &mut [A], x: [&[S]; N], y: [&[S]; N]) {
+    multiply_add_portable::<S, A, N, SQUARE>(o, x, y);
 }
 
 #[inline(always)]
-fn multiply_add_two_portable<S: CastTo, A: Elem>(o: &mut [A], x: [&[S]; 2], y: [&[S]; 2]) {
-    let product = |p: S, q: S| p.cast_to::<A>().mul(q.cast_to::<A>());
-    if x[1].is_empty() {
-        for ((o, &p), &q) in o.iter_mut().zip(x[0]).zip(y[0]) {
-            *o = o.add(product(p, q));
+fn multiply_add_portable<S: CastTo, A: Elem, const N: usize, const SQUARE: bool>(
+    o: &mut [A],
+    x: [&[S]; N],
+    y: [&[S]; N],
+) {
+    let len = o.len();
+    // Every row as long as `o`: the loop below then needs no bounds checks.
+    let x: [&[S]; N] = x.map(|r| &r[..len]);
+    let y: [&[S]; N] = if SQUARE { x } else { y.map(|r| &r[..len]) };
+    for (i, o) in o.iter_mut().enumerate() {
+        let mut terms = A::default();
+        for k in 0..N {
+            let p = x[k][i].cast_to::<A>();
+            let q = if SQUARE { p } else { y[k][i].cast_to::<A>() };
+            terms = terms.add(p.mul(q));
         }
-        return;
-    }
-    for ((((o, &p0), &q0), &p1), &q1) in o.iter_mut().zip(x[0]).zip(y[0]).zip(x[1]).zip(y[1]) {
-        *o = o.add(product(p0, q0).add(product(p1, q1)));
+        *o = o.add(terms);
     }
 }
 

@@ -313,7 +313,8 @@ impl Run {
         let udfs: Vec<UdfSpec> = udfs.into_iter().map(UdfSpec::for_run).collect();
         let plan = Arc::new(Plan::make(&opened, &udfs, &options)?);
         let worker = Arc::new(Worker::new(plan, opened.dataset, udfs.into_iter().map(|s| s.udf).collect())?);
-        let mut merger = Merger::new(worker.plan().clone(), worker.udfs().to_vec())?;
+        let mut merger =
+            Merger::with_plan_hash(worker.plan().clone(), worker.plan_hash().to_owned(), worker.udfs().to_vec())?;
         merger.keep_partition_buffers(options.keep_partition_buffers);
         let policy = Policy { keep_going: options.keep_going, shuffle_merges: options.shuffle_merges };
         Ok(Run { worker, merger, policy })
@@ -335,7 +336,11 @@ impl Run {
     /// # Errors
     /// A UDF's main-side `preprocess` fails.
     pub fn merger(&self) -> Result<Merger, RunError> {
-        Merger::new(self.worker.plan().clone(), self.worker.udfs().to_vec())
+        Merger::with_plan_hash(
+            self.worker.plan().clone(),
+            self.worker.plan_hash().to_owned(),
+            self.worker.udfs().to_vec(),
+        )
     }
 
     /// The agreed input dtype.

@@ -154,6 +154,11 @@ impl Worker {
         &self.plan
     }
 
+    /// The plan's [`Plan::hash`] (computed once, when the worker was made).
+    pub fn plan_hash(&self) -> &str {
+        &self.plan_hash
+    }
+
     pub fn udfs(&self) -> &[Arc<dyn Udf>] {
         &self.udfs
     }
