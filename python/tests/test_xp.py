@@ -260,6 +260,21 @@ def test_augmented_assignment_into_views_follows_numpy():
     assert len(sets) == 1
 
 
+def test_a_chain_of_views_does_not_keep_its_parents_alive():
+    """`x = x[1:]` in a loop: each view's record of its parent (for `x[k] += y`) is weak,
+    so the dropped parents' handles are freed (the host caps live arrays at 4096)."""
+    import gc
+    import weakref
+
+    x = host(np.arange(6000, dtype=np.float64))
+    first = weakref.ref(x)
+    for _ in range(5000):
+        x = x[1:]
+    gc.collect()
+    assert first() is None
+    np.testing.assert_array_equal(np.asarray(x), np.arange(5000, 6000, dtype=np.float64))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "int32"])
 def test_matmul_and_tensordot_against_a_stack_of_masks(dtype):
     tile = sample((5, 4, 6), dtype)

@@ -251,7 +251,7 @@ def _scalar_or_array(v):
 class ndarray:
     """An n-dimensional array in the host."""
 
-    # `_of`: `(parent, key)` for a view made by basic indexing (`parent[key]`), else None.
+    # `_of`: `(weakref to parent, key)` for a view made by basic indexing (`parent[key]`), else None.
     __slots__ = ("_a", "_of", "__weakref__")
     __array_priority__ = 1000
 
@@ -391,11 +391,13 @@ class ndarray:
             return ndarray(self._a.take(indices, 0))
         view = ndarray(self._a.getitem(_index(key)))
         if _is_basic(key):
-            view._of = (self, key)
+            # Weakly: a chain of views (`x = x[1:]` in a loop) must not keep every parent's
+            # handle alive (the host caps live arrays).
+            view._of = (_weakref.ref(self), key)
         return view
 
     def __setitem__(self, key, value):
-        if type(value) is ndarray and value._of is not None and value._of[0] is self and value._of[1] == key:
+        if type(value) is ndarray and value._of is not None and value._of[0]() is self and value._of[1] == key:
             # `x[key] = x[key]`: the last step of `x[key] += y`, whose `+=` already wrote
             # into `x` through the view (a copy of the region onto itself, skipped).
             return
