@@ -10,7 +10,7 @@
 //! | [`ops`] | **the one table** of operation names shared by the WIT, the SDKs and the docs |
 //! | [`elementwise`] | `astype`, unary and binary functions (broadcasting, NEP 50 promotion), `where`, `clip` |
 //! | [`reduce`] | reductions over axes with `keepdims`, `dtype=`, `correction` |
-//! | [`linalg`] | `matmul`, `tensordot` |
+//! | [`linalg`] | `matmul`, `tensordot`, `vecdot` |
 //! | [`simd`] | the AVX2/FMA kernels of products with a few float32 columns (`tile @ masks`; the mask built-ins' kernel) |
 //! | [`fft`] | `fft2`, `ifft2`, `rfft2`, `irfft2`, `fftshift`, `ifftshift` |
 //! | [`construct`] | `full`, `arange`, `linspace`, `eye`, `concat`, `stack`, `take`, mask selection |
