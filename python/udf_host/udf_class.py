@@ -162,14 +162,38 @@ class Slice:
         return f"Slice(origin={self.origin}, shape={tuple(self.shape)})"
 
 
+class _MadeWhenRead:
+    """A field of `UDFMeta` that the runner may set as a maker (`meta._later(name, make)`),
+    made by its first read: most classes never read `slice`, `coordinates` or the valid
+    mask, and the runner would otherwise make them per frame (or, for the mask, loop over
+    the whole scan). Assigning a value replaces the maker."""
+
+    def __set_name__(self, owner, name):
+        self.value, self.maker = f"{name} (value)", f"{name} (maker)"
+
+    def __get__(self, meta, owner=None):
+        if meta is None:
+            return self
+        fields = meta.__dict__
+        make = fields.get(self.maker)
+        if make is not None:
+            fields[self.value], fields[self.maker] = make(), None
+        return fields.get(self.value)
+
+    def __set__(self, meta, value):
+        meta.__dict__[self.value], meta.__dict__[self.maker] = value, None
+
+    def later(self, meta, make):
+        meta.__dict__[self.value], meta.__dict__[self.maker] = None, make
+
+
 class UDFMeta:
     """`self.meta` (API.md §4). Set by the runner; the fields a unit does not have are None."""
 
     def __init__(self, **fields):
         self.dataset_shape = None
         self._partition_shape = None
-        self._slice = None
-        self._slice_of = None
+        self.slice = None
         self.sig_slice = None
         self.tiling_scheme = None
         self.tiling_scheme_idx = 0
@@ -180,45 +204,22 @@ class UDFMeta:
         self.device_class = "cpu"
         self.array_backend = None
         self.threads_per_worker = None
-        self._coordinates = None
-        self._coordinates_of = None
+        self.coordinates = None
         self._valid_nav_mask = None
         self._roi_flat = None
-        self.__dict__.update(fields)
+        for name, value in fields.items():
+            setattr(self, name, value)
 
-    @property
-    def coordinates(self):
-        """The nav coordinates of the current unit's frames, `(frames, nav dims)` int64:
-        made when first asked for (most classes never do; the runner sets a maker per unit)."""
-        if self._coordinates_of is not None:
-            self._coordinates = self._coordinates_of()
-            self._coordinates_of = None
-        return self._coordinates
+    #: The nav coordinates of the current unit's frames, `(frames, nav dims)` int64.
+    coordinates = _MadeWhenRead()
+    #: The current unit's part of the dataset (a `Slice`).
+    slice = _MadeWhenRead()
+    #: The positions merged so far (see `get_valid_nav_mask`).
+    _valid_nav_mask = _MadeWhenRead()
 
-    @coordinates.setter
-    def coordinates(self, value):
-        self._coordinates, self._coordinates_of = value, None
-
-    def _coordinates_later(self, make):
-        """Set `coordinates` to what `make()` returns, called only if someone reads it."""
-        self._coordinates, self._coordinates_of = None, make
-
-    @property
-    def slice(self):
-        """The current unit's part of the dataset (a `Slice`): made when first asked for
-        (the runner sets a maker per frame; most classes never read it)."""
-        if self._slice_of is not None:
-            self._slice = self._slice_of()
-            self._slice_of = None
-        return self._slice
-
-    @slice.setter
-    def slice(self, value):
-        self._slice, self._slice_of = value, None
-
-    def _slice_later(self, make):
-        """Set `slice` to what `make()` returns, called only if someone reads it."""
-        self._slice, self._slice_of = None, make
+    def _later(self, name, make):
+        """Set field `name` to what `make()` returns, called only if someone reads it."""
+        type(self).__dict__[name].later(self, make)
 
     @property
     def partition_shape(self):
@@ -230,8 +231,6 @@ class UDFMeta:
         """The positions merged so far (in `merge`: without the one being merged); None while
         processing. ROI-compressed unless `full_nav`."""
         mask = self._valid_nav_mask
-        if callable(mask):  # the runner's: made when first asked for
-            mask = self._valid_nav_mask = mask()
         if mask is None or not full_nav or self._roi_flat is None:
             return mask
         import numpy as np

@@ -1094,6 +1094,8 @@ def _tile(native):
 def _settle(compute=True):
     """End of a tile's call: compute the deferred arrays still alive (a class kept
     them), then forget them all (`compute=False` after a failed call)."""
+    if not _DEFERRED:
+        return
     pending = _DEFERRED[:]
     _DEFERRED.clear()
     if compute:

@@ -283,8 +283,9 @@ def _new(params, meta, partition=None, valid=None, roi_flat=None):
         device_class="cpu",
         threads_per_worker=int(meta.threads_per_worker),
         _roi_flat=roi_list,
-        _valid_nav_mask=valid,
     )
+    if valid is not None:
+        udf.meta._later("_valid_nav_mask", valid)
     udf._frames = frames
     udf._nav, udf._sig = nav, sig
     if roi is None and meta.roi_count is not None:
@@ -711,7 +712,7 @@ class Udf(_exports.Udf):
                                          udf_class.Shape((count, *sig_shape), sig_dims))
             indices = tile.true_nav_indices
             nav = udf._nav  # not `udf` in the closure: meta -> closure -> udf would be a cycle
-            meta._coordinates_later(lambda: _coordinates(indices, nav))
+            meta._later("coordinates", lambda: _coordinates(indices, nav))
             name = "process_tile" if method == t.Method.TILE else "process_partition"
             _STATE["unit"] = f"{name} (partition {partition.index}, frames {tile.origin}..{int(tile.origin) + count})"
             getattr(udf, name)(data)
@@ -736,8 +737,8 @@ class Udf(_exports.Udf):
                 results._enter(unit)
                 if aux:
                     _set_params_unit(udf, unit)
-                meta._slice_later(functools.partial(frame_slice, i))
-                meta._coordinates_later(functools.partial(frame_coordinates, i))
+                meta._later("slice", functools.partial(frame_slice, i))
+                meta._later("coordinates", functools.partial(frame_coordinates, i))
                 _STATE["unit"] = ("process_frame", index, origin + i)
                 process_frame(data._at(i))
         _STATE["unit"] = None
@@ -747,7 +748,6 @@ class Udf(_exports.Udf):
         udf = self._udf()
         udf.results._enter(None)
         _set_params_unit(udf, None)
-        udf.meta.slice = udf.meta.slice
         if _implemented(udf, "postprocess"):
             _STATE["unit"] = "postprocess"
             udf.postprocess()
