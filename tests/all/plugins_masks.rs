@@ -273,9 +273,12 @@ fn masks_take_8_and_16_bit_tiles_natively_with_float32_masks() {
     let dir = tempfile::tempdir().unwrap();
     let data = fixtures::mk_random(&NAV, &SIG, 27);
     let (one, four, disks) = (dense_masks(1, 28), dense_masks(4, 29), disk_masks(5, 30));
+    // 17: two vectors of masks per register block (AVX-512) and a masked tail.
+    let seventeen = dense_masks(17, 31);
     let cases = [
         case("1 float32 mask", &one, DType::F32, &[], DType::F32),
         case("4 float32 masks, dense", &four, DType::F32, &[("use_sparse", "false")], DType::F32),
+        case("17 float32 masks, dense", &seventeen, DType::F32, &[("use_sparse", "false")], DType::F32),
         case("5 float32 disk masks, sparse", &disks, DType::F32, &[], DType::F32),
         case("4 float64 masks, mask_dtype float32", &four, DType::F64, &[("mask_dtype", "float32")], DType::F32),
     ];

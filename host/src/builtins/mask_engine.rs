@@ -166,8 +166,11 @@ struct DenseProduct<R> {
     /// Per slice of the scheme: the masks cut to the slice, `(M, slice_len)` C order.
     slices: Vec<Vec<R>>,
     scratch: Vec<R>,
-    /// Float32 masks on a CPU with AVX2/FMA: use [`simd`](crate::arrays::simd)'s kernel (decided once).
+    /// Float32 masks on a CPU with AVX2/FMA: use [`simd`](crate::arrays::simd)'s kernels (decided once).
     simd: bool,
+    /// Per slice, where [`simd::rows_kernel_for`] the count: the cut transposed to
+    /// `(slice_len, M)` for [`simd::matrix_product`] (empty otherwise).
+    transposed: Vec<Vec<f32>>,
 }
 
 impl<R: MaskElement> DenseProduct<R> {
@@ -184,8 +187,18 @@ impl<R: MaskElement> DenseProduct<R> {
                 }
                 cut
             })
-            .collect();
-        DenseProduct { count, slices, scratch: Vec::new(), simd: R::DTYPE == DType::F32 && simd::available() }
+            .collect::<Vec<Vec<R>>>();
+        let simd = R::DTYPE == DType::F32 && simd::available();
+        let transposed = if simd && simd::rows_kernel_for(count) {
+            let transpose = |cut: &[f32]| {
+                let len = cut.len() / count.max(1);
+                (0..len * count).map(|i| cut[(i % count) * len + i / count]).collect()
+            };
+            slices.iter().map(|cut| transpose(bytemuck::cast_slice::<R, f32>(cut))).collect()
+        } else {
+            Vec::new()
+        };
+        DenseProduct { count, slices, scratch: Vec::new(), simd, transposed }
     }
 }
 
@@ -273,20 +286,27 @@ fn by_frame_blocks<S: Sync, R: Send>(
     apply(data, out)
 }
 
-/// The AVX2/FMA kernel on a tile of `S` (float32 or stored integers) with float32 masks.
+/// The float32 masks of one slice for [`simd`]'s kernels: `(M, k)` for
+/// [`simd::masks_product`] or, transposed, `(k, M)` for [`simd::matrix_product`].
+enum SimdMasks<'a> {
+    Stack(&'a [f32]),
+    Transposed(&'a [f32]),
+}
+
+/// [`simd`]'s kernel on a tile of `S` (float32 or stored integers) with float32 masks.
 fn dense_f32<S: Pixel + Element>(
     tile: &Tile<'_>,
     k: usize,
-    masks: &[f32],
+    masks: SimdMasks<'_>,
     m: usize,
     out: &mut [f32],
 ) -> Result<(), CallError> {
     by_frame_blocks(tile_data::<S>(tile)?, k, m, out, |d, o| {
-        if simd::masks_product(d, k, masks, m, o) {
-            Ok(())
-        } else {
-            Err(CallError::internal("the AVX2 kernel is not available"))
-        }
+        let done = match masks {
+            SimdMasks::Stack(masks) => simd::masks_product(d, k, masks, m, o),
+            SimdMasks::Transposed(rows) => simd::matrix_product(d, k, k, rows, m, m, o),
+        };
+        if done { Ok(()) } else { Err(CallError::internal("the AVX2 kernel is not available")) }
     })
 }
 
@@ -334,7 +354,11 @@ impl<R: MaskElement> MaskProduct for DenseProduct<R> {
         let m = self.count;
         let out = rows_of::<R>(out)?;
         if self.simd {
-            let (masks, out) = (bytemuck::cast_slice::<R, f32>(masks), bytemuck::cast_slice_mut::<R, f32>(out));
+            let out = bytemuck::cast_slice_mut::<R, f32>(out);
+            let masks = match self.transposed.get(tile.scheme_index) {
+                Some(rows) => SimdMasks::Transposed(rows),
+                None => SimdMasks::Stack(bytemuck::cast_slice::<R, f32>(masks)),
+            };
             if tile.dtype == DType::F32 {
                 return dense_f32::<f32>(tile, k, masks, m, out);
             }
