@@ -104,13 +104,13 @@ pub fn simulate(args: SimulateArgs) -> Result<(), Failure> {
             let replay = MibReplay::open(&file, nav_shape.as_ref().map(|s| s.0.as_slice()))?;
             let frames = replay.frames();
             let sim = MerlinSim::start(replay, &format!("{}:{port}", common.host), common.options()?)?;
-            eprintln!(
+            let stop = sim.stopper();
+            let serving = format!(
                 "serving {} ({frames} frames) as a Merlin data port on {} (Ctrl-C to stop)",
                 file.display(),
                 sim.address()
             );
-            let stop = sim.stopper();
-            until_ctrl_c(move || stop.stop(), || sim.wait())?
+            until_ctrl_c(move || stop.stop(), &serving, || sim.wait())?
         }
         Detector::Dectris { file, port, api_port, stream_format, no_compression, nav_shape, common } => {
             let format = match stream_format {
@@ -123,24 +123,27 @@ pub fn simulate(args: SimulateArgs) -> Result<(), Failure> {
             let api = api_port.map(|p| format!("{}:{p}", common.host));
             let sim = DectrisSim::start(source, &format!("{}:{port}", common.host), api.as_deref(), common.options()?)?;
             let api_text = sim.api_address().map(|a| format!(", SIMPLON API on http://{a}")).unwrap_or_default();
-            eprintln!(
+            let stop = sim.stopper();
+            let serving = format!(
                 "serving {} ({frames} frames) as a DECTRIS stream on tcp://{}{api_text} (Ctrl-C to stop)",
                 file.display(),
                 sim.address()
             );
-            let stop = sim.stopper();
-            until_ctrl_c(move || stop.stop(), || sim.wait())?
+            until_ctrl_c(move || stop.stop(), &serving, || sim.wait())?
         }
     };
     print_report(&report);
     Ok(())
 }
 
-/// Serve until the replay ends (`wait`) or Ctrl-C stops it (`stop`).
-fn until_ctrl_c<R>(stop: impl Fn() + Send + Sync + 'static, wait: impl FnOnce() -> R) -> R {
+/// Serve until the replay ends (`wait`) or Ctrl-C stops it (`stop`). `serving` is
+/// printed once Ctrl-C is routed to `stop`: a press right after it (a script waits for
+/// it) must find the route, not Ctrl-C's default effect.
+fn until_ctrl_c<R>(stop: impl Fn() + Send + Sync + 'static, serving: &str, wait: impl FnOnce() -> R) -> R {
     crate::output::interrupt::listen_to_ctrl_c();
     // Nothing is merged or written here: a press only stops the serving.
     let _routing = crate::output::interrupt::Routing::saying("stopping the simulator", Arc::new(stop));
+    eprintln!("{serving}");
     wait()
 }
 
