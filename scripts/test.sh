@@ -9,10 +9,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-# Node.js for componentize-js, Python's venv for componentize-py: from apt when missing.
+# Node.js for componentize-js, Python's venv for componentize-py, g++: from apt when missing.
 source scripts/polyglot/common.sh
 { command -v node && command -v npm; } >/dev/null || apt_install nodejs npm
 python3 -c "import venv, ensurepip" 2>/dev/null || apt_install python3-venv
+# A C++ compiler for the check that the C SDK's header is valid C++ (tests/all/polyglot.rs).
+command -v "${CXX:-c++}" >/dev/null || apt_install g++
 scripts/polyglot/python.sh
 scripts/polyglot/runner.sh
 scripts/polyglot/js.sh

@@ -50,6 +50,24 @@ extern "C" {
 /** Most axes a view, a shape or a signal slice may have. */
 #define UDF_MAX_DIMS 8
 
+/* A compound literal `UDF_LITERAL_(T){...}`: `(T){...}` in C, `T{...}` in C++ (C++20 for
+ * the designated initialisers, whose omitted members are zero as in C: C++ compilers warn
+ * of them with -Wextra, not of anything wrong, and the header says so between
+ * UDF_OMITTED_FIELDS_ARE_ZERO_ and UDF_END_OMITTED_FIELDS_). */
+#ifdef __cplusplus
+#define UDF_LITERAL_(T) T
+#else
+#define UDF_LITERAL_(T) (T)
+#endif
+#if defined(__cplusplus) && defined(__GNUC__)
+#define UDF_OMITTED_FIELDS_ARE_ZERO_                                                                           \
+    _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wmissing-field-initializers\"")
+#define UDF_END_OMITTED_FIELDS_ _Pragma("GCC diagnostic pop")
+#else
+#define UDF_OMITTED_FIELDS_ARE_ZERO_
+#define UDF_END_OMITTED_FIELDS_
+#endif
+
 /** Element types, in the order of the WIT `dtype` enum. */
 typedef enum udf_dtype {
     UDF_BOOL, UDF_U8, UDF_U16, UDF_U32, UDF_U64, UDF_I8, UDF_I16, UDF_I32, UDF_I64,
@@ -423,6 +441,7 @@ int udf_map_process_frame(udf_context *ctx, const udf_frame *frame, udf_buffers 
 #define UDF_EXPORT_MAP(NAME, SUMMARY, FRAME_DTYPE, VALUE_DTYPE, SHAPE, F)                                        \
     static const udf_map udf_map_value_ = {(FRAME_DTYPE), (VALUE_DTYPE), (SHAPE), (F)};                          \
     const udf_map *udf_map_get(void) { return &udf_map_value_; }                                               \
+    UDF_OMITTED_FIELDS_ARE_ZERO_                                                                               \
     static const udf_plugin udf_map_plugin_ = {                                                                \
         .description = {.name = (NAME), .version = "0.1.0", .summary = (SUMMARY), .methods = {UDF_METHOD_FRAME}, \
                         .n_methods = 1, .input_dtype = (FRAME_DTYPE)},                                         \
@@ -431,6 +450,7 @@ int udf_map_process_frame(udf_context *ctx, const udf_frame *frame, udf_buffers 
         .process_frame = udf_map_process_frame,                                                                \
         .finish = udf_map_finish,                                                                              \
     };                                                                                                         \
+    UDF_END_OMITTED_FIELDS_                                                                                    \
     UDF_EXPORT(udf_map_plugin_)
 
 /* ------------------------------------------------------------------------------------ */
@@ -515,53 +535,76 @@ typedef enum udf_fft_op { UDF_FFT2, UDF_IFFT2, UDF_RFFT2, UDF_IRFFT2, UDF_FFTSHI
 /* ------------------------------------------------------------------------------------ */
 /* Operands, axes, indices */
 
+/** What an operand is. */
+typedef enum udf_operand_kind {
+    UDF_OPERAND_ARRAY, UDF_OPERAND_BOOL, UDF_OPERAND_INT, UDF_OPERAND_FLOAT
+} udf_operand_kind;
+
 /** An operand: an array, or a Python-like scalar ("weak" in promotion: it takes the
  *  array's dtype). Build one with udf_arr, udf_float, udf_int, udf_bool. */
 typedef struct udf_operand {
-    enum { UDF_OPERAND_ARRAY, UDF_OPERAND_BOOL, UDF_OPERAND_INT, UDF_OPERAND_FLOAT } kind;
+    udf_operand_kind kind;
     const udf_array *array; /**< UDF_OPERAND_ARRAY (NULL: the call fails) */
     int64_t i;              /**< UDF_OPERAND_BOOL, UDF_OPERAND_INT */
     double f;               /**< UDF_OPERAND_FLOAT */
 } udf_operand;
 
-static inline udf_operand udf_arr(const udf_array *a) { return (udf_operand){.kind = UDF_OPERAND_ARRAY, .array = a}; }
-static inline udf_operand udf_float(double v) { return (udf_operand){.kind = UDF_OPERAND_FLOAT, .f = v}; }
-static inline udf_operand udf_int(int64_t v) { return (udf_operand){.kind = UDF_OPERAND_INT, .i = v}; }
-static inline udf_operand udf_bool(bool v) { return (udf_operand){.kind = UDF_OPERAND_BOOL, .i = v}; }
+UDF_OMITTED_FIELDS_ARE_ZERO_
+static inline udf_operand udf_arr(const udf_array *a) { return UDF_LITERAL_(udf_operand){.kind = UDF_OPERAND_ARRAY, .array = a}; }
+static inline udf_operand udf_float(double v) { return UDF_LITERAL_(udf_operand){.kind = UDF_OPERAND_FLOAT, .f = v}; }
+static inline udf_operand udf_int(int64_t v) { return UDF_LITERAL_(udf_operand){.kind = UDF_OPERAND_INT, .i = v}; }
+static inline udf_operand udf_bool(bool v) { return UDF_LITERAL_(udf_operand){.kind = UDF_OPERAND_BOOL, .i = v}; }
+UDF_END_OMITTED_FIELDS_
+
+/* A list as two arguments (pointer, count) from its values: a compound literal in C, a
+ * braced list bound to an array reference in C++ (both live until the end of the call
+ * they are passed to). */
+#ifdef __cplusplus
+}
+template <typename T, size_t N> static inline const T *udf_list_items_(const T (&items)[N]) { return items; }
+template <typename T, size_t N> static inline size_t udf_list_count_(const T (&)[N]) { return N; }
+#define UDF_LIST_(T, ...) udf_list_items_<T>({__VA_ARGS__}), udf_list_count_<T>({__VA_ARGS__})
+extern "C" {
+#else
+#define UDF_LIST_(T, ...) ((const T[]){__VA_ARGS__}), (sizeof((const T[]){__VA_ARGS__}) / sizeof(T))
+#endif
 
 /** A list of axes as two arguments (pointer, count): `udf_array_sum(x, UDF_AXES(1, 2))`.
  *  `NULL, 0` is no axes at all; the reductions take `UDF_ALL_AXES` for all. */
-#define UDF_AXES(...) ((const int64_t[]){__VA_ARGS__}), (sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+#define UDF_AXES(...) UDF_LIST_(int64_t, __VA_ARGS__)
 /** Every axis (a reduction over the whole array). */
 #define UDF_ALL_AXES NULL, 0
 /** A shape as two arguments: `udf_array_zeros(UDF_SHAPE(16, 256), UDF_F32)`. */
-#define UDF_SHAPE(...) ((const uint64_t[]){__VA_ARGS__}), (sizeof((const uint64_t[]){__VA_ARGS__}) / sizeof(uint64_t))
+#define UDF_SHAPE(...) UDF_LIST_(uint64_t, __VA_ARGS__)
 
 /** An absent start, stop or step of a slice (Python's default). */
 #define UDF_NONE INT64_MIN
 
+/** What an entry of an index is. */
+typedef enum udf_index_kind { UDF_INDEX_SLICE, UDF_INDEX_AT, UDF_INDEX_NEW_AXIS, UDF_INDEX_ELLIPSIS } udf_index_kind;
+
 /** One entry of a basic index (`x[1:5:2, None, ..., 3]`). */
 typedef struct udf_index {
-    enum { UDF_INDEX_SLICE, UDF_INDEX_AT, UDF_INDEX_NEW_AXIS, UDF_INDEX_ELLIPSIS } kind;
+    udf_index_kind kind;
     int64_t start, stop, step; /**< slice: UDF_NONE where absent; at: `start` */
 } udf_index;
 
 /** `start:stop:step` (UDF_NONE for an absent one). */
 static inline udf_index udf_slice(int64_t start, int64_t stop, int64_t step) {
-    return (udf_index){UDF_INDEX_SLICE, start, stop, step};
+    return UDF_LITERAL_(udf_index){UDF_INDEX_SLICE, start, stop, step};
 }
 /** `start:stop`. */
 static inline udf_index udf_range(int64_t start, int64_t stop) { return udf_slice(start, stop, UDF_NONE); }
 /** `:`. */
 static inline udf_index udf_all(void) { return udf_slice(UDF_NONE, UDF_NONE, UDF_NONE); }
 /** One position (negative counts from the end); the axis goes away. */
-static inline udf_index udf_at(int64_t i) { return (udf_index){UDF_INDEX_AT, i, 0, 0}; }
+static inline udf_index udf_at(int64_t i) { return UDF_LITERAL_(udf_index){UDF_INDEX_AT, i, 0, 0}; }
 /** `None`: a new axis of length 1. */
-static inline udf_index udf_new_axis(void) { return (udf_index){UDF_INDEX_NEW_AXIS, 0, 0, 0}; }
+static inline udf_index udf_new_axis(void) { return UDF_LITERAL_(udf_index){UDF_INDEX_NEW_AXIS, 0, 0, 0}; }
 /** `...`. */
-static inline udf_index udf_ellipsis(void) { return (udf_index){UDF_INDEX_ELLIPSIS, 0, 0, 0}; }
+static inline udf_index udf_ellipsis(void) { return UDF_LITERAL_(udf_index){UDF_INDEX_ELLIPSIS, 0, 0, 0}; }
 /** An index as two arguments: `udf_array_get(x, UDF_INDEX(udf_at(0), udf_range(2, 5)))`. */
-#define UDF_INDEX(...) ((const udf_index[]){__VA_ARGS__}), (sizeof((const udf_index[]){__VA_ARGS__}) / sizeof(udf_index))
+#define UDF_INDEX(...) UDF_LIST_(udf_index, __VA_ARGS__)
 
 /* ------------------------------------------------------------------------------------ */
 /* Sources and constructors */
@@ -652,6 +695,7 @@ typedef struct udf_reduce_options {
 udf_array *udf_array_reduce(udf_reduce_op op, const udf_array *x, const udf_reduce_options *options);
 /** `sum(x, axis=axes)` (`UDF_ALL_AXES`: all), in the array API's default dtype (integers:
  *  int64/uint64; floats keep theirs). */
+UDF_OMITTED_FIELDS_ARE_ZERO_
 static inline udf_array *udf_array_sum(const udf_array *x, const int64_t *axes, size_t naxes) {
     udf_reduce_options o = {.axes = axes, .naxes = naxes};
     return udf_array_reduce(UDF_SUM, x, axes ? &o : NULL);
@@ -661,6 +705,7 @@ static inline udf_array *udf_array_sum_as(const udf_array *x, const int64_t *axe
     udf_reduce_options o = {.axes = axes, .naxes = naxes, .has_dtype = true, .dtype = dtype};
     return udf_array_reduce(UDF_SUM, x, &o);
 }
+UDF_END_OMITTED_FIELDS_
 
 /** `where(condition, a, b)`. */
 udf_array *udf_array_where(const udf_array *condition, udf_operand a, udf_operand b);

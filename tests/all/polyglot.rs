@@ -745,6 +745,28 @@ fn c_sdk_array_enums_follow_the_one_table() {
     assert_eq!(constants("udf_fft_op"), expected(FftOp::ALL.iter().map(|o| o.name()).collect()));
 }
 
+/// The C SDK's header is valid C++20 (`tests/fixtures/c_sdk/`: a plugin that uses every
+/// macro and inline helper of the header, and a frame map through `UDF_EXPORT_MAP`),
+/// compiled by the host's C++ compiler (`$CXX`, or `c++`) with warnings as errors — the
+/// frame map with all of `-Wextra`: the header's own designated initialisers do not warn.
+#[test]
+fn the_c_sdk_header_is_valid_cpp() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let compiler = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    let strict = ["-std=c++20", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-pedantic-errors"];
+    for (file, relaxed) in [("map.cpp", None), ("plugin.cpp", Some("-Wno-missing-field-initializers"))] {
+        let out = std::process::Command::new(&compiler)
+            .args(strict)
+            .args(relaxed)
+            .arg("-I")
+            .arg(root.join("guest-sdk/c"))
+            .arg(root.join("tests/fixtures/c_sdk").join(file))
+            .output()
+            .unwrap_or_else(|e| panic!("{compiler}: {e} (a C++ compiler is needed: apt-get install g++)"));
+        assert!(out.status.success(), "{file} with {compiler}:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
 /// The C SDK's host-array calls beyond `sum` (`plugins/polyglot/c/array_ops`: binary ops
 /// with scalars, `where`, `full`, `add_at` through an ellipsis and into a view, `set`,
 /// `get`, `astype`, and `from_bytes` of more than one 512 KiB piece) against plain loops,
