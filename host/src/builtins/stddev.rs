@@ -11,7 +11,10 @@
 //!
 //! `base` is the `dtype` parameter (default float64). Every block of frames is reduced
 //! to `(n, S, V)` (count, sum, sum of squared deviations from the block mean) with two
-//! passes over data in cache, and merged pairwise (Chan et al.; Schubert & Gertz 2018):
+//! passes over data in cache — for real input the host arrays' variance passes
+//! (`arrays::reduce`'s `add_block_rows` and `add_block_squared_deviations`: four frames
+//! per pass, AVX2 where the CPU has it, frame after frame as a plain loop adds) — and
+//! merged pairwise (Chan et al.; Schubert & Gertz 2018):
 //! `V = V0 + V1 + n0·n1/n · |S1/n1 − S0/n0|²` — the same formula merges partitions.
 //! Never `Σx² − (Σx)²/n`. Accumulators are `f64` whatever the base.
 
