@@ -618,8 +618,15 @@ fn real_squared_deviations<S: CastTo>(
 
 /// The first pass of a variance over a block of columns: `sums[i] += rows[r][offset + i]`
 /// for the rows one after the other (NaN skipped and the rest counted into `counts`
-/// with `skip_nan`), with AVX2 where the CPU has it.
-fn add_block_rows<S: CastTo>(sums: &mut [f64], counts: &mut [f64], rows: &[&[S]], offset: usize, skip_nan: bool) {
+/// with `skip_nan`; `counts` is not touched without it), with AVX2 where the CPU has
+/// it. Also the built-in `stddev`'s first pass over a block of frames.
+pub(crate) fn add_block_rows<S: CastTo>(
+    sums: &mut [f64],
+    counts: &mut [f64],
+    rows: &[&[S]],
+    offset: usize,
+    skip_nan: bool,
+) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2 (checked just above).
@@ -687,8 +694,9 @@ fn add_block_rows_portable<'a, S: CastTo>(
 
 /// The second pass of a variance over a block of columns: `sq[i] += (rows[r][offset +
 /// i] - means[i])²` for the rows one after the other (NaN deviations skipped with
-/// `skip_nan`), with AVX2 where the CPU has it.
-fn add_block_squared_deviations<S: CastTo>(
+/// `skip_nan`), with AVX2 where the CPU has it. Also the built-in `stddev`'s second pass
+/// over a block of frames.
+pub(crate) fn add_block_squared_deviations<S: CastTo>(
     sq: &mut [f64],
     means: &[f64],
     rows: &[&[S]],

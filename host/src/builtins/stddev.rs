@@ -11,7 +11,10 @@
 //!
 //! `base` is the `dtype` parameter (default float64). Every block of frames is reduced
 //! to `(n, S, V)` (count, sum, sum of squared deviations from the block mean) with two
-//! passes over data in cache, and merged pairwise (Chan et al.; Schubert & Gertz 2018):
+//! passes over data in cache — for real input the host arrays' variance passes
+//! (`arrays::reduce`'s `add_block_rows` and `add_block_squared_deviations`: four frames
+//! per pass, AVX2 where the CPU has it, frame after frame as a plain loop adds) — and
+//! merged pairwise (Chan et al.; Schubert & Gertz 2018):
 //! `V = V0 + V1 + n0·n1/n · |S1/n1 − S0/n0|²` — the same formula merges partitions.
 //! Never `Σx² − (Σx)²/n`. Accumulators are `f64` whatever the base.
 
@@ -19,6 +22,8 @@ use super::element::{FusedInt, tile_data, with_fused_stored};
 use super::kernels::{CHUNK, SliceRuns};
 use super::spec;
 use crate::array::NdArray;
+use crate::arrays::element::CastTo;
+use crate::arrays::reduce::{add_block_rows, add_block_squared_deviations};
 use crate::dtype::{CastFrom, DType, Kind, result_type};
 use crate::udf::{
     BufferDecl, BufferKind, BufferUse, BufferViewMut, CallError, DatasetMeta, Description, DeviceClass, InitContext,
@@ -287,22 +292,26 @@ struct StdDevPartition {
 }
 
 impl StdDevPartition {
-    /// Reduce the tile's frames `frames` (a block) over the column block at slice offset
-    /// `in_slice`, frame offset `in_frame`, `len` pixels; merge into the state.
-    fn block<T: Parts>(&mut self, data: &[T], stride: usize, n0: u64, block: (usize, usize, usize)) {
+    /// Reduce the block of `rows` (up to [`BLOCK_FRAMES`] frames of a signal slice) over
+    /// the column block at slice offset `in_slice`, frame offset `in_frame`, `len`
+    /// pixels, to its moments; merge them into the state, which holds `n0` frames.
+    ///
+    /// Two passes over the block in cache: the sums (row after row), then the squared
+    /// deviations from the block's mean `sum · (1/n)` (row after row). Real inputs go
+    /// through the host arrays' variance kernels (`var(axis=0)`: four rows per pass
+    /// over the accumulators, AVX2 where the CPU has it), which add in the same order.
+    fn block<T: Parts + CastTo>(&mut self, rows: &[&[T]], n0: u64, block: (usize, usize, usize)) {
         let (in_slice, in_frame, len) = block;
-        let frames = data.len() / stride;
-        let inverse = 1.0 / frames as f64;
-        let rows = || data.chunks_exact(stride).map(|frame| &frame[in_slice..in_slice + len]);
+        let inverse = 1.0 / rows.len() as f64;
         let b = &mut self.block;
         let (sum_re, sum_im, varsum) = (&mut b.sum_re[..len], &mut b.sum_im[..len], &mut b.varsum[..len]);
         let (mean_re, mean_im) = (&mut self.means.0[..len], &mut self.means.1[..len]);
         sum_re.fill(0.0);
         varsum.fill(0.0);
-        // Two passes over the block in cache: sums (then means), then squared deviations.
         if T::COMPLEX {
+            let parts = || rows.iter().map(|frame| &frame[in_slice..in_slice + len]);
             sum_im.fill(0.0);
-            for row in rows() {
+            for row in parts() {
                 for ((r, i), &x) in sum_re.iter_mut().zip(sum_im.iter_mut()).zip(row) {
                     let (xr, xi) = x.parts();
                     *r += xr;
@@ -312,7 +321,7 @@ impl StdDevPartition {
             for (m, &s) in mean_re.iter_mut().zip(sum_re.iter()).chain(mean_im.iter_mut().zip(sum_im.iter())) {
                 *m = s * inverse;
             }
-            for row in rows() {
+            for row in parts() {
                 for (((v, &mr), &mi), &x) in varsum.iter_mut().zip(mean_re.iter()).zip(mean_im.iter()).zip(row) {
                     let (xr, xi) = x.parts();
                     let (dr, di) = (xr - mr, xi - mi);
@@ -320,20 +329,11 @@ impl StdDevPartition {
                 }
             }
         } else {
-            for row in rows() {
-                for (r, &x) in sum_re.iter_mut().zip(row) {
-                    *r += x.parts().0;
-                }
-            }
+            add_block_rows(sum_re, &mut [], rows, in_slice, false);
             for (m, &s) in mean_re.iter_mut().zip(sum_re.iter()) {
                 *m = s * inverse;
             }
-            for row in rows() {
-                for ((v, &m), &x) in varsum.iter_mut().zip(mean_re.iter()).zip(row) {
-                    let d = x.parts().0 - m;
-                    *v += d * d;
-                }
-            }
+            add_block_squared_deviations(varsum, mean_re, rows, in_slice, false);
         }
         let state = &mut self.state;
         let range = in_frame..in_frame + len;
@@ -343,11 +343,11 @@ impl StdDevPartition {
             (&mut state.sum_re[range.clone()], im, &mut state.varsum[range]),
             n0,
             (sum_re, src_im, varsum),
-            frames as u64,
+            rows.len() as u64,
         );
     }
 
-    fn process_typed<T: Parts + crate::dtype::Element>(&mut self, tile: &Tile<'_>) -> Result<(), CallError> {
+    fn process_typed<T: Parts + CastTo + crate::dtype::Element>(&mut self, tile: &Tile<'_>) -> Result<(), CallError> {
         let data = tile_data::<T>(tile)?;
         // Taken out for the loop (no copy), so the blocks can update the state.
         let all_runs = std::mem::take(&mut self.runs);
@@ -358,11 +358,17 @@ impl StdDevPartition {
         let stride = runs.slice_len;
         let mut n0 = self.counts[tile.scheme_index];
         if stride > 0 {
+            // The frames of a block, on the stack.
+            let mut rows: [&[T]; BLOCK_FRAMES] = [&[]; BLOCK_FRAMES];
             for frames in data.chunks(BLOCK_FRAMES * stride) {
-                for block in runs.blocks_of(CHUNK) {
-                    self.block(frames, stride, n0, block);
+                let count = frames.len() / stride;
+                for (row, frame) in rows.iter_mut().zip(frames.chunks_exact(stride)) {
+                    *row = frame;
                 }
-                n0 += (frames.len() / stride) as u64;
+                for block in runs.blocks_of(CHUNK) {
+                    self.block(&rows[..count], n0, block);
+                }
+                n0 += count as u64;
             }
         }
         self.counts[tile.scheme_index] = n0;
@@ -457,4 +463,138 @@ fn pick_three<'a, 'b>(
     };
     let idx = [index(names[0], dest)?, index(names[1], dest)?, index(names[2], dest)?];
     dest.get_disjoint_mut(idx).map_err(|e| CallError::internal(format!("merge buffers: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::udf::{Method, Param, ParamValue, PartitionMeta, SigSlice, TilingScheme};
+    use std::sync::Arc;
+
+    /// Per pixel the frames' sum and sum of squared deviations from their mean, by a
+    /// plain f64 loop: the sum frame after frame, the mean as the built-in forms it
+    /// (`sum · (1/n)`, BUILTINS.md §3's block mean), then the squared deviations frame
+    /// after frame. `frames` is `(n, pixels)` in C order.
+    fn plain_moments(frames: &[f64], pixels: usize) -> (Vec<f64>, Vec<f64>) {
+        let n = frames.len() / pixels;
+        let mut sums = vec![0.0; pixels];
+        for frame in frames.chunks_exact(pixels) {
+            for (s, &x) in sums.iter_mut().zip(frame) {
+                *s += x;
+            }
+        }
+        let inverse = 1.0 / n as f64;
+        let means: Vec<f64> = sums.iter().map(|s| s * inverse).collect();
+        let mut varsums = vec![0.0; pixels];
+        for frame in frames.chunks_exact(pixels) {
+            for ((v, &m), &x) in varsums.iter_mut().zip(&means).zip(frame) {
+                let d = x - m;
+                *v += d * d;
+            }
+        }
+        (sums, varsums)
+    }
+
+    /// `(sum, varsum, num_frames)` of the built-in over one partition of `n` frames
+    /// of `sig`, given as one tile of the element type `T` (the file's, `dataset`).
+    fn built_in_moments<T: crate::dtype::Element>(
+        values: &[T],
+        sig: &[usize],
+        dataset: DType,
+    ) -> (Vec<f64>, Vec<f64>, i64) {
+        let pixels: usize = sig.iter().product();
+        let frames = values.len() / pixels;
+        let udf = StdDev::default();
+        let params = Params(vec![Param { name: "dtype".into(), value: ParamValue::Text("float64".into()) }]);
+        // Stored 8- and 16-bit integers are read as float32 (the run's input dtype).
+        let input_dtype = if T::DTYPE.kind() == Kind::Float { T::DTYPE } else { DType::F32 };
+        let meta = DatasetMeta {
+            nav_shape: vec![frames],
+            sig_shape: sig.to_vec(),
+            dataset_dtype: dataset,
+            input_dtype,
+            roi_count: None,
+            device_class: DeviceClass::Cpu,
+            threads_per_worker: 1,
+        };
+        let tiling = Arc::new(TilingScheme::from_tile_shape(frames, sig, sig, Method::Tile));
+        let partition = PartitionMeta { index: 0, origin: 0, frames, method: Method::Tile, tiling };
+        let mut runner =
+            udf.start(InitContext { params: &params, dataset: &meta, partition: Some(&partition) }).unwrap();
+        let indices: Vec<u64> = (0..frames as u64).collect();
+        let slice = SigSlice::full(sig);
+        let tile = Tile {
+            origin: 0,
+            frames,
+            scheme_index: 0,
+            sig: &slice,
+            true_nav_indices: &indices,
+            dtype: T::DTYPE,
+            data: bytemuck::cast_slice(values),
+        };
+        runner.process(&tile).unwrap();
+        let buffers = runner.export().unwrap();
+        let get = |name: &str| buffers.iter().find(|b| b.name == name).unwrap().array.clone();
+        let f64s = |name: &str| get(name).as_slice::<f64>().unwrap().to_vec();
+        (f64s("sum"), f64s("varsum"), get("num_frames").as_slice::<i64>().unwrap()[0])
+    }
+
+    /// One block of frames (1 to [`BLOCK_FRAMES`]) over frames of pixel counts that are
+    /// no multiple of 4 or 8, within one column block and over one and a bit ([`CHUNK`] + 273),
+    /// float32 and float64 with magnitudes from 1e-4 to 4e9 in every pixel (so that the
+    /// order of the additions shows in the last bits of the sums) and stored uint16,
+    /// int16 and uint8: the built-in's sums and varsums equal a plain two-pass loop's to
+    /// the last bit. More frames than a block are merged pairwise (Chan et al.), a
+    /// different order: close to the same loop over all frames.
+    #[test]
+    fn block_moments_match_a_plain_two_pass_loop() {
+        let same = |got: &[f64], expected: &[f64], what: &str| {
+            assert_eq!(got.len(), expected.len(), "{what}");
+            for (p, (&g, &e)) in got.iter().zip(expected).enumerate() {
+                assert_eq!(g.to_bits(), e.to_bits(), "{what}, pixel {p}: {g} != {e}");
+            }
+        };
+        let close = |got: &[f64], expected: &[f64], what: &str| {
+            for (p, (&g, &e)) in got.iter().zip(expected).enumerate() {
+                assert!((g - e).abs() <= 1e-12 * e.abs().max(1.0), "{what}, pixel {p}: {g} != {e}");
+            }
+        };
+        let shapes: [&[usize]; 4] = [&[1, 1], &[3, 7], &[5, 13], &[17, 257]];
+        for sig in shapes {
+            let pixels: usize = sig.iter().product();
+            for frames in [1, 2, 3, 4, 5, 7, 9, BLOCK_FRAMES - 1, BLOCK_FRAMES, BLOCK_FRAMES + 3, 2 * BLOCK_FRAMES + 5]
+            {
+                let what = |dtype: &str| format!("{dtype}, {frames} frames of {sig:?}");
+                let check = |got: (Vec<f64>, Vec<f64>, i64), wide: &[f64], what: String| {
+                    let (sums, varsums) = plain_moments(wide, pixels);
+                    assert_eq!(got.2, frames as i64, "{what}");
+                    if frames <= BLOCK_FRAMES {
+                        same(&got.0, &sums, &format!("sum, {what}"));
+                        same(&got.1, &varsums, &format!("varsum, {what}"));
+                    } else {
+                        close(&got.0, &sums, &format!("sum, {what}"));
+                        close(&got.1, &varsums, &format!("varsum, {what}"));
+                    }
+                };
+                let n = frames * pixels;
+                let scale = |i: usize| [1.0, 4.1e9, 1.3e-4][(i / pixels + i % pixels) % 3];
+                let floats: Vec<f32> = (0..n)
+                    .map(|i| (((i * 7919) % 1013) as f32 * 0.37 - 150.0 + (i / pixels) as f32) * scale(i) as f32)
+                    .collect();
+                let wide: Vec<f64> = floats.iter().map(|&v| f64::from(v)).collect();
+                check(built_in_moments(&floats, sig, DType::F32), &wide, what("float32"));
+                let doubles: Vec<f64> = wide.iter().enumerate().map(|(i, v)| v * (1.0 + 1e-9 * i as f64)).collect();
+                check(built_in_moments(&doubles, sig, DType::F64), &doubles, what("float64"));
+                let u16s: Vec<u16> = (0..n).map(|i| ((i * 40503) % 65536) as u16).collect();
+                let wide: Vec<f64> = u16s.iter().map(|&v| f64::from(v)).collect();
+                check(built_in_moments(&u16s, sig, DType::U16), &wide, what("uint16"));
+                let i16s: Vec<i16> = u16s.iter().map(|&v| v as i16).collect();
+                let wide: Vec<f64> = i16s.iter().map(|&v| f64::from(v)).collect();
+                check(built_in_moments(&i16s, sig, DType::I16), &wide, what("int16"));
+                let u8s: Vec<u8> = u16s.iter().map(|&v| v as u8).collect();
+                let wide: Vec<f64> = u8s.iter().map(|&v| f64::from(v)).collect();
+                check(built_in_moments(&u8s, sig, DType::U8), &wide, what("uint8"));
+            }
+        }
+    }
 }
