@@ -1,6 +1,7 @@
 //! Register-blocked kernels for products with a few `float32` columns on x86-64 with
-//! AVX2 and FMA (checked at run time; the functions return `false` where they cannot
-//! run, and the caller uses the portable matrix product instead): the dense-masks
+//! AVX2 and FMA, [`matrix_product`] also with AVX-512 (checked at run time; the functions
+//! return `false` where they cannot run, and the caller uses the portable matrix product
+//! instead): the dense-masks
 //! kernel of the mask built-ins ([`masks_product`]) and its twin for host arrays'
 //! `matmul` against a `(pixels, M)` matrix ([`matrix_product`]).
 //!
@@ -29,9 +30,9 @@
 //! waited on memory for a third of the time. Columns past the last full vector are
 //! read and written with masked loads and stores. The same code runs with AVX-512
 //! where the CPU has it (twice the columns per instruction) and with AVX2 elsewhere.
-//! One core, 16 masks, uint16 frames from memory (`/tmp/k7`-style standalone loop,
-//! 2026-11-27 on this machine's Zen 5): 23 GMAC/s with the AVX2 kernel before, 48 with
-//! AVX2 and 67 with AVX-512 now.
+//! One core, 16 masks, uint16 frames from memory (this machine's Zen 5, 2026-11-27,
+//! docs/benchmarks.md "The product kernel with AVX-512 and prefetching"): 34-38 GMAC/s
+//! with the AVX2 kernel before, 49-52 with AVX2 and 73-79 with AVX-512 now.
 //!
 //! Stored integer tiles (read unconverted, [`Udf::converts_on_read`]) are converted one
 //! block of frames × [`PIXELS`] at a time into a scratch block in cache, so the

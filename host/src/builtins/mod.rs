@@ -24,8 +24,9 @@
 //! virtual detectors, `radial-fourier` and `com`), [`kernels`] (sums and merges over
 //! tiles), [`element`] (element types, the `with_*!` dtype dispatch, tile access),
 //! [`spec`] (descriptions, parameters, buffer declarations) and [`frames`] (per-frame
-//! helpers). The AVX2/FMA dense-masks kernel is [`crate::arrays::simd`], shared with the
-//! host arrays' `matmul`.
+//! helpers). The dense-masks kernels (AVX-512 or AVX2/FMA) are [`crate::arrays::simd`],
+//! shared with the host arrays' `matmul`; `stddev`'s per-block variance passes are the
+//! host arrays' (`arrays::reduce`).
 //!
 //! # The registry
 //!
