@@ -616,48 +616,50 @@ fn real_squared_deviations<S: CastTo>(
     Ok(())
 }
 
-/// The first pass of a variance over a block of columns: `sums[i] += rows[r][offset + i]`
-/// for the rows one after the other (NaN skipped and the rest counted into `counts`
-/// with `skip_nan`; `counts` is not touched without it), with AVX-512 or AVX2 where the
-/// CPU has them (the same loops, 8 or 4 `f64` lanes wide; each column's additions in the
-/// same order). Also the built-in `stddev`'s first pass over a block of frames.
-pub(crate) fn add_block_rows<S: CastTo>(
-    sums: &mut [f64],
-    counts: &mut [f64],
-    rows: &[&[S]],
-    offset: usize,
-    skip_nan: bool,
-) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F (checked just above).
-            return unsafe { add_block_rows_avx512(sums, counts, rows, offset, skip_nan) };
+/// `$vis fn $name<S: CastTo>(args)`: `$portable(args)` compiled with AVX-512F or AVX2
+/// where the CPU has them, chosen at run time (the same loops, 8 or 4 `f64` lanes wide;
+/// each element's additions in the same order, so the results are the same).
+macro_rules! with_avx512_or_avx2 {
+    ($(#[$doc:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) => $portable:ident) => {
+        $(#[$doc])*
+        $vis fn $name<S: CastTo>($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f")]
+                fn avx512<S: CastTo>($($arg: $ty),*) {
+                    $portable($($arg),*);
+                }
+                #[target_feature(enable = "avx2")]
+                fn avx2<S: CastTo>($($arg: $ty),*) {
+                    $portable($($arg),*);
+                }
+                if std::arch::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: the CPU has AVX-512F (checked just above).
+                    return unsafe { avx512($($arg),*) };
+                }
+                if std::arch::is_x86_feature_detected!("avx2") {
+                    // SAFETY: the CPU has AVX2 (checked just above).
+                    return unsafe { avx2($($arg),*) };
+                }
+            }
+            $portable($($arg),*);
         }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2 (checked just above).
-            return unsafe { add_block_rows_avx2(sums, counts, rows, offset, skip_nan) };
-        }
-    }
-    add_block_rows_portable(sums, counts, rows, offset, skip_nan);
+    };
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-fn add_block_rows_avx512<S: CastTo>(
-    sums: &mut [f64],
-    counts: &mut [f64],
-    rows: &[&[S]],
-    offset: usize,
-    skip_nan: bool,
-) {
-    add_block_rows_portable(sums, counts, rows, offset, skip_nan);
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn add_block_rows_avx2<S: CastTo>(sums: &mut [f64], counts: &mut [f64], rows: &[&[S]], offset: usize, skip_nan: bool) {
-    add_block_rows_portable(sums, counts, rows, offset, skip_nan);
+with_avx512_or_avx2! {
+    /// The first pass of a variance over a block of columns: `sums[i] += rows[r][offset +
+    /// i]` for the rows one after the other (NaN skipped and the rest counted into
+    /// `counts` with `skip_nan`; `counts` is not touched without it), with AVX-512 or AVX2
+    /// where the CPU has them. Also the built-in `stddev`'s first pass over a block of
+    /// frames.
+    pub(crate) fn add_block_rows(
+        sums: &mut [f64],
+        counts: &mut [f64],
+        rows: &[&[S]],
+        offset: usize,
+        skip_nan: bool,
+    ) => add_block_rows_portable
 }
 
 /// `v`, or 0 for NaN: adding it to a sum that starts at +0 is the same as skipping a
@@ -711,53 +713,18 @@ fn add_block_rows_portable<'a, S: CastTo>(
     }
 }
 
-/// The second pass of a variance over a block of columns: `sq[i] += (rows[r][offset +
-/// i] - means[i])²` for the rows one after the other (NaN deviations skipped with
-/// `skip_nan`), with AVX-512 or AVX2 where the CPU has them (as [`add_block_rows`]).
-/// Also the built-in `stddev`'s second pass over a block of frames.
-pub(crate) fn add_block_squared_deviations<S: CastTo>(
-    sq: &mut [f64],
-    means: &[f64],
-    rows: &[&[S]],
-    offset: usize,
-    skip_nan: bool,
-) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F (checked just above).
-            return unsafe { add_block_squared_deviations_avx512(sq, means, rows, offset, skip_nan) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2 (checked just above).
-            return unsafe { add_block_squared_deviations_avx2(sq, means, rows, offset, skip_nan) };
-        }
-    }
-    add_block_squared_deviations_portable(sq, means, rows, offset, skip_nan);
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-fn add_block_squared_deviations_avx512<S: CastTo>(
-    sq: &mut [f64],
-    means: &[f64],
-    rows: &[&[S]],
-    offset: usize,
-    skip_nan: bool,
-) {
-    add_block_squared_deviations_portable(sq, means, rows, offset, skip_nan);
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn add_block_squared_deviations_avx2<S: CastTo>(
-    sq: &mut [f64],
-    means: &[f64],
-    rows: &[&[S]],
-    offset: usize,
-    skip_nan: bool,
-) {
-    add_block_squared_deviations_portable(sq, means, rows, offset, skip_nan);
+with_avx512_or_avx2! {
+    /// The second pass of a variance over a block of columns: `sq[i] += (rows[r][offset +
+    /// i] - means[i])²` for the rows one after the other (NaN deviations skipped with
+    /// `skip_nan`), with AVX-512 or AVX2 where the CPU has them. Also the built-in
+    /// `stddev`'s second pass over a block of frames.
+    pub(crate) fn add_block_squared_deviations(
+        sq: &mut [f64],
+        means: &[f64],
+        rows: &[&[S]],
+        offset: usize,
+        skip_nan: bool,
+    ) => add_block_squared_deviations_portable
 }
 
 #[inline(always)]

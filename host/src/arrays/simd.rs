@@ -374,6 +374,38 @@ mod wide {
         );
     }
 
+    /// [`Lanes::block`] for the vector type `$lanes`: [`panel_block`] compiled with
+    /// `$feature`.
+    macro_rules! block_with_feature {
+        ($feature:literal, $lanes:ty) => {
+            #[inline(always)]
+            unsafe fn block<const F: usize, const V: usize, const IN_PLACE: bool>(
+                rows: &Rows,
+                ahead: &mut Ahead,
+                b: &[f32],
+                ldb: usize,
+                out: &mut [f32],
+                stride: usize,
+                width: usize,
+            ) {
+                #[target_feature(enable = $feature)]
+                fn block<const F: usize, const V: usize, const IN_PLACE: bool>(
+                    rows: &Rows,
+                    ahead: &mut Ahead,
+                    b: &[f32],
+                    ldb: usize,
+                    out: &mut [f32],
+                    stride: usize,
+                    width: usize,
+                ) {
+                    panel_block::<$lanes, F, V, IN_PLACE>(rows, ahead, b, ldb, out, stride, width);
+                }
+                // SAFETY: the caller's (the CPU has `$feature`).
+                unsafe { block::<F, V, IN_PLACE>(rows, ahead, b, ldb, out, stride, width) }
+            }
+        };
+    }
+
     /// AVX-512's 16 lanes.
     #[derive(Clone, Copy)]
     struct Z(__m512);
@@ -424,31 +456,7 @@ mod wide {
             unsafe { _mm512_mask_storeu_ps(p, mask, _mm512_add_ps(_mm512_maskz_loadu_ps(mask, p), v.0)) }
         }
 
-        #[inline(always)]
-        unsafe fn block<const F: usize, const V: usize, const IN_PLACE: bool>(
-            rows: &Rows,
-            ahead: &mut Ahead,
-            b: &[f32],
-            ldb: usize,
-            out: &mut [f32],
-            stride: usize,
-            width: usize,
-        ) {
-            #[target_feature(enable = "avx512f")]
-            fn block<const F: usize, const V: usize, const IN_PLACE: bool>(
-                rows: &Rows,
-                ahead: &mut Ahead,
-                b: &[f32],
-                ldb: usize,
-                out: &mut [f32],
-                stride: usize,
-                width: usize,
-            ) {
-                panel_block::<Z, F, V, IN_PLACE>(rows, ahead, b, ldb, out, stride, width);
-            }
-            // SAFETY: the caller's (the CPU has AVX-512F).
-            unsafe { block::<F, V, IN_PLACE>(rows, ahead, b, ldb, out, stride, width) }
-        }
+        block_with_feature!("avx512f", Z);
     }
 
     /// AVX2's 8 lanes.
@@ -505,31 +513,7 @@ mod wide {
             unsafe { _mm256_maskstore_ps(p, mask, _mm256_add_ps(_mm256_maskload_ps(p, mask), v.0)) }
         }
 
-        #[inline(always)]
-        unsafe fn block<const F: usize, const V: usize, const IN_PLACE: bool>(
-            rows: &Rows,
-            ahead: &mut Ahead,
-            b: &[f32],
-            ldb: usize,
-            out: &mut [f32],
-            stride: usize,
-            width: usize,
-        ) {
-            #[target_feature(enable = "avx2,fma")]
-            fn block<const F: usize, const V: usize, const IN_PLACE: bool>(
-                rows: &Rows,
-                ahead: &mut Ahead,
-                b: &[f32],
-                ldb: usize,
-                out: &mut [f32],
-                stride: usize,
-                width: usize,
-            ) {
-                panel_block::<Y, F, V, IN_PLACE>(rows, ahead, b, ldb, out, stride, width);
-            }
-            // SAFETY: the caller's (the CPU has AVX2 and FMA).
-            unsafe { block::<F, V, IN_PLACE>(rows, ahead, b, ldb, out, stride, width) }
-        }
+        block_with_feature!("avx2,fma", Y);
     }
 
     /// A group's pixel block as `f32`: row `i` at `base + i * stride`, `len` values each.
