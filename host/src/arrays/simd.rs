@@ -19,7 +19,7 @@
 //! [`matrix_product`]: `out (frames × M) += data (frames × k) · b (k × M)`, `b`'s rows
 //! contiguous (a C-order `(pixels, M)` matrix: what `tile @ masks` gets from a plugin
 //! that cut its masks to `(pixels, M)`, and the mask built-ins' masks, transposed once
-//! per run for four or more masks): the blocking turned around. A group of up to
+//! per partition: [`rows_kernel_for`]): the blocking turned around. A group of up to
 //! [`GROUP`] frames' pixel block is converted to `f32` into a scratch block whose rows
 //! are a constant distance apart (read in place where the tile is `float32`); register
 //! blocks hold rows × one or two vectors of columns (AVX-512: 16 frames × 16 columns or
@@ -183,12 +183,15 @@ pub fn matrix_product<S: Pixel>(
     false
 }
 
-/// Whether the mask built-ins run `m` masks by [`matrix_product`] (their masks transposed
-/// once) rather than [`masks_product`]: from four masks on, the `(pixels, M)` kernel is
-/// the faster one (one broadcast frame value feeds a vector of masks); for fewer, too
-/// many of its lanes would be empty.
-pub fn rows_kernel_for(m: usize) -> bool {
-    m >= 4
+/// Whether the mask built-ins run `m` masks over tiles of stored integers (`integers`)
+/// or of float32 by [`matrix_product`] (their masks transposed once) rather than
+/// [`masks_product`]: integer tiles from four masks on, float32 tiles from eight (one
+/// broadcast frame value feeds a vector of masks; with fewer masks too many of its lanes
+/// are empty, and a float32 tile's dot products read it in place: at four masks the two
+/// kernels are even on float32, docs/benchmarks.md "The product kernel with AVX-512 and
+/// prefetching").
+pub fn rows_kernel_for(m: usize, integers: bool) -> bool {
+    m >= if integers { 4 } else { 8 }
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -168,8 +168,8 @@ struct DenseProduct<R> {
     scratch: Vec<R>,
     /// Float32 masks on a CPU with AVX2/FMA: use [`simd`](crate::arrays::simd)'s kernels (decided once).
     simd: bool,
-    /// Per slice, where [`simd::rows_kernel_for`] the count: the cut transposed to
-    /// `(slice_len, M)` for [`simd::matrix_product`] (empty otherwise).
+    /// Per slice, where [`simd::rows_kernel_for`] the count on some tiles: the cut
+    /// transposed to `(slice_len, M)` for [`simd::matrix_product`] (empty otherwise).
     transposed: Vec<Vec<f32>>,
 }
 
@@ -189,7 +189,7 @@ impl<R: MaskElement> DenseProduct<R> {
             })
             .collect::<Vec<Vec<R>>>();
         let simd = R::DTYPE == DType::F32 && simd::available();
-        let transposed = if simd && simd::rows_kernel_for(count) {
+        let transposed = if simd && simd::rows_kernel_for(count, true) {
             let transpose = |cut: &[f32]| {
                 let len = cut.len() / count.max(1);
                 (0..len * count).map(|i| cut[(i % count) * len + i / count]).collect()
@@ -356,8 +356,8 @@ impl<R: MaskElement> MaskProduct for DenseProduct<R> {
         if self.simd {
             let out = bytemuck::cast_slice_mut::<R, f32>(out);
             let masks = match self.transposed.get(tile.scheme_index) {
-                Some(rows) => SimdMasks::Transposed(rows),
-                None => SimdMasks::Stack(bytemuck::cast_slice::<R, f32>(masks)),
+                Some(rows) if simd::rows_kernel_for(m, tile.dtype != DType::F32) => SimdMasks::Transposed(rows),
+                _ => SimdMasks::Stack(bytemuck::cast_slice::<R, f32>(masks)),
             };
             if tile.dtype == DType::F32 {
                 return dense_f32::<f32>(tile, k, masks, m, out);
