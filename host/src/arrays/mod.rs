@@ -11,7 +11,7 @@
 //! | [`elementwise`] | `astype`, unary and binary functions (broadcasting, NEP 50 promotion), `where`, `clip` |
 //! | [`reduce`] | reductions over axes with `keepdims`, `dtype=`, `correction` |
 //! | [`linalg`] | `matmul`, `tensordot`, `vecdot` |
-//! | [`simd`] | the AVX2/FMA kernels of products with a few float32 columns (`tile @ masks`; the mask built-ins' kernel) |
+//! | [`simd`] | the AVX-512 and AVX2/FMA kernels of products with a few float32 columns (`tile @ masks`; the mask built-ins' kernels) |
 //! | [`fft`] | `fft2`, `ifft2`, `rfft2`, `irfft2`, `fftshift`, `ifftshift` |
 //! | [`construct`] | `full`, `arange`, `linspace`, `eye`, `concat`, `stack`, `take`, mask selection |
 //! | [`writes`] | `x[index] = v`, `x[index] += v` |

@@ -13,7 +13,7 @@
 //! to `(n, S, V)` (count, sum, sum of squared deviations from the block mean) with two
 //! passes over data in cache — for real input the host arrays' variance passes
 //! (`arrays::reduce`'s `add_block_rows` and `add_block_squared_deviations`: four frames
-//! per pass, AVX2 where the CPU has it, frame after frame as a plain loop adds) — and
+//! per pass, AVX-512 or AVX2 where the CPU has them, frame after frame as a plain loop adds) — and
 //! merged pairwise (Chan et al.; Schubert & Gertz 2018):
 //! `V = V0 + V1 + n0·n1/n · |S1/n1 − S0/n0|²` — the same formula merges partitions.
 //! Never `Σx² − (Σx)²/n`. Accumulators are `f64` whatever the base.
@@ -299,7 +299,7 @@ impl StdDevPartition {
     /// Two passes over the block in cache: the sums (row after row), then the squared
     /// deviations from the block's mean `sum · (1/n)` (row after row). Real inputs go
     /// through the host arrays' variance kernels (`var(axis=0)`: four rows per pass
-    /// over the accumulators, AVX2 where the CPU has it), which add in the same order.
+    /// over the accumulators, AVX-512 or AVX2 where the CPU has them), which add in the same order.
     fn block<T: Parts + CastTo>(&mut self, rows: &[&[T]], n0: u64, block: (usize, usize, usize)) {
         let (in_slice, in_frame, len) = block;
         let inverse = 1.0 / rows.len() as f64;
