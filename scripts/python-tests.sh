@@ -41,7 +41,9 @@ export UDF_HOST_TEST_WHEEL="$wheel"
 cargo build --quiet -p udf-host
 echo "==> pytest python/tests"
 set +e
-"$venv/bin/python" -m pytest python/tests -p no:cacheprovider "$@"
+# A passed test's tmp_path is removed when it ends (fresh venvs, datasets: GBs in all by
+# the end of the run otherwise); a failed test's stays for a look.
+"$venv/bin/python" -m pytest python/tests -p no:cacheprovider -o tmp_path_retention_policy=failed "$@"
 status=$?
 set -e
 if [[ $status -eq 5 ]]; then
