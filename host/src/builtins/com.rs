@@ -20,7 +20,7 @@
 //! input's float dtype; `field*`, `magnitude`, `divergence`, `curl` and `regression`
 //! come back float64, as LiberTEM's do.
 
-use super::mask_engine::{MaskSet, MasksPartition, result_dtype};
+use super::mask_engine::{MaskRun, MaskSet, MasksPartition, result_dtype};
 use super::spec;
 use crate::array::NdArray;
 use crate::cuda::{RadialMask, Request};
@@ -29,10 +29,13 @@ use crate::udf::{
     BufferDecl, BufferKind, BufferUse, CallError, DatasetMeta, Description, DeviceClass, InitContext, NamedBuffer,
     Params, PartitionRunner, ResultEntry, ResultsContext, RunPlan, Udf,
 };
+use std::sync::Arc;
 
 /// LiberTEM's `CoMUDF`.
 pub struct CoM {
     description: Description,
+    /// The masks of a run, in its copy ([`MaskRun`]).
+    run: MaskRun,
 }
 
 impl Default for CoM {
@@ -52,7 +55,7 @@ impl Default for CoM {
             ),
         ];
         d.custom_results = true;
-        CoM { description: d }
+        CoM { description: d, run: MaskRun::default() }
     }
 }
 
@@ -163,6 +166,11 @@ impl Udf for CoM {
         "builtin:com"
     }
 
+    fn for_run(&self) -> Option<Arc<dyn Udf>> {
+        let run = self.run.for_run()?;
+        Some(Arc::new(CoM { description: self.description.clone(), run }) as Arc<dyn Udf>)
+    }
+
     fn reads_in_place(&self) -> bool {
         true
     }
@@ -202,8 +210,9 @@ impl Udf for CoM {
             };
             return crate::cuda::start(&ctx, request);
         }
-        let masks = p.masks(sy, sx).to_dtype(float_dtype(ctx.dataset)?);
-        Ok(Box::new(MasksPartition::new(&ctx, &masks, "raw_mask_result", &[3])?))
+        let dtype = float_dtype(ctx.dataset)?;
+        let masks = self.run.masks(&ctx, || Ok(p.masks(sy, sx).to_dtype(dtype)))?;
+        Ok(Box::new(MasksPartition::new(&ctx, &self.run, &masks, "raw_mask_result", &[3])?))
     }
 
     // Index arithmetic over (y, x) components reads best as indices.

@@ -15,7 +15,7 @@
 //! They are mask builders over [`masks`](super::masks) and need no wasm twin: the
 //! `masks` plugin with the same mask as a `.npy` computes the same.
 
-use super::mask_engine::{MaskSet, MasksPartition, parse_use_sparse, result_dtype};
+use super::mask_engine::{MaskRun, MaskSet, MasksPartition, parse_use_sparse, result_dtype};
 use super::spec;
 use super::spec::nav_buffer;
 use crate::cuda::{RadialMask, Request};
@@ -23,6 +23,7 @@ use crate::dtype::DType;
 use crate::udf::{
     BufferDecl, CallError, DatasetMeta, Description, DeviceClass, InitContext, Params, PartitionRunner, RunPlan, Udf,
 };
+use std::sync::Arc;
 
 /// Which detector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +48,8 @@ pub struct VirtualDetector {
     kind: DetectorKind,
     source: String,
     description: Description,
+    /// The masks of a run, in its copy ([`MaskRun`]).
+    run: MaskRun,
 }
 
 impl VirtualDetector {
@@ -70,7 +73,12 @@ impl VirtualDetector {
         if kind != DetectorKind::Point {
             d.params.push(spec::text("use_sparse", "auto (dense), true (CSR) or false", Some("auto")));
         }
-        VirtualDetector { kind, source: format!("{}{}", super::PREFIX, kind.name()), description: d }
+        VirtualDetector {
+            kind,
+            source: format!("{}{}", super::PREFIX, kind.name()),
+            description: d,
+            run: MaskRun::default(),
+        }
     }
 
     /// The detector as a mask computed from the pixel position (`ri2 < d² <= ro2`): the
@@ -132,6 +140,16 @@ impl Udf for VirtualDetector {
         &self.source
     }
 
+    fn for_run(&self) -> Option<Arc<dyn Udf>> {
+        let run = self.run.for_run()?;
+        Some(Arc::new(VirtualDetector {
+            kind: self.kind,
+            source: self.source.clone(),
+            description: self.description.clone(),
+            run,
+        }) as Arc<dyn Udf>)
+    }
+
     fn reads_in_place(&self) -> bool {
         true
     }
@@ -155,7 +173,7 @@ impl Udf for VirtualDetector {
             let result = result_dtype(ctx.dataset.input_dtype, DType::F32)?;
             return crate::cuda::start(&ctx, Request::Radial { mask, result, buffer: "intensity", extra_shape: &[] });
         }
-        let masks = self.masks(ctx.params, ctx.dataset)?;
-        Ok(Box::new(MasksPartition::new(&ctx, &masks, "intensity", &[])?))
+        let masks = self.run.masks(&ctx, || self.masks(ctx.params, ctx.dataset))?;
+        Ok(Box::new(MasksPartition::new(&ctx, &self.run, &masks, "intensity", &[])?))
     }
 }

@@ -2,7 +2,8 @@
 //! built-in that applies masks — `masks` (given masks), `disk`, `ring`, `point`,
 //! `radial-fourier` and `com` (masks they build). It is not a UDF; the UDF files import it.
 //!
-//! Per partition, the masks are cut to the tiling's signal slices once; a tile
+//! Per run, the masks are made once (in the result dtype) and cut to each tiling
+//! scheme's signal slices once, shared by the run's partitions ([`MaskRun`]); a tile
 //! is then one matrix product `tile (frames × pixels) @ masksᵀ (pixels × M)` (dense
 //! masks, matrixmultiply's blocked kernels, which read each tile element once), or a
 //! gather per mask entry (sparse masks, CSR). Tiles of another dtype than the result
@@ -16,11 +17,13 @@ use super::spec;
 use crate::array::NdArray;
 use crate::arrays::simd::{self, Pixel};
 use crate::dtype::{CastFrom, DType, Element, Kind, StoredDType, converter, result_type};
-use crate::udf::SigSlice;
-use crate::udf::{CallError, InitContext, NamedBuffer, Params, PartitionRunner, Tile};
+use crate::udf::{
+    CallError, DatasetMeta, InitContext, NamedBuffer, ParamValue, Params, PartitionRunner, SigSlice, Tile,
+};
 use ndarray::{ArrayView2, ArrayViewMut2, LinalgScalar, ShapeBuilder};
 use num_complex::{Complex32, Complex64};
 use rayon::prelude::*;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 /// A stack of `count` masks over the whole frame, in the result dtype.
 #[derive(Debug, Clone)]
@@ -94,25 +97,129 @@ impl MaskSet {
         MaskSet { values, ..*self }
     }
 
-    /// The product of tiles with these masks for one partition: masks cut to each
-    /// slice of the tiling.
+    /// These masks cut to each slice of a tiling scheme, for the partitions with that
+    /// scheme ([`SharedCut::product`]).
     ///
     /// # Errors
     /// Invalid data if the masks' dtype is not float or complex.
-    pub fn product(&self, sig: &[usize], slices: &[SigSlice]) -> Result<Box<dyn MaskProduct>, CallError> {
+    fn cut(self: &Arc<Self>, sig: &[usize], slices: &[SigSlice]) -> Result<Arc<dyn SharedCut>, CallError> {
         let dtype = self.values.dtype();
+        let runs = SliceRuns::for_scheme(sig, slices);
         crate::with_inexact!(dtype, T => {
-            let values = self.values.as_slice::<T>().unwrap_or_default();
-            let runs = SliceRuns::for_scheme(sig, slices);
             if self.sparse {
-                Ok(Box::new(SparseProduct::<T>::new(values, self.count, self.frame_len, &runs)) as Box<dyn MaskProduct>)
+                Ok(Arc::new(SparseCut::<T>::new(self, &runs)) as Arc<dyn SharedCut>)
             } else {
-                Ok(Box::new(DenseProduct::<T>::new(values, self.count, self.frame_len, &runs)) as Box<dyn MaskProduct>)
+                Ok(Arc::new(DenseCut::<T>::new(self.clone(), runs)) as Arc<dyn SharedCut>)
             }
         }, Err(CallError::invalid_data(format!(
             "masks are applied in float or complex arithmetic, not {dtype}; use float32 input or mask_dtype"
         ))))
     }
+}
+
+/// A mask built-in's state for one run: the masks it makes and their cuts per tiling
+/// scheme, made by the first partition that needs them and shared by the others (the
+/// masks were made and cut, and for the `(pixels, M)` kernel also transposed, once per
+/// partition: copies of a large stack per thread, and work per partition). The
+/// registry's instance of a built-in holds none and makes everything per partition; the
+/// copy the executor makes for a run ([`Udf::for_run`](crate::udf::Udf::for_run)) holds
+/// one, dropped with the run. What it holds serves the params and dataset it was made
+/// for; others (an engine planning several runs with one copy) make it anew.
+#[derive(Clone, Default)]
+pub struct MaskRun(Option<Arc<Mutex<Option<RunMasks>>>>);
+
+/// What a [`MaskRun`] holds.
+struct RunMasks {
+    params: Params,
+    dataset: DatasetMeta,
+    set: Arc<MaskSet>,
+    /// Per tiling scheme (its slices) seen so far, the masks cut to it.
+    cuts: Vec<(Vec<SigSlice>, Arc<dyn SharedCut>)>,
+}
+
+impl MaskRun {
+    /// The state of a run's copy of the built-in; `None` when this is a run's already.
+    pub fn for_run(&self) -> Option<MaskRun> {
+        self.0.is_none().then(|| MaskRun(Some(Arc::default())))
+    }
+
+    /// The run's masks: made by `make` for the first partition, the same ones for the
+    /// next while the params and the dataset are those they were made for.
+    ///
+    /// # Errors
+    /// What `make` returns.
+    pub fn masks(
+        &self,
+        ctx: &InitContext<'_>,
+        make: impl FnOnce() -> Result<MaskSet, CallError>,
+    ) -> Result<Arc<MaskSet>, CallError> {
+        let Some(state) = &self.0 else { return make().map(Arc::new) };
+        // Held while making: a partition starting meanwhile waits for these masks
+        // instead of making its own.
+        let mut held = state.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(run) = held.as_ref()
+            && run.dataset == *ctx.dataset
+            && same_params(&run.params, ctx.params)
+        {
+            return Ok(run.set.clone());
+        }
+        let set = Arc::new(make()?);
+        *held = Some(RunMasks {
+            params: ctx.params.clone(),
+            dataset: ctx.dataset.clone(),
+            set: set.clone(),
+            cuts: Vec::new(),
+        });
+        Ok(set)
+    }
+
+    /// The product of `set` (from [`masks`](Self::masks)) for a partition tiled into
+    /// `slices`, on the run's cut for that scheme.
+    fn product(
+        &self,
+        set: &Arc<MaskSet>,
+        sig: &[usize],
+        slices: &[SigSlice],
+    ) -> Result<Box<dyn MaskProduct>, CallError> {
+        if let Some(state) = &self.0 {
+            let mut held = state.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(run) = held.as_mut()
+                && Arc::ptr_eq(&run.set, set)
+            {
+                if let Some((_, cut)) = run.cuts.iter().find(|(s, _)| s == slices) {
+                    return Ok(cut.clone().product());
+                }
+                let cut = set.cut(sig, slices)?;
+                run.cuts.push((slices.to_vec(), cut.clone()));
+                return Ok(cut.product());
+            }
+        }
+        Ok(set.cut(sig, slices)?.product())
+    }
+}
+
+/// Whether two runs' params are the same values (arrays: the same array, or equal
+/// bytes; floats: the same bits, so a NaN default equals itself).
+fn same_params(a: &Params, b: &Params) -> bool {
+    a.0.len() == b.0.len()
+        && a.0.iter().zip(&b.0).all(|(a, b)| {
+            a.name == b.name
+                && match (&a.value, &b.value) {
+                    (ParamValue::Array(x), ParamValue::Array(y)) => Arc::ptr_eq(x, y) || x == y,
+                    (ParamValue::Float(x), ParamValue::Float(y)) => x.to_bits() == y.to_bits(),
+                    (ParamValue::Int(x), ParamValue::Int(y)) => x == y,
+                    (ParamValue::Bool(x), ParamValue::Bool(y)) => x == y,
+                    (ParamValue::Text(x), ParamValue::Text(y)) => x == y,
+                    _ => false,
+                }
+        })
+}
+
+/// A run's masks cut to one tiling scheme's slices, shared by the partitions with that
+/// scheme; each partition's product adds only its own scratch space.
+trait SharedCut: Send + Sync {
+    /// A product for one partition.
+    fn product(self: Arc<Self>) -> Box<dyn MaskProduct>;
 }
 
 /// `out[f, m] += Σ_p tile[f, p] · mask_m[slice p]` for the frames of a tile.
@@ -160,46 +267,84 @@ fn rows_of<R: Element>(out: &mut [u8]) -> Result<&mut [R], CallError> {
     super::element::cast_mut::<R>(out, "intensity")
 }
 
-/// Dense masks: per slice a `(M, slice_len)` matrix.
-struct DenseProduct<R> {
-    count: usize,
-    /// Per slice of the scheme: the masks cut to the slice, `(M, slice_len)` C order.
-    slices: Vec<Vec<R>>,
-    scratch: Vec<R>,
+/// Dense masks cut to a tiling scheme: per slice a `(M, slice_len)` matrix and, for the
+/// `(pixels, M)` kernel, its transpose, each made when a tile first needs it.
+struct DenseCut<R> {
+    set: Arc<MaskSet>,
+    runs: Vec<SliceRuns>,
+    /// Per slice the `(M, slice_len)` C-order cut (a slice that is the whole frame uses
+    /// the set's values as they are).
+    stacks: Vec<OnceLock<Vec<R>>>,
+    /// Per slice the cut transposed to `(slice_len, M)` for [`simd::matrix_product`],
+    /// made straight from the set's values.
+    transposed: Vec<OnceLock<Vec<f32>>>,
     /// Float32 masks on a CPU with AVX2/FMA: use [`simd`](crate::arrays::simd)'s kernels (decided once).
     simd: bool,
-    /// Per slice, where [`simd::rows_kernel_for`] the count on some tiles: the cut
-    /// transposed to `(slice_len, M)` for [`simd::matrix_product`] (empty otherwise).
-    transposed: Vec<Vec<f32>>,
 }
 
-impl<R: MaskElement> DenseProduct<R> {
-    fn new(values: &[R], count: usize, frame_len: usize, runs: &[SliceRuns]) -> Self {
-        let slices = runs
-            .iter()
-            .map(|r| {
-                let mut cut = Vec::with_capacity(count * r.slice_len);
-                for m in 0..count {
-                    let mask = &values[m * frame_len..(m + 1) * frame_len];
-                    for &start in &r.starts {
-                        cut.extend_from_slice(&mask[start..start + r.run_len]);
-                    }
-                }
-                cut
-            })
-            .collect::<Vec<Vec<R>>>();
-        let simd = R::DTYPE == DType::F32 && simd::available();
-        let transposed = if simd && simd::rows_kernel_for(count, true) {
-            let transpose = |cut: &[f32]| {
-                let len = cut.len() / count.max(1);
-                (0..len * count).map(|i| cut[(i % count) * len + i / count]).collect()
-            };
-            slices.iter().map(|cut| transpose(bytemuck::cast_slice::<R, f32>(cut))).collect()
-        } else {
-            Vec::new()
-        };
-        DenseProduct { count, slices, scratch: Vec::new(), simd, transposed }
+impl<R: MaskElement> DenseCut<R> {
+    fn new(set: Arc<MaskSet>, runs: Vec<SliceRuns>) -> Self {
+        let slices = runs.len();
+        DenseCut {
+            set,
+            runs,
+            stacks: (0..slices).map(|_| OnceLock::new()).collect(),
+            transposed: (0..slices).map(|_| OnceLock::new()).collect(),
+            simd: R::DTYPE == DType::F32 && simd::available(),
+        }
     }
+
+    fn values(&self) -> &[R] {
+        self.set.values.as_slice::<R>().unwrap_or_default()
+    }
+
+    /// Slice `i`'s masks, `(M, slice_len)` C order.
+    fn stack(&self, i: usize) -> &[R] {
+        let (values, runs) = (self.values(), &self.runs[i]);
+        let (count, frame_len) = (self.set.count, self.set.frame_len);
+        if runs.is_full(frame_len) {
+            return values;
+        }
+        self.stacks[i].get_or_init(|| {
+            let mut cut = Vec::with_capacity(count * runs.slice_len);
+            for m in 0..count {
+                let mask = &values[m * frame_len..(m + 1) * frame_len];
+                for &start in &runs.starts {
+                    cut.extend_from_slice(&mask[start..start + runs.run_len]);
+                }
+            }
+            cut
+        })
+    }
+
+    /// Slice `i`'s float32 masks transposed, `(slice_len, M)`: row `p` holds every mask's
+    /// value at the slice's pixel `p`.
+    fn transposed(&self, i: usize) -> &[f32] {
+        let values = bytemuck::cast_slice::<R, f32>(self.values());
+        let runs = &self.runs[i];
+        let (count, frame_len) = (self.set.count, self.set.frame_len);
+        self.transposed[i].get_or_init(|| {
+            let mut rows = Vec::with_capacity(runs.slice_len * count);
+            for &start in &runs.starts {
+                for pixel in start..start + runs.run_len {
+                    rows.extend((0..count).map(|m| values[m * frame_len + pixel]));
+                }
+            }
+            rows
+        })
+    }
+}
+
+impl<R: MaskElement> SharedCut for DenseCut<R> {
+    fn product(self: Arc<Self>) -> Box<dyn MaskProduct> {
+        Box::new(DenseProduct { cut: self, scratch: Vec::new() })
+    }
+}
+
+/// A partition's product with dense masks: the shared cut and its own conversion scratch.
+struct DenseProduct<R> {
+    cut: Arc<DenseCut<R>>,
+    scratch: Vec<R>,
 }
 
 /// Frames per matrix-product call: the rows of one call's block of the tile.
@@ -349,15 +494,20 @@ fn convert_then_gemm<I: Copy, R: MaskElement + CastFrom<I>>(
 
 impl<R: MaskElement> MaskProduct for DenseProduct<R> {
     fn apply(&mut self, tile: &Tile<'_>, out: &mut [u8]) -> Result<(), CallError> {
-        let masks = self.slices.get(tile.scheme_index).ok_or_else(|| CallError::internal("unknown signal slice"))?;
+        let cut = &*self.cut;
+        let i = tile.scheme_index;
+        if i >= cut.runs.len() {
+            return Err(CallError::internal("unknown signal slice"));
+        }
         let k = tile.sig.len();
-        let m = self.count;
+        let m = cut.set.count;
         let out = rows_of::<R>(out)?;
-        if self.simd {
+        if cut.simd {
             let out = bytemuck::cast_slice_mut::<R, f32>(out);
-            let masks = match self.transposed.get(tile.scheme_index) {
-                Some(rows) if simd::rows_kernel_for(m, tile.dtype != DType::F32) => SimdMasks::Transposed(rows),
-                _ => SimdMasks::Stack(bytemuck::cast_slice::<R, f32>(masks)),
+            let masks = if simd::rows_kernel_for(m, tile.dtype != DType::F32) {
+                SimdMasks::Transposed(cut.transposed(i))
+            } else {
+                SimdMasks::Stack(bytemuck::cast_slice::<R, f32>(cut.stack(i)))
             };
             if tile.dtype == DType::F32 {
                 return dense_f32::<f32>(tile, k, masks, m, out);
@@ -368,6 +518,7 @@ impl<R: MaskElement> MaskProduct for DenseProduct<R> {
                 return result;
             }
         }
+        let masks = cut.stack(i);
         if tile.dtype == R::DTYPE {
             return by_frame_blocks(tile_data::<R>(tile)?, k, m, out, |d, o| gemm(d, k, masks, m, o));
         }
@@ -380,15 +531,17 @@ impl<R: MaskElement> MaskProduct for DenseProduct<R> {
     }
 }
 
-/// Sparse masks: per slice a CSR matrix `(M, slice_len)`.
-struct SparseProduct<R> {
+/// Sparse masks cut to a tiling scheme: per slice a CSR matrix `(M, slice_len)`.
+struct SparseCut<R> {
     count: usize,
     /// Per slice: row pointers (M + 1), column indices (in the slice), values.
     slices: Vec<(Vec<usize>, Vec<u32>, Vec<R>)>,
 }
 
-impl<R: MaskElement> SparseProduct<R> {
-    fn new(values: &[R], count: usize, frame_len: usize, runs: &[SliceRuns]) -> Self {
+impl<R: MaskElement> SparseCut<R> {
+    fn new(set: &MaskSet, runs: &[SliceRuns]) -> Self {
+        let (count, frame_len) = (set.count, set.frame_len);
+        let values = set.values.as_slice::<R>().unwrap_or_default();
         let slices = runs
             .iter()
             .map(|r| {
@@ -410,8 +563,19 @@ impl<R: MaskElement> SparseProduct<R> {
                 (indptr, indices, data)
             })
             .collect();
-        SparseProduct { count, slices }
+        SparseCut { count, slices }
     }
+}
+
+impl<R: MaskElement> SharedCut for SparseCut<R> {
+    fn product(self: Arc<Self>) -> Box<dyn MaskProduct> {
+        Box::new(SparseProduct { cut: self })
+    }
+}
+
+/// A partition's product with sparse masks (it needs no scratch).
+struct SparseProduct<R> {
+    cut: Arc<SparseCut<R>>,
 }
 
 /// `out[f, mask] += Σ values · frame[indices]` over the CSR rows, each tile element
@@ -437,9 +601,9 @@ fn sparse_rows<I: Copy, R: MaskElement + CastFrom<I>>(
 
 impl<R: MaskElement> MaskProduct for SparseProduct<R> {
     fn apply(&mut self, tile: &Tile<'_>, out: &mut [u8]) -> Result<(), CallError> {
-        let csr = self.slices.get(tile.scheme_index).ok_or_else(|| CallError::internal("unknown signal slice"))?;
+        let csr = self.cut.slices.get(tile.scheme_index).ok_or_else(|| CallError::internal("unknown signal slice"))?;
         let k = tile.sig.len();
-        let m = self.count;
+        let m = self.cut.count;
         let out = rows_of::<R>(out)?;
         if m == 0 || k == 0 {
             return Ok(());
@@ -465,17 +629,24 @@ pub struct MasksPartition {
 }
 
 impl MasksPartition {
-    /// A runner applying `masks` (already in the buffer's dtype) into nav buffer `name`
-    /// of shape `(frames, ..extra)` with `M` elements per frame.
+    /// A runner applying `masks` (already in the buffer's dtype; the run's, from
+    /// [`MaskRun::masks`]) into nav buffer `name` of shape `(frames, ..extra)` with `M`
+    /// elements per frame, on `run`'s cut of them for this partition's tiling.
     ///
     /// # Errors
-    /// As [`MaskSet::product`].
-    pub fn new(ctx: &InitContext<'_>, masks: &MaskSet, name: &str, extra_shape: &[usize]) -> Result<Self, CallError> {
+    /// Invalid data if the masks' dtype is not float or complex.
+    pub fn new(
+        ctx: &InitContext<'_>,
+        run: &MaskRun,
+        masks: &Arc<MaskSet>,
+        name: &str,
+        extra_shape: &[usize],
+    ) -> Result<Self, CallError> {
         let (origin, frames) = ctx.partition.map_or((0, ctx.dataset.frames()), |p| (p.origin, p.frames));
         let sig = &ctx.dataset.sig_shape;
         let full = [SigSlice::full(sig)];
         let slices = ctx.partition.map_or(&full[..], |p| &p.tiling.slices[..]);
-        let product = masks.product(sig, slices)?;
+        let product = run.product(masks, sig, slices)?;
         let mut shape = vec![frames];
         shape.extend_from_slice(extra_shape);
         let dtype = masks.values.dtype();
@@ -568,6 +739,185 @@ mod tests {
         for f in 0..frames {
             let expected: f64 = (0..k).map(|p| data[f * k + p] * masks[p]).sum();
             assert_eq!(one[f], expected, "frame {f}, one mask");
+        }
+    }
+
+    fn dataset(sig: &[usize], input: DType) -> DatasetMeta {
+        DatasetMeta {
+            nav_shape: vec![4],
+            sig_shape: sig.to_vec(),
+            dataset_dtype: input,
+            input_dtype: input,
+            roi_count: None,
+            device_class: crate::udf::DeviceClass::Cpu,
+            threads_per_worker: 1,
+        }
+    }
+
+    fn array_params(values: Vec<f32>, shape: &[usize]) -> Params {
+        let array = Arc::new(NdArray::from_vec(shape, values).unwrap());
+        Params(vec![
+            crate::udf::Param { name: "masks".into(), value: ParamValue::Array(array) },
+            crate::udf::Param { name: "cx".into(), value: ParamValue::Float(f64::NAN) },
+        ])
+    }
+
+    #[test]
+    fn a_runs_partitions_share_one_copy_of_its_masks_and_cuts() {
+        let sig = [3, 4];
+        let params = array_params((0..24).map(|v| v as f32).collect(), &[2, 3, 4]);
+        let meta = dataset(&sig, DType::F32);
+        fn ctx<'a>(params: &'a Params, dataset: &'a DatasetMeta) -> InitContext<'a> {
+            InitContext { params, dataset, partition: None }
+        }
+        let made = std::cell::Cell::new(0);
+        let make = || {
+            made.set(made.get() + 1);
+            let Some(ParamValue::Array(a)) = params.get("masks") else { unreachable!() };
+            MaskSet::new(a, &sig, DType::F32, false, "masks")
+        };
+        let registry = MaskRun::default();
+        let run = registry.for_run().expect("a run's state");
+        assert!(run.for_run().is_none(), "a run's copy serves its run");
+
+        let first = run.masks(&ctx(&params, &meta), make).unwrap();
+        // Another partition: its own params, the arrays shared (as the executor gives them).
+        let again = run.masks(&ctx(&params.clone(), &meta), make).unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+        // Equal bytes in another array, a NaN float param: the same values.
+        let equal = array_params((0..24).map(|v| v as f32).collect(), &[2, 3, 4]);
+        assert!(Arc::ptr_eq(&first, &run.masks(&ctx(&equal, &meta), make).unwrap()));
+        assert_eq!(made.get(), 1);
+        // Other masks, or another dataset: made anew.
+        let other = array_params((0..24).map(|v| v as f32 + 1.0).collect(), &[2, 3, 4]);
+        assert!(!Arc::ptr_eq(&first, &run.masks(&ctx(&other, &meta), make).unwrap()));
+        assert!(!Arc::ptr_eq(&first, &run.masks(&ctx(&params, &dataset(&sig, DType::F64)), make).unwrap()));
+        assert_eq!(made.get(), 3);
+        // The registry's instance makes them each time.
+        registry.masks(&ctx(&params, &meta), make).unwrap();
+        registry.masks(&ctx(&params, &meta), make).unwrap();
+        assert_eq!(made.get(), 5);
+
+        // Cuts: one per tiling scheme, for the masks made last.
+        let set = run.masks(&ctx(&params, &meta), make).unwrap();
+        let whole = [SigSlice::full(&sig)];
+        let rows =
+            [SigSlice { origin: vec![0, 0], shape: vec![2, 4] }, SigSlice { origin: vec![2, 0], shape: vec![1, 4] }];
+        for slices in [&whole[..], &rows, &whole, &rows] {
+            run.product(&set, &sig, slices).unwrap();
+        }
+        let cuts = |run: &MaskRun| run.0.as_ref().unwrap().lock().unwrap().as_ref().unwrap().cuts.len();
+        assert_eq!(cuts(&run), 2);
+        // Masks not the run's (made elsewhere): cut for the partition alone.
+        let stranger = Arc::new(make().unwrap());
+        run.product(&stranger, &sig, &whole).unwrap();
+        assert_eq!(cuts(&run), 2);
+    }
+
+    /// `Σ_p frame[f, p] · mask[m, p]` over whole frames, in f64.
+    fn plain_products(frames: &[f64], masks: &[f64], pixels: usize) -> Vec<f64> {
+        let count = masks.len() / pixels;
+        frames
+            .chunks_exact(pixels)
+            .flat_map(|frame| {
+                (0..count).map(move |m| (0..pixels).map(|p| frame[p] * masks[m * pixels + p]).sum::<f64>())
+            })
+            .collect()
+    }
+
+    /// The elements of `frames` (`(n, ..sig)` C order) in `slice`, `(n, slice_len)`.
+    fn gather<T: Copy>(frames: &[T], sig: &[usize], slice: &SigSlice) -> Vec<T> {
+        let pixels: usize = sig.iter().product();
+        let runs = SliceRuns::new(sig, slice);
+        frames
+            .chunks_exact(pixels)
+            .flat_map(|frame| runs.starts.iter().flat_map(|&s| frame[s..s + runs.run_len].to_vec()).collect::<Vec<_>>())
+            .collect()
+    }
+
+    /// Tiles of every slice of a scheme, through one run's shared cut (whole-frame,
+    /// row blocks: one run per slice, column blocks: a run per row), agree with plain
+    /// products over whole frames: dense float32 masks on both kernels (1, 5 and 17
+    /// masks) and the portable product (float64 masks), sparse masks; float32 and
+    /// uint16 tiles.
+    #[test]
+    fn cut_tiles_give_the_products_of_whole_frames() {
+        let sig = [7, 10];
+        let pixels = 70;
+        let frames = 9;
+        let data: Vec<u16> = (0..frames * pixels).map(|i| ((i * 37) % 17) as u16).collect();
+        let schemes: Vec<Vec<SigSlice>> = vec![
+            vec![SigSlice::full(&sig)],
+            vec![
+                SigSlice { origin: vec![0, 0], shape: vec![3, 10] },
+                SigSlice { origin: vec![3, 0], shape: vec![4, 10] },
+            ],
+            vec![
+                SigSlice { origin: vec![0, 0], shape: vec![7, 4] },
+                SigSlice { origin: vec![0, 4], shape: vec![7, 3] },
+                SigSlice { origin: vec![0, 7], shape: vec![7, 3] },
+            ],
+        ];
+        for (count, mask_dtype, sparse) in [
+            (1, DType::F32, false),
+            (5, DType::F32, false),
+            (17, DType::F32, false),
+            (5, DType::F64, false),
+            (5, DType::F32, true),
+        ] {
+            // Quarters and zeros: every sum is exact in float32.
+            let values: Vec<f32> =
+                (0..count * pixels).map(|i| if i % 3 == 0 { 0.0 } else { ((i * 13) % 11) as f32 / 4.0 }).collect();
+            let params = array_params(values.clone(), &[count, 7, 10]);
+            let masks64: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
+            let frames64: Vec<f64> = data.iter().map(|&v| f64::from(v)).collect();
+            let expected = plain_products(&frames64, &masks64, pixels);
+            for tile_dtype in [DType::F32, DType::U16] {
+                let meta = dataset(&sig, DType::F32);
+                let run = MaskRun::default().for_run().unwrap();
+                let ctx = InitContext { params: &params, dataset: &meta, partition: None };
+                let set = run
+                    .masks(&ctx, || {
+                        let Some(ParamValue::Array(a)) = params.get("masks") else { unreachable!() };
+                        MaskSet::new(a, &sig, mask_dtype, sparse, "masks")
+                    })
+                    .unwrap();
+                for slices in &schemes {
+                    // Two partitions on one scheme: the second on the cut the first made.
+                    for _ in 0..2 {
+                        let mut product = run.product(&set, &sig, slices).unwrap();
+                        let mut out = NdArray::zeros(mask_dtype, &[frames, count]);
+                        for (index, slice) in slices.iter().enumerate() {
+                            let floats: Vec<f32> = data.iter().map(|&v| f32::from(v)).collect();
+                            let bytes: Vec<u8> = match tile_dtype {
+                                DType::F32 => bytemuck::cast_slice(&gather(&floats, &sig, slice)).to_vec(),
+                                _ => bytemuck::cast_slice(&gather(&data, &sig, slice)).to_vec(),
+                            };
+                            let tile_values =
+                                NdArray::from_bytes(tile_dtype, &[bytes.len() / tile_dtype.size()], &bytes).unwrap();
+                            let indices: Vec<u64> = (0..frames as u64).collect();
+                            let tile = Tile {
+                                origin: 0,
+                                frames,
+                                scheme_index: index,
+                                sig: slice,
+                                true_nav_indices: &indices,
+                                dtype: tile_dtype,
+                                data: tile_values.bytes(),
+                            };
+                            product.apply(&tile, out.bytes_mut()).unwrap();
+                        }
+                        let got: Vec<f64> = match mask_dtype {
+                            DType::F32 => out.as_slice::<f32>().unwrap().iter().map(|&v| f64::from(v)).collect(),
+                            _ => out.as_slice::<f64>().unwrap().to_vec(),
+                        };
+                        assert_eq!(
+                            got, expected,
+                            "{count} {mask_dtype} masks (sparse {sparse}) on {tile_dtype} tiles, slices {slices:?}"
+                        );
+                    }
+                }
+            }
         }
     }
 }

@@ -5,7 +5,7 @@
 //! mask dtype)`, `intensity[n, m] = Σ_{y,x} F_n[y, x] · mask_m[y, x]`. The products are
 //! [`mask_engine`](super::mask_engine)'s.
 
-use super::mask_engine::{MaskSet, MasksPartition, parse_use_sparse, result_dtype};
+use super::mask_engine::{MaskRun, MaskSet, MasksPartition, parse_use_sparse, result_dtype};
 use super::spec;
 use super::spec::nav_buffer;
 use crate::cuda::{MaskStack, Request};
@@ -14,10 +14,13 @@ use crate::udf::{
     BufferDecl, CallError, DTypePreference, DatasetMeta, Description, DeviceClass, InitContext, Params,
     PartitionRunner, RunPlan, Udf,
 };
+use std::sync::Arc;
 
 /// LiberTEM's `ApplyMasksUDF`.
 pub struct ApplyMasks {
     description: Description,
+    /// The masks of a run, in its copy ([`MaskRun`]).
+    run: MaskRun,
 }
 
 impl Default for ApplyMasks {
@@ -29,7 +32,7 @@ impl Default for ApplyMasks {
             spec::text("mask_dtype", "dtype of the masks for the product (default: the array's dtype)", Some("")),
             spec::text("preferred_dtype", "preferred input dtype (NumPy name)", Some("float32")),
         ];
-        ApplyMasks { description: d }
+        ApplyMasks { description: d, run: MaskRun::default() }
     }
 }
 
@@ -61,6 +64,11 @@ impl Udf for ApplyMasks {
         "builtin:masks"
     }
 
+    fn for_run(&self) -> Option<Arc<dyn Udf>> {
+        let run = self.run.for_run()?;
+        Some(Arc::new(ApplyMasks { description: self.description.clone(), run }) as Arc<dyn Udf>)
+    }
+
     fn reads_in_place(&self) -> bool {
         true
     }
@@ -85,12 +93,12 @@ impl Udf for ApplyMasks {
     }
 
     fn start(&self, ctx: InitContext<'_>) -> Result<Box<dyn PartitionRunner + '_>, CallError> {
-        let masks = Self::masks(ctx.params, ctx.dataset)?;
+        let masks = self.run.masks(&ctx, || Self::masks(ctx.params, ctx.dataset))?;
         if ctx.dataset.device_class == DeviceClass::Cuda {
             let stack = MaskStack { values: &masks.values, count: masks.count, sparse: masks.sparse };
             let request = Request::Masks { masks: stack, buffer: "intensity", extra_shape: &[masks.count] };
             return crate::cuda::start(&ctx, request);
         }
-        Ok(Box::new(MasksPartition::new(&ctx, &masks, "intensity", &[masks.count])?))
+        Ok(Box::new(MasksPartition::new(&ctx, &self.run, &masks, "intensity", &[masks.count])?))
     }
 }

@@ -17,7 +17,7 @@
 //! Native only: the masks are built here from a few numbers; the `masks` plugin
 //! with these masks as a `.npy` computes `complex`.
 
-use super::mask_engine::{MaskSet, MasksPartition, result_dtype};
+use super::mask_engine::{MaskRun, MaskSet, MasksPartition, result_dtype};
 use super::spec;
 use crate::array::NdArray;
 use crate::dtype::{CastFrom, DType};
@@ -26,10 +26,13 @@ use crate::udf::{
     PartitionRunner, ResultEntry, ResultsContext, RunPlan, Udf,
 };
 use num_complex::{Complex32, Complex64};
+use std::sync::Arc;
 
 /// The radial Fourier analysis.
 pub struct RadialFourier {
     description: Description,
+    /// The masks of a run, in its copy ([`MaskRun`]).
+    run: MaskRun,
 }
 
 impl Default for RadialFourier {
@@ -47,7 +50,7 @@ impl Default for RadialFourier {
             spec::int("max_order", "highest angular Fourier order", Some(24)),
         ];
         d.custom_results = true;
-        RadialFourier { description: d }
+        RadialFourier { description: d, run: MaskRun::default() }
     }
 }
 
@@ -121,6 +124,11 @@ impl Udf for RadialFourier {
         "builtin:radial-fourier"
     }
 
+    fn for_run(&self) -> Option<Arc<dyn Udf>> {
+        let run = self.run.for_run()?;
+        Some(Arc::new(RadialFourier { description: self.description.clone(), run }) as Arc<dyn Udf>)
+    }
+
     fn reads_in_place(&self) -> bool {
         true
     }
@@ -149,8 +157,9 @@ impl Udf for RadialFourier {
     fn start(&self, ctx: InitContext<'_>) -> Result<Box<dyn PartitionRunner + '_>, CallError> {
         let g = Geometry::parse(ctx.params, &ctx.dataset.sig_shape)?;
         let (sy, sx) = spec::sig_2d(&ctx.dataset.sig_shape, "radial-fourier")?;
-        let masks = g.masks(sy, sx).to_dtype(result_dtype(ctx.dataset.input_dtype, DType::C64)?);
-        Ok(Box::new(MasksPartition::new(&ctx, &masks, "complex", &[g.bins, g.orders])?))
+        let dtype = result_dtype(ctx.dataset.input_dtype, DType::C64)?;
+        let masks = self.run.masks(&ctx, || Ok(g.masks(sy, sx).to_dtype(dtype)))?;
+        Ok(Box::new(MasksPartition::new(&ctx, &self.run, &masks, "complex", &[g.bins, g.orders])?))
     }
 
     fn get_results(&self, ctx: ResultsContext<'_>, buffers: &[NamedBuffer]) -> Result<Vec<ResultEntry>, CallError> {
