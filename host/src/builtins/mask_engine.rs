@@ -28,8 +28,10 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 /// A stack of `count` masks over the whole frame, in the result dtype.
 #[derive(Debug, Clone)]
 pub struct MaskSet {
-    /// `(count, frame_len)`, C order, in the result dtype.
-    pub values: NdArray,
+    /// `count × frame_len` elements in the result dtype, C order: `(count, frame_len)`,
+    /// or a parameter's array as given (`sig`, `(M, ..sig)`, `(M, pixels)`) when it has
+    /// that dtype already (shared, not copied).
+    pub values: Arc<NdArray>,
     pub count: usize,
     pub frame_len: usize,
     /// Apply as sparse (CSR) masks.
@@ -38,12 +40,12 @@ pub struct MaskSet {
 
 impl MaskSet {
     /// Masks from an array of shape `sig` (one mask), `(M, ..sig)` or `(M, pixels)`,
-    /// converted to `dtype` (NumPy's `astype`).
+    /// converted to `dtype` (NumPy's `astype`; the array itself when it has `dtype`).
     ///
     /// # Errors
     /// Bad parameter `name` if the shape does not fit the frames or the dtype cannot
     /// hold the result.
-    pub fn new(array: &NdArray, sig: &[usize], dtype: DType, sparse: bool, name: &str) -> Result<Self, CallError> {
+    pub fn new(array: &Arc<NdArray>, sig: &[usize], dtype: DType, sparse: bool, name: &str) -> Result<Self, CallError> {
         let frame_len: usize = sig.iter().product();
         let shape = array.shape();
         let count = if shape == sig {
@@ -61,6 +63,9 @@ impl MaskSet {
         if array.dtype() == DType::Bool && dtype == DType::Bool {
             return Err(CallError::bad_param(format!("parameter '{name}': bool masks need a numeric mask_dtype")));
         }
+        if array.dtype() == dtype {
+            return Ok(MaskSet { values: array.clone(), count, frame_len, sparse });
+        }
         let mut values = NdArray::zeros(dtype, &[count, frame_len]);
         if array.dtype() == DType::Bool {
             // Bool is stored as 0/1 bytes: convert through uint8.
@@ -68,7 +73,7 @@ impl MaskSet {
         } else {
             converter(StoredDType::le(array.dtype()), dtype)(array.bytes(), values.bytes_mut());
         }
-        Ok(MaskSet { values, count, frame_len, sparse })
+        Ok(MaskSet { values: Arc::new(values), count, frame_len, sparse })
     }
 
     /// Masks built pixel by pixel: `f(m, y, x)` for 2-D frames `(sy, sx)`, as float32.
@@ -84,7 +89,7 @@ impl MaskSet {
             .map(|(m, y, x)| f(m, y, x))
             .collect();
         let values = NdArray::from_vec(&[count, sy * sx], values).unwrap_or_else(|_| unreachable!("count x frame"));
-        MaskSet { values, count, frame_len: sy * sx, sparse }
+        MaskSet { values: Arc::new(values), count, frame_len: sy * sx, sparse }
     }
 
     /// The same masks in `dtype`.
@@ -94,7 +99,7 @@ impl MaskSet {
         }
         let mut values = NdArray::zeros(dtype, self.values.shape());
         converter(StoredDType::le(self.values.dtype()), dtype)(self.values.bytes(), values.bytes_mut());
-        MaskSet { values, ..*self }
+        MaskSet { values: Arc::new(values), ..*self }
     }
 
     /// These masks cut to each slice of a tiling scheme, for the partitions with that
@@ -781,6 +786,12 @@ mod tests {
         assert!(run.for_run().is_none(), "a run's copy serves its run");
 
         let first = run.masks(&ctx(&params, &meta), make).unwrap();
+        // Masks given in the result dtype are the parameter's array itself; others a copy.
+        let Some(ParamValue::Array(given)) = params.get("masks") else { unreachable!() };
+        assert!(Arc::ptr_eq(&first.values, given));
+        let converted = MaskSet::new(given, &sig, DType::F64, false, "masks").unwrap();
+        assert!(!Arc::ptr_eq(&converted.values, given));
+        assert_eq!(converted.values.as_slice::<f64>().unwrap(), (0..24).map(f64::from).collect::<Vec<_>>());
         // Another partition: its own params, the arrays shared (as the executor gives them).
         let again = run.masks(&ctx(&params.clone(), &meta), make).unwrap();
         assert!(Arc::ptr_eq(&first, &again));

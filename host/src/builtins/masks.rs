@@ -51,7 +51,7 @@ impl ApplyMasks {
     fn masks(params: &Params, dataset: &DatasetMeta) -> Result<MaskSet, CallError> {
         let result = result_dtype(dataset.input_dtype, Self::mask_dtype(params)?)?;
         let sparse = parse_use_sparse(params)?.unwrap_or(false);
-        MaskSet::new(spec::get_array(params, "masks")?, &dataset.sig_shape, result, sparse, "masks")
+        MaskSet::new(spec::get_shared_array(params, "masks")?, &dataset.sig_shape, result, sparse, "masks")
     }
 }
 

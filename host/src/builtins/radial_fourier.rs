@@ -103,7 +103,7 @@ impl Geometry {
         }
         let count = self.bins * self.orders;
         let values = NdArray::from_vec(&[count, sy * sx], values).unwrap_or_else(|_| unreachable!("count x frame"));
-        MaskSet { values, count, frame_len: sy * sx, sparse: false }
+        MaskSet { values: std::sync::Arc::new(values), count, frame_len: sy * sx, sparse: false }
     }
 }
 

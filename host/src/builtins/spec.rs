@@ -124,6 +124,14 @@ pub fn get_text<'a>(params: &'a Params, name: &str) -> Result<&'a str, CallError
 /// # Errors
 /// Missing or of another type.
 pub fn get_array<'a>(params: &'a Params, name: &str) -> Result<&'a NdArray, CallError> {
+    get_shared_array(params, name).map(|a| &**a)
+}
+
+/// Array parameter `name` itself (shared with the params, no copy).
+///
+/// # Errors
+/// Missing, or not an array.
+pub fn get_shared_array<'a>(params: &'a Params, name: &str) -> Result<&'a std::sync::Arc<NdArray>, CallError> {
     match params.get(name) {
         Some(ParamValue::Array(a)) => Ok(a),
         Some(other) => Err(CallError::bad_param(format!("parameter '{name}' must be an array, got {other}"))),

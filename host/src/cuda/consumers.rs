@@ -371,7 +371,9 @@ impl MasksConsumer {
         path: MasksPath,
     ) -> Result<Self, String> {
         let (values, count, float) = (masks.values, masks.count, masks.values.dtype());
-        let frame_len = values.shape().get(1).copied().ok_or("masks must be (M, pixels)")?;
+        // `count` masks of `frame_len` elements, whatever the array's shape (a
+        // parameter's array is used as given: `(M, ..sig)`).
+        let frame_len = values.len().checked_div(count).unwrap_or(0);
         let size = float.size();
         let mut slices = Vec::with_capacity(runs.len());
         for r in runs {
