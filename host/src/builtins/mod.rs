@@ -49,8 +49,10 @@
 //!    `builtin:NAME` and `reads_in_place()` returning true (`merge` and `get_results`
 //!    only where it has a custom merge or results). Its `start` returns a
 //!    [`PartitionRunner`] that allocates everything once per partition (buffers,
-//!    scratch space, masks cut to the tiling's signal slices) so that `process` does
-//!    no allocation.
+//!    scratch space) so that `process` does no allocation. What every partition of a
+//!    run would make alike (a mask built-in's masks and their cuts to the tiling's
+//!    signal slices) is made once per run and shared: the built-in's `for_run` gives
+//!    the run a copy holding that state ([`mask_engine::MaskRun`]).
 //! 2. Add `mod NAME;` below and a line to [`REGISTRY`] (`gpu(..)` if its `start` hands a
 //!    [`crate::cuda::Request`] to the GPU, else `cpu(..)`).
 //! 3. Test it against an independent reference in `tests/all/builtins.rs`.
