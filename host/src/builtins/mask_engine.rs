@@ -112,7 +112,7 @@ impl MaskSet {
         let runs = SliceRuns::for_scheme(sig, slices);
         crate::with_inexact!(dtype, T => {
             if self.sparse {
-                Ok(Arc::new(SparseCut::<T>::new(self, &runs)) as Arc<dyn SharedCut>)
+                Ok(Arc::new(SparseCut::<T>::new(self, runs)) as Arc<dyn SharedCut>)
             } else {
                 Ok(Arc::new(DenseCut::<T>::new(self.clone(), runs)) as Arc<dyn SharedCut>)
             }
@@ -541,13 +541,32 @@ struct SparseCut<R> {
     count: usize,
     /// Per slice: row pointers (M + 1), column indices (in the slice), values.
     slices: Vec<(Vec<usize>, Vec<u32>, Vec<R>)>,
+    /// The same masks cut dense, for tiles of integers, where the masks hold too many
+    /// nonzeros for the gather to pay ([`dense_pays`]). Tiles of floats always take the
+    /// sparse product: it leaves out the pixels outside the masks, so a NaN or an
+    /// infinity there does not reach the result (`0 · NaN` is NaN), as in LiberTEM's
+    /// sparse product; integers hold neither, and give the same sums either way.
+    dense: Option<Arc<DenseCut<R>>>,
+}
+
+/// Whether the dense product beats the sparse one on `nonzeros` entries of `count`
+/// masks of `frame_len` pixels. The gather costs one random read per entry, ~3 ns where
+/// the entries are far apart (a cache line each), against the dense kernels' ~0.2 ns
+/// per pixel while they are bound by reading the tile (up to ~16 masks, this machine's
+/// AVX-512 kernel) and ~0.012 ns per pixel and mask beyond: the sparse product pays
+/// below `frame_len · max(1, M / 16) / 16` entries. Measured (`masks` on the builtins
+/// bench's 1 GiB uint16 file, 16 masks of random pixels, 2 threads): sparse 0.14 s /
+/// dense 0.18 s at 0.1 % nonzero, 0.21 / 0.17 at 1 %, 0.41 / 0.17 at 10 %, and 16 dense
+/// masks as CSR 20x slower than dense (docs/benchmarks.md "Sparse masks that are not").
+fn dense_pays(nonzeros: usize, count: usize, frame_len: usize) -> bool {
+    nonzeros.saturating_mul(16) > frame_len.saturating_mul((count / 16).max(1))
 }
 
 impl<R: MaskElement> SparseCut<R> {
-    fn new(set: &MaskSet, runs: &[SliceRuns]) -> Self {
+    fn new(set: &Arc<MaskSet>, runs: Vec<SliceRuns>) -> Self {
         let (count, frame_len) = (set.count, set.frame_len);
         let values = set.values.as_slice::<R>().unwrap_or_default();
-        let slices = runs
+        let slices: Vec<(Vec<usize>, Vec<u32>, Vec<R>)> = runs
             .iter()
             .map(|r| {
                 let mut indptr = vec![0];
@@ -568,19 +587,25 @@ impl<R: MaskElement> SparseCut<R> {
                 (indptr, indices, data)
             })
             .collect();
-        SparseCut { count, slices }
+        // The slices cover the frame once: their entries are the masks' nonzeros.
+        let nonzeros = slices.iter().map(|(_, indices, _)| indices.len()).sum();
+        let dense = dense_pays(nonzeros, count, frame_len).then(|| Arc::new(DenseCut::new(set.clone(), runs)));
+        SparseCut { count, slices, dense }
     }
 }
 
 impl<R: MaskElement> SharedCut for SparseCut<R> {
     fn product(self: Arc<Self>) -> Box<dyn MaskProduct> {
-        Box::new(SparseProduct { cut: self })
+        let dense = self.dense.clone().map(|cut| DenseProduct { cut, scratch: Vec::new() });
+        Box::new(SparseProduct { cut: self, dense })
     }
 }
 
-/// A partition's product with sparse masks (it needs no scratch).
+/// A partition's product with sparse masks, and with them dense for integer tiles
+/// where that pays.
 struct SparseProduct<R> {
     cut: Arc<SparseCut<R>>,
+    dense: Option<DenseProduct<R>>,
 }
 
 /// `out[f, mask] += Σ values · frame[indices]` over the CSR rows, each tile element
@@ -606,6 +631,11 @@ fn sparse_rows<I: Copy, R: MaskElement + CastFrom<I>>(
 
 impl<R: MaskElement> MaskProduct for SparseProduct<R> {
     fn apply(&mut self, tile: &Tile<'_>, out: &mut [u8]) -> Result<(), CallError> {
+        if let Some(dense) = &mut self.dense
+            && matches!(tile.dtype.kind(), Kind::Unsigned | Kind::Signed)
+        {
+            return dense.apply(tile, out);
+        }
         let csr = self.cut.slices.get(tile.scheme_index).ok_or_else(|| CallError::internal("unknown signal slice"))?;
         let k = tile.sig.len();
         let m = self.cut.count;
@@ -930,5 +960,54 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Sparse masks with many nonzeros go dense on integer tiles (same sums), stay
+    /// sparse on float tiles: a NaN outside the masks stays out of the result there, as
+    /// in LiberTEM's sparse product (dense masks give NaN, `0 · NaN`).
+    #[test]
+    fn sparse_masks_go_dense_only_where_nothing_changes() {
+        let sig = [4, 8];
+        let slices = [SigSlice::full(&sig)];
+        let runs = || SliceRuns::for_scheme(&sig, &slices);
+        // A ring-like mask: half the pixels; and one pixel.
+        let half = Arc::new(MaskSet::from_fn_f32(1, 4, 8, true, |_, y, x| ((y + x) % 2) as f32));
+        let point = Arc::new(MaskSet::from_fn_f32(1, 4, 8, true, |_, y, x| f32::from(u8::from(y == 1 && x == 2))));
+        assert!(SparseCut::<f32>::new(&half, runs()).dense.is_some());
+        assert!(SparseCut::<f32>::new(&point, runs()).dense.is_none());
+        assert!(dense_pays(32 * 16 / 16 + 1, 16, 32) && !dense_pays(32 / 16, 16, 32));
+        assert!(dense_pays(64 * 2 + 1, 512, 64) && !dense_pays(64 * 2, 512, 64), "beyond 16 masks: per mask");
+
+        let frames = 3;
+        let indices: Vec<u64> = (0..frames as u64).collect();
+        let apply = |set: &Arc<MaskSet>, dtype: DType, bytes: &[u8]| {
+            let mut product = set.cut(&sig, &slices).unwrap().product();
+            let mut out = NdArray::zeros(DType::F32, &[frames, 1]);
+            let tile = Tile {
+                origin: 0,
+                frames,
+                scheme_index: 0,
+                sig: &slices[0],
+                true_nav_indices: &indices,
+                dtype,
+                data: bytes,
+            };
+            product.apply(&tile, out.bytes_mut()).unwrap();
+            out.as_slice::<f32>().unwrap().to_vec()
+        };
+        let ints: Vec<u16> = (0..frames * 32).map(|i| (i % 13) as u16).collect();
+        let expected: Vec<f32> = ints
+            .chunks_exact(32)
+            .map(|f| f.iter().enumerate().filter(|(p, _)| (p / 8 + p % 8) % 2 == 1).map(|(_, &v)| f32::from(v)).sum())
+            .collect();
+        assert_eq!(apply(&half, DType::U16, bytemuck::cast_slice(&ints)), expected, "dense on uint16");
+        // A NaN where the mask is 0 (pixel 0 of each frame) in float32 tiles.
+        let mut floats: Vec<f32> = ints.iter().map(|&v| f32::from(v)).collect();
+        for f in 0..frames {
+            floats[f * 32] = f32::NAN;
+        }
+        assert_eq!(apply(&half, DType::F32, bytemuck::cast_slice(&floats)), expected, "sparse on float32");
+        let dense = Arc::new(MaskSet { sparse: false, ..(*half).clone() });
+        assert!(apply(&dense, DType::F32, bytemuck::cast_slice(&floats)).iter().all(|v| v.is_nan()), "dense masks");
     }
 }
