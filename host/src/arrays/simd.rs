@@ -56,6 +56,17 @@ pub trait Pixel: Copy + Send + Sync {
     /// `dst[i] = src[i] as f32` (for `f32`, a copy).
     fn convert(src: &[Self], dst: &mut [f32]);
 
+    /// The value as `f32` (`as`).
+    fn to_f32(self) -> f32;
+
+    /// Sixteen values from `p` as `f32` lanes (`as`), converted in registers. Called
+    /// only where AVX-512F is enabled (it inlines there).
+    ///
+    /// # Safety
+    /// `p` points to 16 readable values.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn load16(p: *const Self) -> std::arch::x86_64::__m512;
+
     /// `src` as `f32`: `src` itself, or its values cast into `scratch`.
     #[inline(always)]
     fn as_f32<'a>(src: &'a [Self], scratch: &'a mut [f32]) -> &'a [f32] {
@@ -80,12 +91,24 @@ impl Pixel for f32 {
     fn convert(src: &[f32], dst: &mut [f32]) {
         dst.copy_from_slice(src);
     }
+
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load16(p: *const f32) -> std::arch::x86_64::__m512 {
+        // SAFETY: the caller's.
+        unsafe { std::arch::x86_64::_mm512_loadu_ps(p) }
+    }
 }
 
 /// The stored integers a tile is read as unconverted (`with_fused_stored!`'s types),
 /// converted as an `as` cast (what the executor's conversion gives).
 macro_rules! integer_pixels {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $load:ident),*) => {$(
         impl Pixel for $t {
             #[inline(always)]
             fn in_place(_: &[$t]) -> Option<&[f32]> {
@@ -98,10 +121,65 @@ macro_rules! integer_pixels {
                     *d = s as f32;
                 }
             }
+
+            #[inline(always)]
+            fn to_f32(self) -> f32 {
+                self as f32
+            }
+
+            #[cfg(target_arch = "x86_64")]
+            #[inline(always)]
+            unsafe fn load16(p: *const $t) -> std::arch::x86_64::__m512 {
+                // SAFETY: the caller's.
+                unsafe { widen::$load(p.cast()) }
+            }
         }
     )*};
 }
-integer_pixels!(u8, u16, u32, i8, i16, i32);
+integer_pixels!(u8 => u8s, u16 => u16s, u32 => u32s, i8 => i8s, i16 => i16s, i32 => i32s);
+
+/// Sixteen integers at `p` as `f32` lanes, for [`Pixel::load16`] (AVX-512F, inlined
+/// where it is enabled; `u32` and `i32` round to nearest, as `as` does).
+#[cfg(target_arch = "x86_64")]
+mod widen {
+    use std::arch::x86_64::*;
+
+    #[inline(always)]
+    pub(super) unsafe fn u8s(p: *const u8) -> __m512 {
+        // SAFETY: the caller's (16 bytes at `p`).
+        unsafe { _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(p.cast()))) }
+    }
+
+    #[inline(always)]
+    pub(super) unsafe fn i8s(p: *const u8) -> __m512 {
+        // SAFETY: as in `u8s`.
+        unsafe { _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.cast()))) }
+    }
+
+    #[inline(always)]
+    pub(super) unsafe fn u16s(p: *const u8) -> __m512 {
+        // SAFETY: the caller's (32 bytes at `p`).
+        unsafe { _mm512_cvtepi32_ps(_mm512_cvtepu16_epi32(_mm256_loadu_si256(p.cast()))) }
+    }
+
+    #[inline(always)]
+    pub(super) unsafe fn i16s(p: *const u8) -> __m512 {
+        // SAFETY: as in `u16s`.
+        unsafe { _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_loadu_si256(p.cast()))) }
+    }
+
+    #[inline(always)]
+    pub(super) unsafe fn u32s(p: *const u8) -> __m512 {
+        // SAFETY: the caller's (64 bytes at `p`).
+        unsafe { _mm512_cvtepu32_ps(_mm512_loadu_si512(p.cast())) }
+    }
+
+    #[inline(always)]
+    pub(super) unsafe fn i32s(p: *const u8) -> __m512 {
+        // SAFETY: as in `u32s`.
+        unsafe { _mm512_cvtepi32_ps(_mm512_loadu_si512(p.cast())) }
+    }
+}
 
 /// Whether this CPU runs the kernel.
 pub fn available() -> bool {
@@ -128,10 +206,17 @@ pub fn masks_product<S: Pixel>(data: &[S], k: usize, masks: &[f32], m: usize, ou
     let frames = out.len() / m;
     assert!(data.len() >= frames * k && masks.len() >= m * k, "mask product shapes");
     #[cfg(target_arch = "x86_64")]
-    if available() {
-        // SAFETY: the CPU has AVX2 and FMA (checked just above).
-        unsafe { x86::product(data, k, masks, m, &mut out[..frames * m]) };
-        return true;
+    {
+        if m <= few::MASKS && wide::avx512_available() {
+            // SAFETY: the CPU has AVX-512F (checked just above).
+            unsafe { few::product(data, k, masks, m, &mut out[..frames * m]) };
+            return true;
+        }
+        if available() {
+            // SAFETY: the CPU has AVX2 and FMA (checked just above).
+            unsafe { x86::product(data, k, masks, m, &mut out[..frames * m]) };
+            return true;
+        }
     }
     false
 }
@@ -287,6 +372,102 @@ mod x86 {
         let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
         let s = _mm_add_ss(s, _mm_shuffle_ps::<1>(s, s));
         _mm_cvtss_f32(s)
+    }
+}
+
+/// [`masks_product`] for a few masks (at most [`few::MASKS`]: a virtual detector's one,
+/// the centre of mass's three) with AVX-512: a group of four frames' values loaded 16 at
+/// a time and converted in registers (no scratch block: the AVX2 kernel stores each
+/// converted block and reads it back, which for one to three masks costs about as much
+/// as the product), each mask vector feeding four fused multiply-adds.
+#[cfg(target_arch = "x86_64")]
+mod few {
+    use super::{PIXELS, Pixel};
+    use std::arch::x86_64::*;
+
+    /// The most masks this kernel takes.
+    pub(super) const MASKS: usize = 4;
+    /// Frames per register block.
+    const FRAMES: usize = 4;
+
+    /// The product, `m <= MASKS`. Shapes are checked by the caller.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn product<S: Pixel>(data: &[S], k: usize, masks: &[f32], m: usize, out: &mut [f32]) {
+        match m {
+            1 => blocks::<S, 1>(data, k, masks, out),
+            2 => blocks::<S, 2>(data, k, masks, out),
+            3 => blocks::<S, 3>(data, k, masks, out),
+            _ => blocks::<S, 4>(data, k, masks, out),
+        }
+    }
+
+    /// Over blocks of [`PIXELS`] (the masks' share stays in L1/L2 while the frames pass)
+    /// and groups of [`FRAMES`] frames.
+    #[inline(always)]
+    fn blocks<S: Pixel, const M: usize>(data: &[S], k: usize, masks: &[f32], out: &mut [f32]) {
+        let frames = out.len() / M;
+        assert!(data.len() >= frames * k && masks.len() >= M * k, "mask product shapes");
+        for p0 in (0..k).step_by(PIXELS) {
+            let len = PIXELS.min(k - p0);
+            let mut f = 0;
+            while f < frames {
+                let group = FRAMES.min(frames - f);
+                let out = &mut out[f * M..(f + group) * M];
+                let first = f * k + p0;
+                match group {
+                    4 => block::<S, 4, M>(data, first, k, masks, p0, len, out),
+                    3 => block::<S, 3, M>(data, first, k, masks, p0, len, out),
+                    2 => block::<S, 2, M>(data, first, k, masks, p0, len, out),
+                    _ => block::<S, 1, M>(data, first, k, masks, p0, len, out),
+                }
+                f += group;
+            }
+        }
+    }
+
+    /// `out[i * M + c] += Σ_{p < len} data[first + i * k + p] · masks[c * k + p0 + p]`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn block<S: Pixel, const F: usize, const M: usize>(
+        data: &[S],
+        first: usize,
+        k: usize,
+        masks: &[f32],
+        p0: usize,
+        len: usize,
+        out: &mut [f32],
+    ) {
+        // Every row and mask read below lies within these (the panics a caller's
+        // mistake would meet, before any unchecked read).
+        assert!(first + (F - 1) * k + len <= data.len() && (M - 1) * k + p0 + len <= masks.len(), "block");
+        assert!(out.len() >= F * M, "block output");
+        let rows: [*const S; F] = std::array::from_fn(|i| data[first + i * k..].as_ptr());
+        let mask_rows: [*const f32; M] = std::array::from_fn(|c| masks[c * k + p0..].as_ptr());
+        let vectors = len / 16;
+        // SAFETY (every intrinsic below): AVX-512F is enabled where this inlines
+        // (`product`'s target feature); reads at `p < vectors * 16 <= len`.
+        let mut acc = [[unsafe { _mm512_setzero_ps() }; M]; F];
+        for v in 0..vectors {
+            let p = v * 16;
+            let mut x = [unsafe { _mm512_setzero_ps() }; F];
+            for (x, row) in x.iter_mut().zip(&rows) {
+                *x = unsafe { S::load16(row.add(p)) };
+            }
+            for (c, mask) in mask_rows.iter().enumerate() {
+                let w = unsafe { _mm512_loadu_ps(mask.add(p)) };
+                for (acc, &x) in acc.iter_mut().zip(&x) {
+                    acc[c] = unsafe { _mm512_fmadd_ps(x, w, acc[c]) };
+                }
+            }
+        }
+        for (i, (acc, row)) in acc.iter().zip(&rows).enumerate() {
+            for (c, (&sum, mask)) in acc.iter().zip(&mask_rows).enumerate() {
+                // SAFETY: `p < len`, as asserted.
+                let tail: f32 =
+                    (vectors * 16..len).map(|p| unsafe { (*row.add(p)).to_f32() * *mask.add(p) }).sum();
+                out[i * M + c] += unsafe { _mm512_reduce_add_ps(sum) } + tail;
+            }
+        }
     }
 }
 
@@ -724,35 +905,65 @@ mod wide {
 mod tests {
     use super::*;
 
-    /// Every (frames, masks) remainder of the register blocks, pixels ragged at both the
-    /// vector and the cache block, against plain `f64` dot products.
+    /// `masks_product`'s kernels — AVX2's and, for up to four masks, AVX-512's (where the
+    /// CPU has them) — on every (frames, masks) remainder of their register blocks, pixels
+    /// ragged at both the vector and the cache block, for every tile type they read
+    /// (float32 in place, the integers converted), against plain `f64` dot products.
     #[test]
     fn blocked_products_equal_plain_dot_products() {
-        if !available() {
-            return;
-        }
-        for (frames, m) in [(7, 5), (3, 4), (1, 1), (2, 16), (8, 3)] {
-            let k = PIXELS * 2 + 13;
-            let data: Vec<u16> = (0..frames * k).map(|i| ((i * 31) % 1000) as u16).collect();
-            let masks: Vec<f32> = (0..m * k).map(|i| ((i * 13) % 11) as f32 / 4.0 - 1.0).collect();
-            let as_f32: Vec<f32> = data.iter().map(|&v| f32::from(v)).collect();
-            let mut from_ints = vec![1.0; frames * m];
-            let mut from_floats = vec![1.0; frames * m];
-            assert!(masks_product(&data, k, &masks, m, &mut from_ints));
-            assert!(masks_product(&as_f32, k, &masks, m, &mut from_floats));
-            for f in 0..frames {
-                for j in 0..m {
-                    let terms = (0..k).map(|p| f64::from(as_f32[f * k + p]) * f64::from(masks[j * k + p]));
-                    let expected: f64 = 1.0 + terms.clone().sum::<f64>();
-                    let magnitude: f64 = 1.0 + terms.map(f64::abs).sum::<f64>();
-                    for got in [from_ints[f * m + j], from_floats[f * m + j]] {
-                        let err = (f64::from(got) - expected).abs();
-                        assert!(err <= 1e-6 * magnitude, "frame {f}, mask {j}: {got} vs {expected}");
-                    }
+        type Kernel<S> = unsafe fn(&[S], usize, &[f32], usize, &mut [f32]);
+        fn kernels<S: Pixel>(m: usize) -> Vec<(&'static str, Kernel<S>)> {
+            let mut kernels: Vec<(&'static str, Kernel<S>)> = Vec::new();
+            #[cfg(target_arch = "x86_64")]
+            {
+                if m <= few::MASKS && wide::avx512_available() {
+                    kernels.push(("AVX-512", few::product::<S>));
+                }
+                if available() {
+                    kernels.push(("AVX2", x86::product::<S>));
                 }
             }
-            assert_eq!(from_ints, from_floats, "integer tiles convert to the same values");
+            kernels
         }
+        fn check<S: Pixel + std::fmt::Debug>(value: impl Fn(usize) -> S) {
+            for (frames, m) in [(7, 5), (3, 4), (1, 1), (2, 16), (8, 3), (6, 2), (9, 1)] {
+                let k = PIXELS * 2 + 13;
+                let data: Vec<S> = (0..frames * k).map(&value).collect();
+                let masks: Vec<f32> = (0..m * k).map(|i| ((i * 13) % 11) as f32 / 4.0 - 1.0).collect();
+                let mut by_kernel = Vec::new();
+                for (name, kernel) in kernels::<S>(m) {
+                    let mut out = vec![1.0; frames * m];
+                    // SAFETY: `kernels` lists only those the CPU runs; the shapes are
+                    // what `masks_product` checks.
+                    unsafe { kernel(&data, k, &masks, m, &mut out) };
+                    for f in 0..frames {
+                        for j in 0..m {
+                            let terms =
+                                (0..k).map(|p| f64::from(data[f * k + p].to_f32()) * f64::from(masks[j * k + p]));
+                            let expected: f64 = 1.0 + terms.clone().sum::<f64>();
+                            let magnitude: f64 = 1.0 + terms.map(f64::abs).sum::<f64>();
+                            let got = out[f * m + j];
+                            let err = (f64::from(got) - expected).abs();
+                            assert!(err <= 1e-6 * magnitude, "{name}, frame {f}, mask {j}: {got} vs {expected}");
+                        }
+                    }
+                    by_kernel.push(out);
+                }
+                let mut public = vec![1.0; frames * m];
+                assert_eq!(masks_product(&data, k, &masks, m, &mut public), !by_kernel.is_empty());
+                if let Some(first) = by_kernel.first() {
+                    assert_eq!(&public, first, "masks_product runs the first kernel the CPU has");
+                }
+            }
+        }
+        // Values past the signed range where the type has one: a sign-extending load shows.
+        check(|i| ((i * 31) % 1000) as u16 * 61);
+        check(|i| ((i * 31) % 1000) as f32 - 500.0);
+        check(|i| ((i * 31) % 1000) as i16 - 500);
+        check(|i| ((i * 31) % 251) as u8);
+        check(|i| (((i * 31) % 251) as i16 - 120) as i8);
+        check(|i| ((i * 31) % 100_000) as u32 + 4_000_000_000);
+        check(|i| ((i * 31) % 100_000) as i32 - 50_000);
     }
 
     /// `matrix_product`'s kernels (AVX-512 where the CPU has it, and AVX2) on every
