@@ -1,5 +1,5 @@
 //! Register-blocked kernels for products with a few `float32` columns on x86-64 with
-//! AVX2 and FMA, [`matrix_product`] also with AVX-512 (checked at run time; the functions
+//! AVX2 and FMA, also with AVX-512 (checked at run time; the functions
 //! return `false` where they cannot run, and the caller uses the portable matrix product
 //! instead): the dense-masks
 //! kernel of the mask built-ins ([`masks_product`]) and its twin for host arrays'
@@ -34,9 +34,16 @@
 //! docs/benchmarks.md "The product kernel with AVX-512 and prefetching"): 34-38 GMAC/s
 //! with the AVX2 kernel before, 49-52 with AVX2 and 73-79 with AVX-512 now.
 //!
-//! Stored integer tiles (read unconverted, [`Udf::converts_on_read`]) are converted one
-//! block of frames × [`PIXELS`] at a time into a scratch block in cache, so the
-//! conversion costs one pass over cached data instead of a copied tile.
+//! [`masks_product`] with one to four masks (a virtual detector's one mask, the centre of
+//! mass's three) on a CPU with AVX-512 is a kernel of its own (`few`): four frames'
+//! values loaded 16 at a time and converted in registers, each mask vector feeding four
+//! fused multiply-adds. With so few masks the conversion through a scratch block cost
+//! about as much as the product: `disk`, `ring` and `com` on uint16 ran at 75 % of
+//! `sum`'s speed, now at `sum`'s (docs/benchmarks.md "The mask built-ins").
+//!
+//! Stored integer tiles (read unconverted, [`Udf::converts_on_read`]) are otherwise
+//! converted one block of frames × [`PIXELS`] at a time into a scratch block in cache, so
+//! the conversion costs one pass over cached data instead of a copied tile.
 //!
 //! [`Udf::converts_on_read`]: crate::udf::Udf::converts_on_read
 
@@ -463,8 +470,7 @@ mod few {
         for (i, (acc, row)) in acc.iter().zip(&rows).enumerate() {
             for (c, (&sum, mask)) in acc.iter().zip(&mask_rows).enumerate() {
                 // SAFETY: `p < len`, as asserted.
-                let tail: f32 =
-                    (vectors * 16..len).map(|p| unsafe { (*row.add(p)).to_f32() * *mask.add(p) }).sum();
+                let tail: f32 = (vectors * 16..len).map(|p| unsafe { (*row.add(p)).to_f32() * *mask.add(p) }).sum();
                 out[i * M + c] += unsafe { _mm512_reduce_add_ps(sum) } + tail;
             }
         }
