@@ -206,11 +206,12 @@ pub trait Udf: Send + Sync {
     fn interrupt(&self) {}
 
     /// A copy of this UDF for one run, or `None` when it keeps no state between calls
-    /// (built-ins) or is a run's copy already. The executor makes one when a run is
+    /// (most built-ins) or is a run's copy already. The executor makes one when a run is
     /// planned or a worker is loaded and uses only it: what the run leaves behind (a wasm
-    /// plugin's main-side instance and its memory, its log budget, its interrupt counter)
-    /// is the copy's and goes when the run is dropped, while whoever loaded the UDF (a
-    /// notebook's `Context`, a Dask worker) keeps it for the next run. Runs planned with
+    /// plugin's main-side instance and its memory, its log budget, its interrupt counter;
+    /// a mask built-in's masks, made once for all its partitions) is the copy's and goes
+    /// when the run is dropped, while whoever loaded the UDF (a notebook's `Context`, a
+    /// Dask worker) keeps it for the next run. Runs planned with
     /// the same copy share it (the conformance kit's determinism check does, to see state
     /// a plugin keeps between runs).
     fn for_run(&self) -> Option<Arc<dyn Udf>> {
