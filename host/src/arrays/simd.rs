@@ -451,18 +451,21 @@ mod few {
         let rows: [*const S; F] = std::array::from_fn(|i| data[first + i * k..].as_ptr());
         let mask_rows: [*const f32; M] = std::array::from_fn(|c| masks[c * k + p0..].as_ptr());
         let vectors = len / 16;
-        // SAFETY (every intrinsic below): AVX-512F is enabled where this inlines
-        // (`product`'s target feature); reads at `p < vectors * 16 <= len`.
-        let mut acc = [[unsafe { _mm512_setzero_ps() }; M]; F];
+        // SAFETY: AVX-512F is enabled where this inlines (`product`'s target feature).
+        let zero = unsafe { _mm512_setzero_ps() };
+        let mut acc = [[zero; M]; F];
         for v in 0..vectors {
             let p = v * 16;
-            let mut x = [unsafe { _mm512_setzero_ps() }; F];
+            let mut x = [zero; F];
             for (x, row) in x.iter_mut().zip(&rows) {
+                // SAFETY: as for `zero`; 16 values at `p < vectors * 16 <= len` (asserted).
                 *x = unsafe { S::load16(row.add(p)) };
             }
             for (c, mask) in mask_rows.iter().enumerate() {
+                // SAFETY: as for `x`.
                 let w = unsafe { _mm512_loadu_ps(mask.add(p)) };
                 for (acc, &x) in acc.iter_mut().zip(&x) {
+                    // SAFETY: as for `zero`.
                     acc[c] = unsafe { _mm512_fmadd_ps(x, w, acc[c]) };
                 }
             }
@@ -471,6 +474,7 @@ mod few {
             for (c, (&sum, mask)) in acc.iter().zip(&mask_rows).enumerate() {
                 // SAFETY: `p < len`, as asserted.
                 let tail: f32 = (vectors * 16..len).map(|p| unsafe { (*row.add(p)).to_f32() * *mask.add(p) }).sum();
+                // SAFETY: as for `zero`.
                 out[i * M + c] += unsafe { _mm512_reduce_add_ps(sum) } + tail;
             }
         }
