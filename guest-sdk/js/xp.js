@@ -402,6 +402,15 @@ export const var_ = ops.var;
 export const variance = ops.var;
 export const std = ops.std;
 
+/** udf-host's own: `[sum(x), var(x)]` over the same axes, reading `x` once where the two
+ * calls read it twice (a tile's per-pixel sum and variance: `sumVar(tile, { axis: 0 })`).
+ * `dtype` (a floating dtype; default `var`'s) is both results' (the sums accumulated in
+ * float64); `correction` (or `ddof`) is the variance's. */
+export function sumVar(x, options) {
+  const [total, variance] = call(() => host.sumVar(asarray(x).r, reduceOptions(options)));
+  return [new NDArray(total), new NDArray(variance)];
+}
+
 /** `where(condition, a, b)`. */
 export function where(condition, a, b) {
   return new NDArray(call(() => host.where(condition.r, operand(a, b), operand(b, a))));

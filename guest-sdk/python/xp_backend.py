@@ -13,7 +13,7 @@ The API (the same names and arguments as ``python/src/arrays.rs``):
   ``permute_dims(axes)``, ``broadcast_to(shape)``, ``expand_dims(axis)``,
   ``squeeze(axes)``, ``astype(name)``, ``set(items, value)``, ``add_at(items, value)``;
 - functions ``from_bytes``, ``zeros``, ``full``, ``arange``, ``linspace``, ``eye``,
-  ``unary``, ``binary``, ``reduce``, ``where_``, ``clip``, ``matmul``, ``tensordot``,
+  ``unary``, ``binary``, ``reduce``, ``sum_var``, ``where_``, ``clip``, ``matmul``, ``tensordot``,
   ``vecdot``, ``fft``, ``concat``, ``stack``, ``operations``; here also ``tile()`` (the tile of the
   current ``process`` call) and ``use_host_tiles()``.
 
@@ -320,6 +320,16 @@ def reduce(name, x, axes=None, keepdims=False, dtype_name=None, correction=0.0):
         return HostArray(_w.reduce(_op(_REDUCE, name), x.r, options))
     except Err as e:
         raise _error(e) from None
+
+
+def sum_var(x, axes=None, keepdims=False, dtype_name=None, correction=0.0):
+    options = _w.ReduceOptions(None if axes is None else list(axes), keepdims,
+                               None if dtype_name is None else _dtype(dtype_name), float(correction))
+    try:
+        total, variance = _w.sum_var(x.r, options)
+    except Err as e:
+        raise _error(e) from None
+    return HostArray(total), HostArray(variance)
 
 
 def where_(condition, a, b):

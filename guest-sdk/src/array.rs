@@ -157,6 +157,22 @@ impl Array {
         host::reduce(op, &self.0, &options).map(Array).map_err(err)
     }
 
+    /// `(sum, var)` over `axes` (`None`: all), reading the array once where
+    /// [`reduce`](Self::reduce) with `Sum` and then `Var` reads it twice: a tile's
+    /// per-pixel sum and variance are `tile.sum_var(Some(&[0]), false, None, 0.0)`.
+    /// `dtype` (a floating dtype; default `var`'s) is both results' (the sums accumulated
+    /// in float64); `correction` is the variance's.
+    pub fn sum_var(
+        &self,
+        axes: Option<&[i64]>,
+        keepdims: bool,
+        dtype: Option<DType>,
+        correction: f64,
+    ) -> Result<(Array, Array)> {
+        let options = host::ReduceOptions { axes: axes.map(<[i64]>::to_vec), keepdims, dtype, correction };
+        host::sum_var(&self.0, &options).map(|(s, v)| (Array(s), Array(v))).map_err(err)
+    }
+
     /// `sum(x, axis=axes)`.
     pub fn sum(&self, axes: Option<&[i64]>) -> Result<Array> {
         self.reduce(ReduceOp::Sum, axes, false, None, 0.0)

@@ -243,6 +243,21 @@ fn binary(name: &str, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<Py
     with_ctx(|cx| arrays::binary(cx, o, a.operand(), b.operand())).map(wrap)
 }
 
+/// `(sum, var)` over the same axes in one pass (`arrays::sum_var`).
+#[pyfunction]
+#[pyo3(signature = (x, axes=None, keepdims=false, dtype_name=None, correction=0.0))]
+fn sum_var(
+    x: PyRef<'_, PyHostArray>,
+    axes: Option<Vec<i64>>,
+    keepdims: bool,
+    dtype_name: Option<&str>,
+    correction: f64,
+) -> PyResult<(PyHostArray, PyHostArray)> {
+    let d = dtype_name.map(dtype).transpose()?;
+    let options = ReduceOptions { axes: axes.as_deref(), keepdims, dtype: d, correction };
+    with_ctx(|cx| arrays::sum_var(cx, &x.0, options)).map(|(s, v)| (wrap(s), wrap(v)))
+}
+
 #[pyfunction]
 #[pyo3(signature = (name, x, axes=None, keepdims=false, dtype_name=None, correction=0.0))]
 fn reduce(
@@ -356,6 +371,7 @@ pub fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(unary, &m)?)?;
     m.add_function(wrap_pyfunction!(binary, &m)?)?;
     m.add_function(wrap_pyfunction!(reduce, &m)?)?;
+    m.add_function(wrap_pyfunction!(sum_var, &m)?)?;
     m.add_function(wrap_pyfunction!(where_, &m)?)?;
     m.add_function(wrap_pyfunction!(clip, &m)?)?;
     m.add_function(wrap_pyfunction!(matmul, &m)?)?;

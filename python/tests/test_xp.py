@@ -311,6 +311,35 @@ def test_vecdot_bad_input_gets_typed_errors(call, error):
         call()
 
 
+@pytest.mark.parametrize("dtype", ["uint16", "int32", "float32", "float64", "complex64"])
+@pytest.mark.parametrize("axis, keepdims", [(0, False), ((0, 1), True), (-1, False), (None, False)])
+@pytest.mark.parametrize("ddof", [0, 1])
+def test_sum_var_is_numpys_sum_and_var(dtype, axis, keepdims, ddof):
+    """`xp.sum_var` (one host call) against NumPy's `sum` and `var` in the result dtype."""
+    x = sample((6, 5, 7), dtype)
+    # `var`'s dtype; for complex input the sum keeps it, the variance is real.
+    out = np.dtype(str(xp.var(host(x)).dtype)) if dtype != "complex64" else np.dtype("complex64")
+    total, variance = xp.sum_var(host(x), axis=axis, keepdims=keepdims, ddof=ddof)
+    close(total, np.sum(x.astype(out), axis=axis, keepdims=keepdims), rtol=1e-5, atol=1e-4)
+    close(variance, np.var(x.astype(out), axis=axis, keepdims=keepdims, ddof=ddof), rtol=1e-5, atol=1e-4)
+    # A float64 `dtype`: both in float64, to the last bits.
+    if dtype != "complex64":
+        total, variance = xp.sum_var(host(x), axis=axis, keepdims=keepdims, ddof=ddof, dtype="float64")
+        wide = x.astype(np.float64)
+        close(total, np.sum(wide, axis=axis, keepdims=keepdims), rtol=1e-12, atol=1e-9)
+        close(variance, np.var(wide, axis=axis, keepdims=keepdims, ddof=ddof), rtol=1e-12, atol=1e-9)
+
+
+def test_sum_var_of_a_converted_tile_reads_the_tile_and_refuses_integer_dtypes():
+    tile = sample((8, 16, 16), "uint16")
+    converted = host(tile).astype(xp.float64)
+    total, variance = xp.sum_var(converted, axis=0)
+    close(total, np.sum(tile.astype(np.float64), axis=0), rtol=1e-12)
+    close(variance, np.var(tile.astype(np.float64), axis=0), rtol=1e-12)
+    with pytest.raises(TypeError, match="sum_var"):
+        xp.sum_var(host(tile), axis=0, dtype="int64")
+
+
 @pytest.mark.parametrize("name", ["fft2", "ifft2", "rfft2", "fftshift", "ifftshift"])
 @pytest.mark.parametrize("shape", [(4, 6), (2, 5, 7)])
 def test_fft_matches_numpy(name, shape):

@@ -880,6 +880,23 @@ def _reduction(name, takes_dtype=False, takes_correction=False):
     return f
 
 
+def sum_var(x, /, *, axis=None, keepdims=False, dtype=None, correction=0.0, ddof=None):
+    """udf-host's own (not the array API's, not NumPy's): `(sum(x), var(x))` over the same
+    axes, reading `x` once where the two calls read it twice — a tile's per-pixel sum and
+    variance, `sum_var(tile, axis=0)`. `dtype` (a floating dtype; default `var`'s) is both
+    results', the sums accumulated in float64; `correction` (or `ddof`) is the variance's."""
+    x = _array(x)
+    if ddof is not None:
+        correction = ddof
+    d = _dtype(dtype)
+    if _is_conversion(x):
+        # A tile's deferred conversion: the tile itself, read with the conversion's dtype.
+        x, d = x._how[1], d or x._dtype
+    total, variance = _b.sum_var(x._a, _axes(axis), _builtins.bool(keepdims), d.name if d else None,
+                                 float(correction))
+    return ndarray(total), ndarray(variance)
+
+
 def count_nonzero(x, /, *, axis=None, keepdims=False):
     return ndarray(_b.reduce("count_nonzero", _array(x)._a, _axes(axis), _builtins.bool(keepdims), None, 0.0))
 

@@ -69,5 +69,5 @@ pub use array::{Converting, Dense, HostArray, IndexItem};
 pub use elementwise::{Ctx, Operand, Scalar, astype, binary, clip, to_vec, unary, where_};
 pub use error::ArrayError;
 pub use memory::{ArrayMemory, FixedLimit, Lease, MemoryLimit, Storage};
-pub use reduce::{ReduceOptions, reduce};
+pub use reduce::{ReduceOptions, reduce, sum_var};
 pub use writes::{WriteMode, write};

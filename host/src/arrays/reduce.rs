@@ -43,6 +43,55 @@ fn default_sum_dtype(dtype: DType) -> DType {
 /// Bad axes, a dtype the reduction does not take, an empty reduction without identity
 /// (`min`, `max`, `argmin`, `argmax`), memory, interruption.
 pub fn reduce(cx: &Ctx<'_>, op: ReduceOp, x: &HostArray, options: ReduceOptions<'_>) -> Result<HostArray, ArrayError> {
+    reduce_with_sums(cx, op, x, options, None)
+}
+
+/// `sum` and `var` of `x` over the same axes, read once where the two calls would read it
+/// twice: `var`'s passes already add each lane up for its mean, and those sums are the
+/// `sum` (accumulated in `f64` in the rows' order, then cast). One dtype for both:
+/// `options.dtype`, a floating dtype (default: `var`'s);
+/// `correction` is the variance's. Complex arrays take two passes (`sum`, then `var`).
+///
+/// # Errors
+/// As [`reduce`] for `var`; a non-floating `dtype`.
+pub fn sum_var(cx: &Ctx<'_>, x: &HostArray, options: ReduceOptions<'_>) -> Result<(HostArray, HostArray), ArrayError> {
+    const NAME: &str = "sum_var";
+    let dtype = options.dtype.unwrap_or(if x.dtype().kind() == Kind::Bool { DType::F64 } else { float_for(x.dtype()) });
+    if dtype.kind() != Kind::Float && dtype.kind() != Kind::Complex {
+        return Err(ArrayError::dtype(NAME, &[dtype], "needs a floating dtype= (the result has a mean)"));
+    }
+    let options = ReduceOptions { dtype: Some(dtype), ..options };
+    if x.dtype().kind() == Kind::Complex || dtype.kind() == Kind::Complex {
+        let sum = reduce(cx, ReduceOp::Sum, x, options)?;
+        return Ok((sum, reduce(cx, ReduceOp::Var, x, options)?));
+    }
+    let mut sums = Vec::new();
+    let var = reduce_with_sums(cx, ReduceOp::Var, x, options, Some(&mut sums))?;
+    let HostArray::Dense(v) = &var else { return unreachable(NAME) };
+    let sum = Dense::alloc(cx.memory, NAME, v.dtype, &v.shape, false)?;
+    let mut w = sum.storage.write(NAME)?;
+    crate::with_real!(v.dtype, A => {
+        let o: &mut [A] = bytemuck::cast_slice_mut(&mut w);
+        if o.len() != sums.len() {
+            return unreachable(NAME);
+        }
+        for (o, &s) in o.iter_mut().zip(&sums) {
+            *o = s.cast_to::<A>();
+        }
+    }, return unreachable(NAME));
+    drop(w);
+    Ok((HostArray::Dense(sum), var))
+}
+
+/// [`reduce`]; for the variance family on real values, also each lane's sum in `sums`
+/// (resized to the result's length).
+fn reduce_with_sums(
+    cx: &Ctx<'_>,
+    op: ReduceOp,
+    x: &HostArray,
+    options: ReduceOptions<'_>,
+    sums: Option<&mut Vec<f64>>,
+) -> Result<HostArray, ArrayError> {
     use ReduceOp::*;
     let name = op.name();
     // A converting tile is reduced from its stored integers where that gives the values
@@ -159,7 +208,8 @@ pub fn reduce(cx: &Ctx<'_>, op: ReduceOp, x: &HostArray, options: ReduceOptions<
             Var | Std | Nanvar | Nanstd => {
                 let std = matches!(op, Std | Nanstd);
                 let complex = source.dtype.kind() == Kind::Complex;
-                var_family::<S>(cx, name, &m, &mut w, out_data, nan_op, std, options.correction, complex)?
+                let variance = Variance { skip_nan: nan_op, std, correction: options.correction, complex };
+                var_family::<S>(cx, name, &m, &mut w, out_data, variance, sums)?
             }
             Prod => {
                 crate::with_dtype!(out_data, A => {
@@ -452,19 +502,26 @@ fn divide<A: Elem>(value: A, count: f64) -> A {
     }
 }
 
+/// Which member of the variance family.
+#[derive(Debug, Clone, Copy)]
+struct Variance {
+    skip_nan: bool,
+    std: bool,
+    correction: f64,
+    complex: bool,
+}
+
 /// `var`, `std` and the NaN forms: two passes (mean, then squared deviations) with f64
-/// accumulators (complex: `|x - mean|²`).
-#[allow(clippy::too_many_arguments)]
+/// accumulators (complex: `|x - mean|²`). Real values also give each lane's sum to
+/// `sums` ([`sum_var`]).
 fn var_family<S: CastTo>(
     cx: &Ctx<'_>,
     op: &str,
     m: &CowArray<'_, S, Ix2>,
     out: &mut [u8],
     out_dtype: DType,
-    skip_nan: bool,
-    std: bool,
-    correction: f64,
-    complex: bool,
+    Variance { skip_nan, std, correction, complex }: Variance,
+    sums: Option<&mut Vec<f64>>,
 ) -> Result<(), ArrayError> {
     let n_out = m.nrows();
     let mut means = vec![Complex64::new(0.0, 0.0); n_out];
@@ -472,7 +529,12 @@ fn var_family<S: CastTo>(
     let mut sq = vec![0f64; n_out];
     let strided = reduced_is_strided(m);
     if !complex {
-        real_squared_deviations(cx, op, m, skip_nan, &mut counts, &mut sq)?;
+        let sums = sums.map(|s| {
+            s.clear();
+            s.resize(n_out, 0.0);
+            &mut s[..]
+        });
+        real_squared_deviations(cx, op, m, skip_nan, &mut counts, &mut sq, sums)?;
     } else if strided {
         // Leading reduced axes: accumulate rows of the source in memory order.
         let t = m.t();
@@ -559,7 +621,8 @@ fn var_family<S: CastTo>(
 const VAR_BLOCK_BYTES: usize = 256 << 10;
 
 /// Real inputs of [`var_family`]: per lane of the matrix the count of (non-NaN)
-/// values and the sum of squared deviations from their mean, in f64, two passes. With
+/// values, the sum of squared deviations from their mean and (into `sums`, if given)
+/// the sum of the values, in f64, two passes. With
 /// leading reduced axes (a tile's `var(axis=0)`) both passes run over a block of
 /// columns at a time, row by row into per-column accumulators (NumPy's order: the
 /// rows one after the other): the second pass finds the block in cache, so the source
@@ -571,6 +634,7 @@ fn real_squared_deviations<S: CastTo>(
     skip_nan: bool,
     counts: &mut [f64],
     sq: &mut [f64],
+    mut sums: Option<&mut [f64]>,
 ) -> Result<(), ArrayError> {
     let value = |v: S| v.cast_to::<f64>();
     if let Some(rows) = reduced_is_strided(m).then(|| source_rows(m)).flatten() {
@@ -590,6 +654,9 @@ fn real_squared_deviations<S: CastTo>(
                 cx.check(op)?;
                 add_block_rows(means, counts, group, start, skip_nan);
             }
+            if let Some(sums) = sums.as_deref_mut() {
+                sums[start..end].copy_from_slice(means);
+            }
             means.iter_mut().zip(counts.iter()).for_each(|(s, &c)| *s /= c);
             for group in rows.chunks(rows_per_check) {
                 cx.check(op)?;
@@ -606,6 +673,9 @@ fn real_squared_deviations<S: CastTo>(
             let v = value(v);
             if skip_nan && v.is_nan() { (sum, count) } else { (sum + v, count + 1) }
         });
+        if let Some(sums) = sums.as_deref_mut() {
+            sums[j] = sum;
+        }
         let mean = sum / count as f64;
         sq[j] = row.iter().fold(0f64, |acc, &v| {
             let d = value(v) - mean;
@@ -1080,5 +1150,77 @@ mod tests {
         let wide: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
         let x = HostArray::from_bytes(&memory, DType::F32, &[3, 2, 13], bytemuck::cast_slice(&values)).unwrap();
         same(&var(ReduceOp::Var, &x, &[0, 1], 0.0), &plain_variance(&wide, 6, 13, false, 0.0), "var of (3, 2, 13)");
+    }
+
+    /// `sum_var` gives what `sum` (accumulated in f64) and `var` give: over leading axes
+    /// (the blocked passes), trailing axes (a row at a time) and all axes, with `keepdims`,
+    /// `correction` 1, float32 and uint16 input, a float32 `dtype`, and complex input (two
+    /// passes) — against plain f64 loops; an integer `dtype` is refused.
+    #[test]
+    fn sum_var_gives_the_sum_and_the_variance_in_one_call() {
+        let memory = ArrayMemory::with_limit(1 << 28);
+        let cx = Ctx { memory: &memory, stop: &|| None };
+        let (rows, cols) = (9, 2 * VAR_BLOCK_BYTES / (9 * 4) + 5);
+        let values: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919) % 1013) as f32 * 0.37 - 150.0).collect();
+        let ints: Vec<u16> = (0..rows * cols).map(|i| ((i * 40503) % 65536) as u16).collect();
+        let f32s = HostArray::from_bytes(&memory, DType::F32, &[rows, cols], bytemuck::cast_slice(&values)).unwrap();
+        let u16s = HostArray::from_bytes(&memory, DType::U16, &[rows, cols], bytemuck::cast_slice(&ints)).unwrap();
+        for (x, wide, what) in [
+            (&f32s, values.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), "float32"),
+            (&u16s, ints.iter().map(|&v| f64::from(v)).collect(), "uint16"),
+        ] {
+            let transposed: Vec<f64> = (0..cols * rows).map(|i| wide[(i % rows) * cols + i / rows]).collect();
+            for (axes, keepdims, ddof) in [(&[0i64][..], false, 0.0), (&[0][..], true, 1.0), (&[1][..], false, 0.0)] {
+                let options = ReduceOptions { axes: Some(axes), keepdims, correction: ddof, dtype: Some(DType::F64) };
+                let (sum, var) = sum_var(&cx, x, options).unwrap();
+                // `plain_variance(values, r, c)` is over the `r` rows of each of `c` columns.
+                let (r, c, columns) = if axes == [0] { (rows, cols, &wide) } else { (cols, rows, &transposed) };
+                let shape: Vec<usize> = match (axes, keepdims) {
+                    ([0], true) => vec![1, cols],
+                    ([0], false) => vec![cols],
+                    _ => vec![rows],
+                };
+                let what = format!("{what}, axes {axes:?}, keepdims {keepdims}, ddof {ddof}");
+                assert_eq!((sum.shape(), var.shape()), (&shape[..], &shape[..]), "{what}");
+                assert_eq!((sum.dtype(), var.dtype()), (DType::F64, DType::F64), "{what}");
+                let expected_sums: Vec<f64> = (0..c).map(|j| (0..r).map(|i| columns[i * c + j]).sum()).collect();
+                let expected_vars = plain_variance(columns, r, c, false, ddof);
+                let near = |got: Vec<f64>, want: &[f64], name: &str| {
+                    for (j, (g, w)) in got.iter().zip(want).enumerate() {
+                        assert!((g - w).abs() <= 1e-9 * w.abs().max(1.0), "{what}: {name} {j}: {g} != {w}");
+                    }
+                };
+                near(to_vec::<f64>(&sum).unwrap(), &expected_sums, "sum");
+                near(to_vec::<f64>(&var).unwrap(), &expected_vars, "var");
+                let alone = reduce(&cx, ReduceOp::Var, x, options).unwrap();
+                assert_eq!(to_vec::<f64>(&var).unwrap(), to_vec::<f64>(&alone).unwrap(), "{what}: var as var gives it");
+            }
+        }
+        // Default dtype: `var`'s.
+        let default = ReduceOptions { axes: Some(&[0]), ..Default::default() };
+        for x in [&f32s, &u16s] {
+            let (sum, var) = sum_var(&cx, x, default).unwrap();
+            let dtype = reduce(&cx, ReduceOp::Var, x, default).unwrap().dtype();
+            assert_eq!((sum.dtype(), var.dtype()), (dtype, dtype));
+        }
+        let all = ReduceOptions { dtype: Some(DType::F32), ..Default::default() };
+        let (sum, var) = sum_var(&cx, &f32s, all).unwrap();
+        assert_eq!((sum.shape(), sum.dtype()), (&[][..], DType::F32));
+        let total: f64 = values.iter().map(|&v| f64::from(v)).sum();
+        assert_eq!(to_vec::<f32>(&sum).unwrap(), vec![total as f32]);
+        assert_eq!(
+            to_vec::<f32>(&var).unwrap(),
+            to_vec::<f32>(&reduce(&cx, ReduceOp::Var, &f32s, all).unwrap()).unwrap()
+        );
+        // Complex: two passes, the two calls' results.
+        let complex: Vec<f32> = (0..2 * 6 * 5).map(|i| (i % 7) as f32 - 3.0).collect();
+        let c = HostArray::from_bytes(&memory, DType::C64, &[6, 5], bytemuck::cast_slice(&complex)).unwrap();
+        let options = ReduceOptions { axes: Some(&[0]), ..Default::default() };
+        let (sum, var) = sum_var(&cx, &c, options).unwrap();
+        let bytes = |x: &HostArray| to_vec::<u8>(x).unwrap();
+        assert_eq!(bytes(&sum), bytes(&reduce(&cx, ReduceOp::Sum, &c, options).unwrap()));
+        assert_eq!(bytes(&var), bytes(&reduce(&cx, ReduceOp::Var, &c, options).unwrap()));
+        let refused = sum_var(&cx, &u16s, ReduceOptions { dtype: Some(DType::I64), ..Default::default() });
+        assert!(refused.is_err_and(|e| e.to_string().contains("floating")));
     }
 }

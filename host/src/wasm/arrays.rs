@@ -404,6 +404,30 @@ impl wit::Host for HostState {
         })
     }
 
+    fn sum_var(
+        &mut self,
+        x: Resource<HostArray>,
+        options: wit::ReduceOptions,
+    ) -> Out<(Resource<HostArray>, Resource<HostArray>)> {
+        let opts = ReduceOptions {
+            axes: options.axes.as_deref(),
+            keepdims: options.keepdims,
+            dtype: options.dtype.map(dtype_from_wit),
+            correction: options.correction,
+        };
+        let (sum, var) = self.with_ctx(|cx| arrays::sum_var(cx, self.array(&x)?, opts)).map_err(to_wit)?;
+        let sum = self.push("sum_var", sum).map_err(to_wit)?;
+        match self.push("sum_var", var) {
+            Ok(var) => Ok((sum, var)),
+            Err(e) => {
+                // Not handed over: the first is the host's to drop.
+                let _ = self.table_mut().delete(sum);
+                self.arrays.live -= 1;
+                Err(to_wit(e))
+            }
+        }
+    }
+
     fn where_(&mut self, condition: Resource<HostArray>, a: wit::Operand, b: wit::Operand) -> Out<Resource<HostArray>> {
         self.op("where", |s, cx| arrays::where_(cx, s.array(&condition)?, operand(s, &a)?, operand(s, &b)?))
     }

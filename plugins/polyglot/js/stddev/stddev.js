@@ -7,8 +7,8 @@
 // (sig, result_type(input, base)); results `var`, `std` (base) and `mean` (sum's dtype).
 // Param `dtype` (float32 or float64, default float64): the base dtype.
 //
-// Per tile: S1 = sum(tile, axis=0), V1 = n1 * var(tile, axis=0) (two host calls over the
-// tile), merged into the buffers with the pairwise formula of Chan et al.:
+// Per tile: [S1, V1 / n1] = sumVar(tile, axis=0) (one host call, one pass over the tile;
+// in the sum's dtype, the variance then cast to the base dtype), merged into the buffers with the pairwise formula of Chan et al.:
 // V = V0 + V1 + |S1/n1 - S0/n0|^2 * n0 * n1 / (n0 + n1), S = S0 + S1. Frames are counted
 // per signal slice of the tiling scheme, as LiberTEM keys them by `tiling_scheme_idx`.
 import * as sdk from './udf-sdk.js';
@@ -70,8 +70,8 @@ class StdDev extends sdk.Udf {
   processTile(tile, results) {
     const i = tile.schemeIndex;
     const [n0, n1] = [this.seen.get(i) ?? 0, tile.frames];
-    const s1 = xp.sum(tile.data, { axis: 0, dtype: results.dtype('sum') });
-    const v1 = xp.variance(tile.data, { axis: 0, dtype: results.dtype('varsum') }).mul(n1);
+    const [s1, v] = xp.sumVar(tile.data, { axis: 0, dtype: results.dtype('sum') });
+    const v1 = (v.dtype === results.dtype('varsum') ? v : v.astype(results.dtype('varsum'))).mul(n1);
     pairwise(results.get('sum'), results.get('varsum'), n0, s1, v1, n1);
     this.seen.set(i, n0 + n1);
   }

@@ -7,8 +7,8 @@ Over the `N` processed frames: `mean = sum / N`, `var = varsum / N` (population 
 `sum` (sig, `result_type(input, base)`); results `var`, `std` (base) and `mean` (sum's
 dtype). Param `dtype` (float32 or float64, default float64): the base dtype.
 
-Per tile: `S1 = sum(tile, axis=0)`, `V1 = n1 * var(tile, axis=0)` (two host calls over
-the tile), merged into the buffers with the pairwise formula of Chan et al.:
+Per tile: `S1, V1 / n1 = sum_var(tile, axis=0)` (one host call, one pass over the tile;
+in the sum's dtype, the variance then cast to the base dtype), merged into the buffers with the pairwise formula of Chan et al.:
 `V = V0 + V1 + |S1/n1 - S0/n0|^2 * n0 * n1 / (n0 + n1)`, `S = S0 + S1`. Frames are counted
 per signal slice of the tiling scheme, as LiberTEM keys them by `tiling_scheme_idx`.
 """
@@ -69,8 +69,8 @@ class StdDev(udf.Udf):
             self.seen += [0] * (i + 1 - len(self.seen))
         n0, n1 = self.seen[i], tile.frames
         data = tile.data
-        s1 = np.sum(data, axis=0, dtype=results.sum.dtype)
-        v1 = np.var(data, axis=0, dtype=results.varsum.dtype) * n1
+        s1, v = np.sum_var(data, axis=0, dtype=results.sum.dtype)
+        v1 = (v if v.dtype == results.varsum.dtype else v.astype(results.varsum.dtype)) * n1
         _pairwise(results.sum, results.varsum, n0, s1, v1, n1)
         self.seen[i] = n0 + n1
 

@@ -6,8 +6,9 @@
 //!   accumulator in the host, copied out once per partition;
 //! - `sumsig`: nav buffer `intensity` (float32), `sum(tile, axis=(1, 2))` copied out per tile;
 //! - `stddev`: sig buffers `sum`, `varsum` (float64) and single `num_frames` (int64),
-//!   `sum(tile, axis=0, dtype=float64)` and `var(tile, axis=0, dtype=float64)` merged
-//!   with the pairwise formula (Chan et al.) in the host, as the Python plugin does;
+//!   `sum_var(tile, axis=0, dtype=float64)` (the sum and the variance in one pass over
+//!   the tile) merged with the pairwise formula (Chan et al.) in the host, as the Python
+//!   plugin does;
 //! - `masks`: nav buffer `intensity` (float32, extra shape `(M,)`) from the param `masks`
 //!   (float32, `(M, *sig)`): `tile.reshape(frames, -1) @ matrix`, the matrix `(pixels, M)`
 //!   cut once per signal slice;
@@ -153,10 +154,8 @@ impl Udf for HostArrayOps {
                 let index = sig_index(tile);
                 let n0 = seen.get(&tile.scheme_index()).copied().unwrap_or(0);
                 let n1 = frames as u64;
-                let s1 = data.reduce(ReduceOp::Sum, Some(&[0]), false, Some(DType::Float64), 0.0)?;
-                let v1 = data
-                    .reduce(ReduceOp::Var, Some(&[0]), false, Some(DType::Float64), 0.0)?
-                    .binary(BinaryOp::Multiply, n1 as f64)?;
+                let (s1, v1) = data.sum_var(Some(&[0]), false, Some(DType::Float64), 0.0)?;
+                let v1 = v1.binary(BinaryOp::Multiply, n1 as f64)?;
                 pairwise(&sum.get(&index)?, &varsum.get(&index)?, n0, &s1, &v1, n1)?;
                 seen.insert(tile.scheme_index(), n0 + n1);
             }
