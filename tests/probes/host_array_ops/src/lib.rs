@@ -19,7 +19,7 @@
 //! of 8 MiB, as the Python SDK asks for plugins with host arrays.
 
 use std::collections::HashMap;
-use udf_sdk::array::{Array, BinaryOp, IndexItem, ReduceOp, Slice, use_host_tiles};
+use udf_sdk::array::{Array, BinaryOp, IndexItem, Slice, use_host_tiles};
 use udf_sdk::ndarray;
 use udf_sdk::prelude::*;
 
