@@ -56,16 +56,19 @@ pub fn reduce(cx: &Ctx<'_>, op: ReduceOp, x: &HostArray, options: ReduceOptions<
 /// As [`reduce`] for `var`; a non-floating `dtype`.
 pub fn sum_var(cx: &Ctx<'_>, x: &HostArray, options: ReduceOptions<'_>) -> Result<(HostArray, HostArray), ArrayError> {
     const NAME: &str = "sum_var";
-    let dtype = options.dtype.unwrap_or(if x.dtype().kind() == Kind::Bool { DType::F64 } else { float_for(x.dtype()) });
-    if dtype.kind() != Kind::Float && dtype.kind() != Kind::Complex {
-        return Err(ArrayError::dtype(NAME, &[dtype], "needs a floating dtype= (the result has a mean)"));
+    let complex = |d: DType| d.kind() == Kind::Complex;
+    if let Some(d) = options.dtype
+        && d.kind() != Kind::Float
+        && !complex(d)
+    {
+        return Err(ArrayError::dtype(NAME, &[d], "needs a floating dtype= (the result has a mean)"));
     }
-    let options = ReduceOptions { dtype: Some(dtype), ..options };
-    if x.dtype().kind() == Kind::Complex || dtype.kind() == Kind::Complex {
+    if complex(x.dtype()) || options.dtype.is_some_and(complex) {
         let sum = reduce(cx, ReduceOp::Sum, x, options)?;
         return Ok((sum, reduce(cx, ReduceOp::Var, x, options)?));
     }
     let mut sums = Vec::new();
+    // The variance's dtype (given, or `var`'s default) is the sum's too.
     let var = reduce_with_sums(cx, ReduceOp::Var, x, options, Some(&mut sums))?;
     let HostArray::Dense(v) = &var else { return unreachable(NAME) };
     let sum = Dense::alloc(cx.memory, NAME, v.dtype, &v.shape, false)?;

@@ -257,6 +257,15 @@ fn operand<'a>(state: &'a HostState, o: &wit::Operand) -> Result<Operand<'a>, Ar
     })
 }
 
+fn reduce_options(o: &wit::ReduceOptions) -> ReduceOptions<'_> {
+    ReduceOptions {
+        axes: o.axes.as_deref(),
+        keepdims: o.keepdims,
+        dtype: o.dtype.map(dtype_from_wit),
+        correction: o.correction,
+    }
+}
+
 fn usizes(v: &[u64]) -> Vec<usize> {
     v.iter().map(|&d| usize::try_from(d).unwrap_or(usize::MAX)).collect()
 }
@@ -393,15 +402,7 @@ impl wit::Host for HostState {
         x: Resource<HostArray>,
         options: wit::ReduceOptions,
     ) -> Out<Resource<HostArray>> {
-        self.op("reduce", |s, cx| {
-            let opts = ReduceOptions {
-                axes: options.axes.as_deref(),
-                keepdims: options.keepdims,
-                dtype: options.dtype.map(dtype_from_wit),
-                correction: options.correction,
-            };
-            arrays::reduce(cx, reduce_op(op)?, s.array(&x)?, opts)
-        })
+        self.op("reduce", |s, cx| arrays::reduce(cx, reduce_op(op)?, s.array(&x)?, reduce_options(&options)))
     }
 
     fn sum_var(
@@ -409,20 +410,14 @@ impl wit::Host for HostState {
         x: Resource<HostArray>,
         options: wit::ReduceOptions,
     ) -> Out<(Resource<HostArray>, Resource<HostArray>)> {
-        let opts = ReduceOptions {
-            axes: options.axes.as_deref(),
-            keepdims: options.keepdims,
-            dtype: options.dtype.map(dtype_from_wit),
-            correction: options.correction,
-        };
+        let opts = reduce_options(&options);
         let (sum, var) = self.with_ctx(|cx| arrays::sum_var(cx, self.array(&x)?, opts)).map_err(to_wit)?;
         let sum = self.push("sum_var", sum).map_err(to_wit)?;
         match self.push("sum_var", var) {
             Ok(var) => Ok((sum, var)),
             Err(e) => {
-                // Not handed over: the first is the host's to drop.
-                let _ = self.table_mut().delete(sum);
-                self.arrays.live -= 1;
+                // Not handed over: the first goes as the plugin's drop would take it.
+                let _ = wit::HostArray::drop(self, sum);
                 Err(to_wit(e))
             }
         }
